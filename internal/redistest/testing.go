@@ -1,0 +1,80 @@
+package redistest
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// Start starts a server like New and registers its Close with tb.Cleanup.
+// It fails the test if the server cannot be started (for example when
+// redis-server is not installed).
+func Start(tb testing.TB, cfg Config) *Server {
+	tb.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		tb.Fatalf("%v", err)
+	}
+	tb.Cleanup(func() {
+		if err := s.Close(); err != nil {
+			tb.Errorf("%v", err)
+		}
+	})
+	return s
+}
+
+// StartN starts n independent servers with the same configuration,
+// concurrently, each closed by tb.Cleanup. If cfg.Dir is set, server i uses
+// the subdirectory cfg.Dir/node<i>.
+func StartN(tb testing.TB, n int, cfg Config) []*Server {
+	tb.Helper()
+	servers := make([]*Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		c := cfg
+		if cfg.Dir != "" {
+			c.Dir = filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i))
+		}
+		wg.Go(func() { servers[i], errs[i] = New(c) })
+	}
+	wg.Wait()
+	for _, s := range servers {
+		if s == nil {
+			continue
+		}
+		tb.Cleanup(func() {
+			if err := s.Close(); err != nil {
+				tb.Errorf("%v", err)
+			}
+		})
+	}
+	for i, err := range errs {
+		if err != nil {
+			tb.Fatalf("starting server %d of %d: %v", i, n, err)
+		}
+	}
+	return servers
+}
+
+// Key returns a key that is unique to this call: the test name, with every
+// character other than letters, digits, '-', '_' and '.' replaced by '_',
+// followed by ':' and 16 random hex digits. Use it to keep tests that share
+// servers apart.
+func Key(tb testing.TB) string {
+	tb.Helper()
+	name := strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '_', r == '.':
+			return r
+		}
+		return '_'
+	}, tb.Name())
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails
+	return name + ":" + hex.EncodeToString(b[:])
+}
