@@ -1,0 +1,266 @@
+package redlock
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Node is one independent Redis node as the lock sees it: anything that can run Lua scripts.
+// *redis.Client is the usual one; a *redis.ClusterClient or a Sentinel-backed *redis.Client
+// may stand as one node too (see Also for the hash-tag rule).
+type Node = redis.Scripter
+
+var (
+	//go:embed scripts/acquire.lua
+	acquireSrc    string
+	acquireScript = redis.NewScript(acquireSrc)
+	//go:embed scripts/extend.lua
+	extendSrc    string
+	extendScript = redis.NewScript(extendSrc)
+	//go:embed scripts/release.lua
+	releaseSrc    string
+	releaseScript = redis.NewScript(releaseSrc)
+	//go:embed scripts/fence.lua
+	fenceSrc    string
+	fenceScript = redis.NewScript(fenceSrc)
+)
+
+// Client takes locks on a set of independent Redis nodes. It is safe for concurrent use.
+//
+// Requests to nodes run in parallel and a call returns as soon as its outcome is decided, so a
+// few requests may still be running when it returns; the Client owns them, and Close waits for
+// them. Close does not close the nodes' redis clients: they belong to the caller.
+type Client struct {
+	nodes  []Node
+	names  []string
+	quorum int
+	cfg    config
+
+	inflight sync.WaitGroup
+	mu       sync.Mutex // guards closed against inflight.Add
+	closed   bool
+
+	contended contention
+}
+
+// New returns a Client over the given nodes. The nodes must be independent (not replicas of
+// each other) and their number odd, unless WithEvenNodes is given.
+func New(nodes []Node, opts ...Option) (*Client, error) {
+	cfg := defaultConfig()
+	for _, o := range opts {
+		if err := o(&cfg); err != nil {
+			return nil, err
+		}
+	}
+	n := len(nodes)
+	if n == 0 {
+		return nil, errors.New("redlock: no nodes: give at least one Redis node, ideally 3 or 5 independent ones")
+	}
+	for i, nd := range nodes {
+		if err := checkNode(i, nd); err != nil {
+			return nil, err
+		}
+	}
+	if n%2 == 0 && !cfg.evenNodes {
+		return nil, fmt.Errorf("redlock: %d nodes: use an odd number (an even count tolerates no more failures than one node less), or pass WithEvenNodes()", n)
+	}
+	if cfg.quorum == 0 {
+		cfg.quorum = n/2 + 1
+	}
+	if cfg.quorum <= n/2 || cfg.quorum > n {
+		return nil, fmt.Errorf("redlock: quorum %d with %d nodes: must be a majority, between %d and %d", cfg.quorum, n, n/2+1, n)
+	}
+	if cfg.maxWait == 0 {
+		cfg.maxWait = cfg.maxTTL
+	}
+	c := &Client{nodes: nodes, names: make([]string, n), quorum: cfg.quorum, cfg: cfg}
+	for i, nd := range nodes {
+		c.names[i] = nodeName(nd, i)
+	}
+	c.contended.window = cfg.contentionWindow
+	return c, nil
+}
+
+// checkNode refuses nodes on which per-node timeouts could not be enforced.
+func checkNode(i int, n Node) error {
+	if n == nil {
+		return fmt.Errorf("redlock: node %d is nil", i)
+	}
+	var enabled bool
+	switch c := n.(type) {
+	case *redis.Client:
+		enabled = c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		enabled = c.Options().ContextTimeoutEnabled
+	default:
+		return nil
+	}
+	if !enabled {
+		return fmt.Errorf("redlock: node %d (%s): set ContextTimeoutEnabled: true in its go-redis options, or a slow node would hold every call for the client's read timeout instead of the node timeout", i, nodeName(n, i))
+	}
+	return nil
+}
+
+func nodeName(n Node, i int) string {
+	switch c := n.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return strings.Join(c.Options().Addrs, ",")
+	}
+	return fmt.Sprintf("node%d", i)
+}
+
+// Quorum returns the number of nodes that must agree.
+func (c *Client) Quorum() int { return c.quorum }
+
+// Nodes returns the number of nodes.
+func (c *Client) Nodes() int { return len(c.nodes) }
+
+// Close waits for the node requests still running after their calls returned (each is bounded
+// by the node timeout). Calls after Close fail with ErrClientClosed.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	c.closed = true
+	c.mu.Unlock()
+	c.inflight.Wait()
+	return nil
+}
+
+// reply is one node's answer to one request.
+type reply struct {
+	node    int
+	outcome Outcome
+	token   uint64
+	holder  *Holder
+	err     error
+}
+
+// start registers a node request with the Client, so that Close waits for it.
+func (c *Client) start() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return false
+	}
+	c.inflight.Add(1)
+	return true
+}
+
+// fanout sends call to each of the given nodes in parallel and passes the replies to decide,
+// in arrival order, until decide returns true or every reply is in. It returns the replies that
+// arrived after the decision but before fanout returned; replies that arrive later still are
+// passed to late, in the goroutine of their request (late may be nil).
+func (c *Client) fanout(ctx context.Context, nodes []int, timeout time.Duration,
+	call func(ctx context.Context, node int) reply, decide func(reply) bool, late func(reply)) ([]reply, error) {
+	var (
+		mu      sync.Mutex
+		decided bool
+		ch      = make(chan reply, len(nodes))
+	)
+	for _, i := range nodes {
+		if !c.start() {
+			return nil, ErrClientClosed
+		}
+		go func() {
+			defer c.inflight.Done()
+			nctx, cancel := context.WithTimeout(ctx, timeout)
+			r := call(nctx, i)
+			cancel()
+			mu.Lock()
+			if !decided {
+				ch <- r
+				mu.Unlock()
+				return
+			}
+			mu.Unlock()
+			if late != nil {
+				late(r)
+			}
+		}()
+	}
+	for range nodes {
+		if decide(<-ch) {
+			break
+		}
+	}
+	mu.Lock()
+	decided = true
+	mu.Unlock()
+	var rest []reply
+	for len(ch) > 0 {
+		rest = append(rest, <-ch)
+	}
+	return rest, nil
+}
+
+// nodeError wraps err with the node's identity.
+func (c *Client) nodeError(node int, err error) *NodeError {
+	return &NodeError{Node: node, Name: c.names[node], Err: err}
+}
+
+// primary returns the node that is asked first and alone when a lock is contended.
+func (c *Client) primary(fenceKey string) int {
+	h := fnv.New32a()
+	h.Write([]byte(fenceKey))
+	return int(h.Sum32() % uint32(len(c.nodes)))
+}
+
+// nodeTimeout is the per-node request timeout for a lock of the given TTL.
+func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
+	if c.cfg.nodeTimeout > 0 {
+		return c.cfg.nodeTimeout
+	}
+	return max(ttl/50, 5*time.Millisecond)
+}
+
+// drift is the clock drift allowance for a lock of the given TTL.
+func (c *Client) drift(ttl time.Duration) time.Duration {
+	return time.Duration(float64(ttl)*c.cfg.driftFactor) + 2*time.Millisecond
+}
+
+// contention remembers which locks were recently seen held, by fence key.
+type contention struct {
+	window time.Duration
+	mu     sync.Mutex
+	seen   map[string]time.Time
+	swept  time.Time // last sweep of expired entries
+}
+
+func (ct *contention) mark(key string, now time.Time) {
+	if ct.window <= 0 {
+		return
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	if ct.seen == nil {
+		ct.seen = make(map[string]time.Time)
+	}
+	ct.seen[key] = now
+	if now.Sub(ct.swept) > ct.window {
+		ct.swept = now
+		for k, t := range ct.seen {
+			if now.Sub(t) > ct.window {
+				delete(ct.seen, k)
+			}
+		}
+	}
+}
+
+func (ct *contention) is(key string, now time.Time) bool {
+	if ct.window <= 0 {
+		return false
+	}
+	ct.mu.Lock()
+	defer ct.mu.Unlock()
+	t, ok := ct.seen[key]
+	return ok && now.Sub(t) <= ct.window
+}

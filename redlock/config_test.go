@@ -1,0 +1,90 @@
+package redlock_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// Every bad configuration is refused with a message that names the setting. No server is
+// contacted: these checks are pure.
+func TestBadConfigIsRefused(t *testing.T) {
+	node := func() redlock.Node {
+		rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+		t.Cleanup(func() { rc.Close() })
+		return rc
+	}
+	three := []redlock.Node{node(), node(), node()}
+	noCtxTimeout := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer noCtxTimeout.Close()
+
+	for _, tc := range []struct {
+		name  string
+		nodes []redlock.Node
+		opts  []redlock.Option
+		want  string
+	}{
+		{"no nodes", nil, nil, "no nodes"},
+		{"nil node", []redlock.Node{nil}, nil, "node 0 is nil"},
+		{"even", []redlock.Node{node(), node()}, nil, "use an odd number"},
+		{"quorum not a majority", three, []redlock.Option{redlock.WithQuorum(1)}, "must be a majority, between 2 and 3"},
+		{"quorum above N", three, []redlock.Option{redlock.WithQuorum(4)}, "must be a majority"},
+		{"quorum zero", three, []redlock.Option{redlock.WithQuorum(0)}, "quorum 0"},
+		{"drift negative", three, []redlock.Option{redlock.WithDriftFactor(-0.1)}, "drift factor -0.1"},
+		{"drift too large", three, []redlock.Option{redlock.WithDriftFactor(0.5)}, "must be in [0, 0.5)"},
+		{"node timeout", three, []redlock.Option{redlock.WithNodeTimeout(0)}, "node timeout 0s"},
+		{"max TTL", three, []redlock.Option{redlock.WithMaxTTL(-time.Second)}, "max TTL -1s"},
+		{"max wait", three, []redlock.Option{redlock.WithMaxWait(0)}, "max wait 0s"},
+		{"boot key", three, []redlock.Option{redlock.WithBootKey("")}, "boot key is empty"},
+		{"backoff", three, []redlock.Option{redlock.WithBackOff(nil)}, "backoff factory is nil"},
+		{"contention window", three, []redlock.Option{redlock.WithContentionWindow(-1)}, "contention window"},
+		{"context timeouts off", []redlock.Node{noCtxTimeout}, nil, "ContextTimeoutEnabled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := redlock.New(tc.nodes, tc.opts...)
+			require.Error(t, err)
+			assert.Nil(t, c)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.Contains(t, err.Error(), "redlock: ")
+		})
+	}
+
+	even, err := redlock.New([]redlock.Node{node(), node()}, redlock.WithEvenNodes())
+	require.NoError(t, err)
+	assert.Equal(t, 2, even.Quorum())
+	require.NoError(t, even.Close())
+}
+
+func TestBadAcquireIsRefused(t *testing.T) {
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer rc.Close()
+	c, err := redlock.New([]redlock.Node{rc}, redlock.WithMaxTTL(time.Minute))
+	require.NoError(t, err)
+	defer c.Close()
+	ctx := context.Background()
+	for _, tc := range []struct {
+		key  string
+		ttl  time.Duration
+		opts []redlock.AcquireOption
+		want string
+	}{
+		{"", time.Second, nil, "key is empty"},
+		{"k", 0, nil, "TTL 0s: must be positive"},
+		{"k", 2 * time.Minute, nil, "TTL 2m0s is above the max TTL 1m0s"},
+		{"k", 6 * time.Millisecond, nil, "leaves no validity"},
+		{"k", time.Second, []redlock.AcquireOption{redlock.Also("")}, "Also key is empty"},
+		{"k", time.Second, []redlock.AcquireOption{redlock.Also("k")}, `Also key "k" repeats`},
+	} {
+		_, err := c.TryAcquire(ctx, tc.key, tc.ttl, tc.opts...)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), tc.want)
+		_, err = c.Acquire(ctx, tc.key, tc.ttl, tc.opts...)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}

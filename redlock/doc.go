@@ -1,0 +1,105 @@
+// Package redlock implements the Redlock algorithm over N independent Redis nodes, with
+// fencing tokens, node quarantine after memory loss, and leases whose context is cancelled
+// before the lock can expire.
+//
+// # Acquiring
+//
+// A Client sends one script per node, in parallel, each bounded by a node timeout, and decides
+// as soon as the outcome is known: success at the quorum-th yes, failure as soon as a quorum is
+// out of reach. It does not wait for the slowest node. The lock's validity is
+// TTL − elapsed − drift, where drift = TTL·DriftFactor + 2ms; the lock is only reported held
+// while validity is left.
+//
+//	l, err := client.Acquire(ctx, "invoice:42", 30*time.Second)
+//	if err != nil {
+//		return err // errors.Is(err, redlock.ErrNotAcquired), ErrQuorumUnavailable, or ctx's error
+//	}
+//	defer l.Release(context.WithoutCancel(ctx))
+//
+// TryAcquire makes one attempt; Acquire retries on a jittered exponential backoff, a fresh
+// one per call, until its context ends or MaxWait passes. A lock held elsewhere
+// (ErrNotAcquired, with the holder's label in AcquireError.Holder) and nodes that are down
+// (ErrQuorumUnavailable) are different errors; both carry every node's error.
+//
+// When many clients race for one key at the same instant — as every replica of a cron job
+// does at every tick — a plain parallel Redlock splits the vote: each racer gets some nodes,
+// none a majority, all release and retry. A Client remembers which locks it recently saw held
+// (WithContentionWindow); for those it asks the lock's primary node (hash of the fence key
+// mod N) first and alone, and fans out only if the primary said yes. A loser then costs one
+// request and leaves nothing to release. If the primary is down, it falls back to the
+// parallel path.
+//
+// # Fencing tokens
+//
+// Each acquisition gets a token (Lock.Token) strictly greater than every token issued before
+// for the same fence key (FenceKey; default key + ":fence"). Pass it to the storage the lock
+// guards, and have the storage refuse writes with a token lower than one it has seen: a holder
+// that was paused past its lease (a GC pause, SIGSTOP) is then refused, which the lock alone
+// cannot do. Each node keeps a counter per fence key; the token is the highest counter of the
+// quorum, written back to a quorum when the counters differed. A counter is created at the
+// node's clock in microseconds, so a node that lost its memory restarts above every token it
+// issued. This holds while node clocks agree within MaxTTL, keys are acquired less than once
+// per microsecond on average, and fewer than a quorum of nodes lose their memory at once.
+// Counters never expire: run lock nodes with maxmemory-policy noeviction.
+//
+// # Quarantine
+//
+// A node that restarts without its data would forget the locks it held, and could help a
+// second client take a lock the first still holds. Each node keeps a boot marker; when it is
+// missing, the node refuses locks for MaxTTL (OutcomeQuarantined), after which every lock it
+// forgot has expired. New nodes look the same: call Client.EndQuarantine on first deployment.
+//
+// # Leases
+//
+// Lock.Lease starts a goroutine that extends the lock every RenewEvery (default TTL/3). The
+// lease's Context has the lock's validity as its deadline, moved forward only by extensions
+// that a quorum confirmed, and is cancelled with cause ErrLeaseLost no later than that
+// deadline — before any node can let the lock go, so before anyone else can take it. Its Err
+// also checks the clock, so work resumed after a process pause sees the loss at once. MaxHold
+// and MaxRenewals bound how long a lease may keep a lock. Close stops the goroutine, waits for
+// it, and releases the lock.
+//
+// # Reentrancy
+//
+// Go has no thread identity, so a hold belongs to a context. Acquiring a key with a context
+// that carries a live hold of that key from the same Client — a lease's context does, and
+// WithHold adds one — takes a nested hold instead of waiting on itself: a hold count on the
+// nodes goes up by one, on a quorum, and the nested Lock shares the outer lock's value,
+// fencing token and validity. Each hold is released once; the lock leaves the nodes with the
+// last release, whatever the order, and the outer lease's renewals keep the whole nest alive.
+// A hold whose lock is no longer ours on the nodes is never reentered.
+//
+//	func charge(ctx context.Context, orderID string) error {
+//		l, err := client.Acquire(ctx, "order:"+orderID, 30*time.Second) // nests under a caller's hold
+//		if err != nil {
+//			return err
+//		}
+//		defer l.Release(context.WithoutCancel(ctx))
+//		// ...
+//	}
+//
+// # Waking on release
+//
+// With WakeOnRelease, Acquire also subscribes, while it waits, to the channel on which every
+// node announces the lock's release (key + ":released"), and tries again as soon as one is
+// announced rather than at its next backoff step. A lock handed from one worker to the next
+// then moves in about one round trip. Notifications are a hint: a lost one costs a backoff
+// step, never safety.
+//
+// # What it does not promise
+//
+// A lock does not make side effects happen exactly once: work that ignores its context, or
+// that was paused between its last check and its write, can still act after its lease ended.
+// Fencing tokens checked by the storage close that gap; the lock alone cannot. Safety holds
+// while fewer than a quorum of nodes lose their memory at once, and while the nodes' clocks do
+// not jump by more than the drift allowance within a TTL.
+//
+// # Nodes
+//
+// A Node is any go-redis client that runs scripts; its options must have
+// ContextTimeoutEnabled set, so that the node timeout applies. A Redis Cluster or a
+// Sentinel-managed primary may stand as one node; then every key of one lock must share a hash
+// tag, and the quarantine needs the boot key (WithBootKey) in the same slot or turned off.
+//
+// A Client and its Locks and Leases are safe for concurrent use.
+package redlock

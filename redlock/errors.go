@@ -1,0 +1,170 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Sentinel errors. Match them with errors.Is; the errors returned carry per-node detail
+// (see AcquireError and NodeError).
+var (
+	// ErrNotAcquired means the lock is held by someone else: too many nodes refused it.
+	ErrNotAcquired = errors.New("redlock: not acquired")
+	// ErrQuorumUnavailable means too many nodes failed, timed out or are in quarantine for a
+	// quorum to be possible, whoever holds the lock.
+	ErrQuorumUnavailable = errors.New("redlock: quorum unavailable")
+	// ErrLockLost means the lock is no longer ours on a quorum of nodes: it expired, or was
+	// released.
+	ErrLockLost = errors.New("redlock: lock lost")
+	// ErrLeaseLost is the cause with which a lease's context is cancelled when the lease
+	// could not be kept: renewal failed until the validity ran out, the lock was lost, or a
+	// MaxHold or MaxRenewals limit was reached.
+	ErrLeaseLost = errors.New("redlock: lease lost")
+	// ErrLeaseClosed is the cause with which a lease's context is cancelled by Lease.Close.
+	ErrLeaseClosed = errors.New("redlock: lease closed")
+	// ErrClientClosed is returned by calls on a Client after Close.
+	ErrClientClosed = errors.New("redlock: client closed")
+)
+
+// Outcome is what one node answered to one request.
+type Outcome int
+
+// The outcomes of a request to one node.
+const (
+	// OutcomeOK: the node did what was asked (took, extended or released the lock).
+	OutcomeOK Outcome = iota
+	// OutcomeRefused: the node answered, but the lock is held by another value there (acquire)
+	// or is not ours there (extend, release).
+	OutcomeRefused
+	// OutcomeQuarantined: the node lost its memory recently and refuses locks until its
+	// quarantine ends.
+	OutcomeQuarantined
+	// OutcomeError: the node did not answer in time, or answered with an error.
+	OutcomeError
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case OutcomeOK:
+		return "ok"
+	case OutcomeRefused:
+		return "refused"
+	case OutcomeQuarantined:
+		return "quarantined"
+	case OutcomeError:
+		return "error"
+	}
+	return fmt.Sprintf("Outcome(%d)", int(o))
+}
+
+// NodeError is the failure of one node in a request, with the node's index in the list given
+// to New and its name.
+type NodeError struct {
+	Node int
+	Name string
+	Err  error
+}
+
+func (e *NodeError) Error() string { return fmt.Sprintf("node %d (%s): %v", e.Node, e.Name, e.Err) }
+
+// Unwrap returns the node's error.
+func (e *NodeError) Unwrap() error { return e.Err }
+
+// Holder describes who holds a lock that was refused, as stored beside the lock on the node
+// that refused it. The label and metadata are informative only: they are never used to decide
+// ownership.
+type Holder struct {
+	// Key is the lock key that was found held (the primary key or one of the Also keys).
+	Key string
+	// Label is the holder's label (WithLabel), by default host and pid.
+	Label string
+	// Metadata is what the holder stored with WithMetadata, e.g. a trace context.
+	Metadata string
+	// Done reports that the holder released the lock with KeepDone: the key is kept as a
+	// marker that the guarded work was completed.
+	Done bool
+	// TTL is the time the key had left on that node.
+	TTL time.Duration
+}
+
+// AcquireError is returned when an acquisition fails. It matches ErrNotAcquired or
+// ErrQuorumUnavailable with errors.Is, and every node's error with errors.As.
+type AcquireError struct {
+	// Key is the primary lock key.
+	Key string
+	// Reason is ErrNotAcquired or ErrQuorumUnavailable.
+	Reason error
+	// Holder is the holder reported by a node that refused, nil if none did.
+	Holder *Holder
+	// OK, Refused, Quarantined and Failed count the nodes' answers that had arrived when the
+	// outcome was decided.
+	OK, Refused, Quarantined, Failed int
+	// Nodes holds the errors of the nodes that failed.
+	Nodes []*NodeError
+	// Detail says more where the counts do not, e.g. that the validity ran out.
+	Detail string
+}
+
+func (e *AcquireError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: key %q", e.Reason, e.Key)
+	if e.Holder != nil {
+		state := "held"
+		if e.Holder.Done {
+			state = "done"
+		}
+		fmt.Fprintf(&b, " %s by %q", state, e.Holder.Label)
+	}
+	fmt.Fprintf(&b, " (nodes: %d ok, %d refused, %d quarantined, %d failed)", e.OK, e.Refused, e.Quarantined, e.Failed)
+	if e.Detail != "" {
+		fmt.Fprintf(&b, ": %s", e.Detail)
+	}
+	for _, n := range e.Nodes {
+		fmt.Fprintf(&b, "; %v", n)
+	}
+	return b.String()
+}
+
+// Unwrap returns the reason followed by the node errors.
+func (e *AcquireError) Unwrap() []error {
+	errs := make([]error, 0, 1+len(e.Nodes))
+	errs = append(errs, e.Reason)
+	for _, n := range e.Nodes {
+		errs = append(errs, n)
+	}
+	return errs
+}
+
+// QuorumError is returned by Extend and Release when a quorum did not confirm. It matches
+// ErrLockLost (the lock is not ours on enough nodes) or ErrQuorumUnavailable (too many nodes
+// failed) with errors.Is, and every node's error with errors.As.
+type QuorumError struct {
+	Op     string // "extend" or "release"
+	Key    string
+	Reason error
+	// OK, Refused and Failed count the nodes' answers that had arrived when the outcome was
+	// decided.
+	OK, Refused, Failed int
+	Nodes               []*NodeError
+}
+
+func (e *QuorumError) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%v: %s key %q (nodes: %d ok, %d not ours, %d failed)", e.Reason, e.Op, e.Key, e.OK, e.Refused, e.Failed)
+	for _, n := range e.Nodes {
+		fmt.Fprintf(&b, "; %v", n)
+	}
+	return b.String()
+}
+
+// Unwrap returns the reason followed by the node errors.
+func (e *QuorumError) Unwrap() []error {
+	errs := make([]error, 0, 1+len(e.Nodes))
+	errs = append(errs, e.Reason)
+	for _, n := range e.Nodes {
+		errs = append(errs, n)
+	}
+	return errs
+}

@@ -1,0 +1,135 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// localNodes starts n throwaway redis-server processes for an example and returns them as
+// nodes, with a func that stops them.
+func localNodes(n int) ([]redlock.Node, func()) {
+	var nodes []redlock.Node
+	var stops []func()
+	for range n {
+		s, err := redistest.New(redistest.Config{})
+		if err != nil {
+			panic(err)
+		}
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
+		nodes = append(nodes, rc)
+		stops = append(stops, func() { rc.Close(); s.Close() })
+	}
+	return nodes, func() {
+		for _, stop := range stops {
+			stop()
+		}
+	}
+}
+
+func Example() {
+	nodes, stop := localNodes(3)
+	defer stop()
+	client, err := redlock.New(nodes, redlock.WithLabel("worker-1"))
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	ctx := context.Background()
+	_ = client.EndQuarantine(ctx) // new nodes: nothing can have been forgotten
+
+	l, err := client.Acquire(ctx, "report:daily", 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	// Another holder is refused, and told who holds the lock.
+	_, err = client.TryAcquire(ctx, "report:daily", 10*time.Second, redlock.Label("worker-2"))
+	var ae *redlock.AcquireError
+	if errors.As(err, &ae) && errors.Is(err, redlock.ErrNotAcquired) {
+		fmt.Println("worker-2 refused; holder:", ae.Holder.Label)
+	}
+	if err := l.Release(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("released")
+	// Output:
+	// worker-2 refused; holder: worker-1
+	// released
+}
+
+// A lease renews the lock while the work runs, and cancels the work's context before the lock
+// can expire. Here a MaxHold of 300ms ends it.
+func ExampleLock_Lease() {
+	nodes, stop := localNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes)
+	defer client.Close()
+	ctx := context.Background()
+	_ = client.EndQuarantine(ctx)
+
+	l, err := client.Acquire(ctx, "long-job", time.Second)
+	if err != nil {
+		panic(err)
+	}
+	lease, err := l.Lease(ctx, redlock.MaxHold(300*time.Millisecond))
+	if err != nil {
+		panic(err)
+	}
+	defer lease.Close(context.Background())
+
+	work := lease.Context()
+	<-work.Done() // a real job would do its work here, checking work.Err()
+	fmt.Println(errors.Is(context.Cause(work), redlock.ErrLeaseLost))
+	fmt.Println(context.Cause(work))
+	// Output:
+	// true
+	// redlock: lease lost: max hold 300ms reached
+}
+
+// fencedStore is storage that refuses writes from a holder older than one it has seen.
+type fencedStore struct {
+	mu     sync.Mutex
+	latest uint64
+	value  string
+}
+
+func (s *fencedStore) Write(token uint64, v string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if token < s.latest {
+		return fmt.Errorf("stale token %d: %d has written since", token, s.latest)
+	}
+	s.latest, s.value = token, v
+	return nil
+}
+
+// Fencing tokens stop a holder that lost its lock without knowing it (it was paused, say):
+// the storage refuses its write because a newer holder has written.
+func Example_fencing() {
+	nodes, stop := localNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes, redlock.WithNodeTimeout(50*time.Millisecond))
+	defer client.Close()
+	ctx := context.Background()
+	_ = client.EndQuarantine(ctx)
+	store := &fencedStore{}
+
+	first, _ := client.Acquire(ctx, "ledger", 200*time.Millisecond)
+	// ... the first holder pauses past its TTL; the lock expires; a second one takes it.
+	second, _ := client.Acquire(ctx, "ledger", 10*time.Second)
+	fmt.Println("second:", store.Write(second.Token(), "b"))
+	fmt.Println("first:", store.Write(first.Token(), "a") != nil)
+	fmt.Println("value:", store.value)
+	_ = second.Release(ctx)
+	// Output:
+	// second: <nil>
+	// first: true
+	// value: b
+}

@@ -1,0 +1,232 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// renewals returns a lease option that reports each renewal on a channel.
+func renewals() (redlock.LeaseOption, <-chan redlock.Renewal) {
+	ch := make(chan redlock.Renewal, 100)
+	return redlock.OnRenew(func(r redlock.Renewal) {
+		select {
+		case ch <- r:
+		default:
+		}
+	}), ch
+}
+
+func TestLeaseKeepsLockPastTTL(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	l, err := lc.TryAcquire(ctx, key, 300*time.Millisecond)
+	require.NoError(t, err)
+	onRenew, renewed := renewals()
+	lease, err := l.Lease(ctx, onRenew)
+	require.NoError(t, err)
+	// Five renewals is five TTL/3 periods: more than one TTL.
+	for range 5 {
+		r := <-renewed
+		require.NoError(t, r.Err)
+		assert.Greater(t, r.Validity, time.Duration(0))
+	}
+	require.NoError(t, lease.Err())
+	require.NoError(t, lease.Context().Err())
+	dl, ok := lease.Context().Deadline()
+	assert.True(t, ok)
+	assert.Equal(t, l.ValidUntil(), dl)
+
+	_, err = lc.TryAcquire(ctx, key, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+
+	require.NoError(t, lease.Close(ctx))
+	require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseClosed)
+	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseClosed)
+	l2, err := lc.TryAcquire(ctx, key, time.Second)
+	require.NoError(t, err, "Close did not release")
+	require.NoError(t, l2.Release(ctx))
+}
+
+// When every node vanishes (blackholed by the proxies), renewals fail and the lease's context
+// is cancelled with ErrLeaseLost while the lock still exists on the nodes — before anyone else
+// could take it.
+func TestLeaseLostBeforeExpiryWhenNodesVanish(t *testing.T) {
+	c := newCluster(t, 3, true)
+	// A wide drift allowance makes the margin between the lease's end and the keys' expiry
+	// large enough to observe: 20% of 2s.
+	lc := c.client(t, redlock.WithDriftFactor(0.2), redlock.WithNodeTimeout(100*time.Millisecond))
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	l, err := lc.TryAcquire(ctx, key, 2*time.Second)
+	require.NoError(t, err)
+	onRenew, renewed := renewals()
+	lease, err := l.Lease(ctx, onRenew)
+	require.NoError(t, err)
+	require.NoError(t, (<-renewed).Err)
+	for _, p := range c.proxies {
+		p.Blackhole(true)
+	}
+	<-lease.Done()
+	lost := time.Now()
+	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseLost)
+	require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseLost)
+	assert.False(t, lost.Before(l.ValidUntil()), "cancelled before the validity ended")
+
+	// Behind the proxies, the lock is still on a quorum of nodes (the last renewal may have
+	// reached only a quorum): nobody could have taken it yet.
+	held := 0
+	for _, s := range c.servers {
+		pttl, err := s.Client().PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		if pttl > 0 {
+			held++
+		}
+	}
+	assert.GreaterOrEqual(t, held, lc.Quorum(), "the lock expired on a quorum before the lease ended")
+	var failed int
+	for len(renewed) > 0 {
+		if (<-renewed).Err != nil {
+			failed++
+		}
+	}
+	assert.Positive(t, failed)
+	for _, p := range c.proxies {
+		p.Blackhole(false)
+	}
+	cctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	_ = lease.Close(cctx)
+}
+
+func TestLeaseLostWhenLockTakenOver(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	l, err := lc.TryAcquire(ctx, key, 3*time.Second)
+	require.NoError(t, err)
+	lease, err := l.Lease(ctx, redlock.RenewEvery(50*time.Millisecond))
+	require.NoError(t, err)
+	defer lease.Close(ctx)
+	// Someone deletes the lock behind our back: the next renewal finds it gone.
+	for _, s := range c.servers {
+		require.NoError(t, s.Client().Del(ctx, key).Err())
+	}
+	<-lease.Done()
+	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseLost)
+	require.ErrorIs(t, lease.Err(), redlock.ErrLockLost)
+}
+
+func TestLeaseMaxHold(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+
+	l, err := lc.TryAcquire(ctx, redistest.Key(t), time.Second)
+	require.NoError(t, err)
+	start := time.Now()
+	lease, err := l.Lease(ctx, redlock.MaxHold(400*time.Millisecond), redlock.RenewEvery(100*time.Millisecond))
+	require.NoError(t, err)
+	<-lease.Done()
+	assert.GreaterOrEqual(t, time.Since(start), 390*time.Millisecond)
+	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseLost)
+	assert.Contains(t, lease.Err().Error(), "max hold")
+	require.NoError(t, lease.Close(ctx))
+}
+
+func TestLeaseMaxRenewals(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+
+	l, err := lc.TryAcquire(ctx, redistest.Key(t), 300*time.Millisecond)
+	require.NoError(t, err)
+	onRenew, renewed := renewals()
+	lease, err := l.Lease(ctx, redlock.MaxRenewals(2), onRenew)
+	require.NoError(t, err)
+	<-lease.Done()
+	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseLost)
+	assert.Len(t, renewed, 2)
+	assert.False(t, time.Now().Before(l.ValidUntil()))
+	// The keys expire a drift allowance after the validity: they may be gone already.
+	if err := lease.Close(ctx); err != nil {
+		require.ErrorIs(t, err, redlock.ErrLockLost)
+	}
+}
+
+// After a pause (here: the lease's clock simply passing its deadline while renewals are
+// blocked), Err reports the loss at once, even before Done is closed.
+func TestLeaseContextErrChecksTheClock(t *testing.T) {
+	c := newCluster(t, 3, true)
+	lc := c.client(t, redlock.WithNodeTimeout(50*time.Millisecond))
+	ctx := ctxT(t)
+
+	l, err := lc.TryAcquire(ctx, redistest.Key(t), 600*time.Millisecond)
+	require.NoError(t, err)
+	lease, err := l.Lease(ctx, redlock.RenewEvery(500*time.Millisecond))
+	require.NoError(t, err)
+	defer lease.Close(context.Background())
+	for _, p := range c.proxies {
+		p.Blackhole(true)
+	}
+	deadline, _ := lease.Context().Deadline()
+	time.Sleep(time.Until(deadline)) // the one sleep: standing in for a paused process
+	err = lease.Context().Err()
+	require.ErrorIs(t, err, context.Canceled)
+	require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseLost)
+	for _, p := range c.proxies {
+		p.Blackhole(false)
+	}
+}
+
+func TestLeaseParentCancelled(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	key := redistest.Key(t)
+
+	l, err := lc.TryAcquire(ctxT(t), key, time.Second)
+	require.NoError(t, err)
+	errStop := errors.New("stop")
+	parent, cancel := context.WithCancelCause(ctxT(t))
+	lease, err := l.Lease(parent)
+	require.NoError(t, err)
+	cancel(errStop)
+	<-lease.Done()
+	require.ErrorIs(t, lease.Err(), errStop)
+	require.NoError(t, lease.Close(ctxT(t)))
+}
+
+func TestLeaseBadOptions(t *testing.T) {
+	c := newCluster(t, 1, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	l, err := lc.TryAcquire(ctx, redistest.Key(t), time.Second)
+	require.NoError(t, err)
+	defer l.Release(ctx)
+	for _, tc := range []struct {
+		opt  redlock.LeaseOption
+		want string
+	}{
+		{redlock.RenewEvery(time.Second), "RenewEvery 1s must be shorter than the TTL 1s"},
+		{redlock.RenewEvery(0), "RenewEvery 0s: must be positive"},
+		{redlock.MaxHold(-1), "MaxHold -1ns: must not be negative"},
+		{redlock.MaxRenewals(-1), "MaxRenewals -1: must not be negative"},
+	} {
+		_, err := l.Lease(ctx, tc.opt)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), tc.want)
+	}
+}

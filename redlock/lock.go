@@ -1,0 +1,643 @@
+package redlock
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Lock is a lock held on a quorum of nodes. Its methods are safe for concurrent use.
+type Lock struct {
+	c        *Client
+	keys     []string // keys[0] is the primary key
+	fenceKey string
+	value    string
+	label    string
+	ttl      time.Duration
+	token    uint64
+	// acquiredAt is when the successful attempt started.
+	acquiredAt time.Time
+	// depth is 0 for a lock, n for the n-th nested hold of it (see Acquire).
+	depth int
+	// valid is shared by a lock and its nested holds.
+	valid *validity
+
+	mu       sync.Mutex
+	released bool
+}
+
+// validity is the instant until which a lock is certainly held.
+type validity struct {
+	mu    sync.Mutex
+	until time.Time
+}
+
+func (v *validity) get() time.Time {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return v.until
+}
+
+// raise moves the validity forward, never back.
+func (v *validity) raise(t time.Time) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if t.After(v.until) {
+		v.until = t
+	}
+}
+
+// Key returns the lock's primary key.
+func (l *Lock) Key() string { return l.keys[0] }
+
+// Value returns the lock's random value, which identifies this holder on the nodes.
+func (l *Lock) Value() string { return l.value }
+
+// Token returns the lock's fencing token: strictly greater than every token issued before for
+// the same fence key (see the package documentation for the assumptions).
+func (l *Lock) Token() uint64 { return l.token }
+
+// TTL returns the TTL the lock was acquired with; Extend renews it for as long again.
+func (l *Lock) TTL() time.Duration { return l.ttl }
+
+// ValidUntil returns the instant until which the lock is certainly held, on this host's
+// monotonic clock: acquisition (or last extension) start + TTL − drift allowance.
+func (l *Lock) ValidUntil() time.Time { return l.valid.get() }
+
+// Depth returns 0 for a lock, and n for the n-th nested hold of a lock (see Acquire).
+func (l *Lock) Depth() int { return l.depth }
+
+// live reports whether the lock is held as far as this process knows: not released, and
+// within its validity.
+func (l *Lock) live(now time.Time) bool {
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	return !released && now.Before(l.valid.get())
+}
+
+// markReleased records a release and reports whether the lock was released before.
+func (l *Lock) markReleased() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	was := l.released
+	l.released = true
+	return was
+}
+
+// Attempt describes one attempt of an acquisition, for observability (see OnAttempt).
+type Attempt struct {
+	// Number counts the attempts of one Acquire call, from 1.
+	Number int
+	// PrimaryFirst reports that the lock was contended, so the primary node was asked alone
+	// first.
+	PrimaryFirst bool
+	// OK, Refused, Quarantined and Failed count the nodes' answers that had arrived when the
+	// outcome was decided; Quorum is the number of OKs needed.
+	OK, Refused, Quarantined, Failed, Quorum int
+	// Elapsed is the attempt's duration.
+	Elapsed time.Duration
+	// Validity is how long the lock is certainly held, from the end of the attempt; zero on
+	// failure.
+	Validity time.Duration
+	// Token is the fencing token; zero on failure.
+	Token uint64
+	// Err is the attempt's error, nil on success.
+	Err error
+}
+
+// request is a validated acquisition.
+type request struct {
+	keys     []string // boot marker, fence counter, primary key, also keys
+	ttl      time.Duration
+	label    string
+	metadata string
+	fenceKey string
+	hook     func(Attempt)
+	wake     bool
+	hold     *Lock // a live hold of the key that the caller's context carries
+}
+
+func (r *request) lockKeys() []string { return r.keys[2:] }
+
+func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*request, error) {
+	var ac acquireConfig
+	for _, o := range opts {
+		o(&ac)
+	}
+	if key == "" {
+		return nil, errors.New("redlock: key is empty: give the name of the resource to lock")
+	}
+	if ttl <= 0 {
+		return nil, fmt.Errorf("redlock: TTL %v: must be positive, e.g. 30s", ttl)
+	}
+	if ttl > c.cfg.maxTTL {
+		return nil, fmt.Errorf("redlock: TTL %v is above the max TTL %v: ask for less, or raise WithMaxTTL (it is also how long a node that lost its memory stays in quarantine)", ttl, c.cfg.maxTTL)
+	}
+	if least := c.drift(ttl) + c.nodeTimeout(ttl); ttl <= least {
+		return nil, fmt.Errorf("redlock: TTL %v leaves no validity after the drift allowance and node timeout (%v): use a longer TTL", ttl, least)
+	}
+	fence := ac.fenceKey
+	if fence == "" {
+		fence = key + ":fence"
+	}
+	keys := append(make([]string, 0, 3+len(ac.also)), c.cfg.bootKey, fence, key)
+	for _, k := range ac.also {
+		if k == "" {
+			return nil, fmt.Errorf("redlock: Also key is empty for lock %q", key)
+		}
+		for _, prev := range keys[1:] {
+			if k == prev {
+				return nil, fmt.Errorf("redlock: Also key %q repeats a key of lock %q: give each key once", k, key)
+			}
+		}
+		keys = append(keys, k)
+	}
+	label := c.cfg.label
+	if ac.label != "" {
+		label = ac.label
+	}
+	return &request{keys: keys, ttl: ttl, label: label, metadata: ac.metadata, fenceKey: fence, hook: ac.onAttempt,
+		wake: ac.wake, hold: c.heldBy(ctx, key)}, nil
+}
+
+// TryAcquire makes one attempt to acquire the lock named key for ttl. It fails with an error
+// matching ErrNotAcquired when the lock is held elsewhere, and ErrQuorumUnavailable when too
+// many nodes are down. It is reentrant by context, like Acquire.
+func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	req, err := c.newRequest(ctx, key, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.attempt(ctx, req, 1)
+	if err != nil {
+		return nil, withContext(ctx, err)
+	}
+	return l, nil
+}
+
+// Acquire acquires the lock named key for ttl, retrying on the client's backoff schedule
+// (WithBackOff) while the lock is held or the nodes are unavailable, until ctx ends or MaxWait
+// has passed. Its error keeps every cause: the last attempt's error, and ctx's error and cause
+// if ctx ended.
+//
+// Acquisitions are reentrant by context. When ctx carries a live hold of key taken from this
+// Client — a lease's context does, and WithHold adds one — Acquire takes a nested hold
+// instead of waiting for the lock: the hold count on the nodes goes up by one (on a quorum,
+// like any acquisition), and the nested Lock shares the outer one's value, fencing token and
+// validity; ttl and the options that shape the lock (Also, FenceKey, Metadata) are those of
+// the outer lock. Every hold is released on its own, and the lock leaves the nodes with the
+// last release. A hold in ctx that is no longer ours on the nodes (it expired and someone else
+// took the key) is never reentered: the acquisition fails with ErrNotAcquired.
+func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	req, err := c.newRequest(ctx, key, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	b := c.cfg.newBackOff()
+	giveUp := time.Now().Add(c.cfg.maxWait)
+	var w *waker
+	defer func() { w.close() }()
+	for n := 1; ; n++ {
+		l, err := c.attempt(ctx, req, n)
+		if err == nil {
+			return l, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, ErrClientClosed) || (req.hold != nil && errors.Is(err, ErrNotAcquired)) {
+			return nil, withContext(ctx, err)
+		}
+		if req.wake && w == nil && errors.Is(err, ErrNotAcquired) {
+			// Listen for the release from now on, then try again at once: the release may
+			// have come before the subscription.
+			if w = c.subscribe(ctx, req); w != nil {
+				continue
+			}
+			req.wake = false // no node can notify: plain backoff
+		}
+		wait, left := b.NextBackOff(), time.Until(giveUp)
+		if wait == backoff.Stop || left <= 0 {
+			return nil, fmt.Errorf("%w (gave up after %d attempts)", err, n)
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, withContext(ctx, err)
+		case <-t.C:
+		case <-w.C():
+			t.Stop()
+		}
+	}
+}
+
+// withContext joins ctx's error and cause, if any, to err.
+func withContext(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if cerr == nil {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != cerr {
+		return errors.Join(err, cerr, cause)
+	}
+	return errors.Join(err, cerr)
+}
+
+// tally counts the replies of one request to the nodes and decides its outcome.
+type tally struct {
+	n, quorum                        int
+	ok, refused, quarantined, failed int
+	oks                              []reply
+	holder                           *Holder
+	errs                             []*NodeError
+}
+
+// add counts r and reports whether the outcome is decided.
+func (t *tally) add(c *Client, r reply) bool {
+	switch r.outcome {
+	case OutcomeOK:
+		t.ok++
+		t.oks = append(t.oks, r)
+	case OutcomeRefused:
+		t.refused++
+		if t.holder == nil {
+			t.holder = r.holder
+		}
+	case OutcomeQuarantined:
+		t.quarantined++
+		t.errs = append(t.errs, c.nodeError(r.node, r.err))
+	default:
+		t.failed++
+		t.errs = append(t.errs, c.nodeError(r.node, r.err))
+	}
+	return t.ok >= t.quorum || t.lost()
+}
+
+// lost reports whether a quorum can no longer be reached.
+func (t *tally) lost() bool { return t.refused+t.quarantined+t.failed > t.n-t.quorum }
+
+// reason says why a quorum was not reached: refused means held (acquire) or not ours
+// (extend, release).
+func (t *tally) reason(refused error) error {
+	if t.refused > t.n-t.quorum {
+		return refused
+	}
+	if t.quarantined+t.failed > t.n-t.quorum {
+		return ErrQuorumUnavailable
+	}
+	// Undecided replies are missing: count what could not answer as unavailable.
+	if t.refused > 0 {
+		return refused
+	}
+	return ErrQuorumUnavailable
+}
+
+// lateOKs collects the nodes that took the lock after an attempt's outcome was decided, so
+// that a failed attempt releases them too.
+type lateOKs struct {
+	mu      sync.Mutex
+	settled bool
+	failed  bool
+	nodes   []int
+}
+
+// settle records the attempt's outcome and returns the nodes that said OK late until now.
+func (lo *lateOKs) settle(failed bool) []int {
+	lo.mu.Lock()
+	defer lo.mu.Unlock()
+	lo.settled, lo.failed = true, failed
+	return lo.nodes
+}
+
+func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, error) {
+	if req.hold != nil {
+		return c.reenter(ctx, req, req.hold, number)
+	}
+	value := newValue()
+	start := time.Now()
+	ttlms := formatMillis(req.ttl)
+	var qms string
+	if c.cfg.quarantine {
+		qms = formatMillis(c.cfg.maxTTL)
+	} else {
+		qms = "0"
+	}
+	call := func(ctx context.Context, i int) reply {
+		res, err := acquireScript.Run(ctx, c.nodes[i], req.keys, value, ttlms, qms, req.label, req.metadata).Slice()
+		if err != nil {
+			return reply{node: i, outcome: OutcomeError, err: err}
+		}
+		return parseAcquire(i, req, res)
+	}
+	var late lateOKs
+	onLate := func(r reply) {
+		if r.outcome != OutcomeOK {
+			return
+		}
+		late.mu.Lock()
+		if !late.settled {
+			late.nodes = append(late.nodes, r.node)
+			late.mu.Unlock()
+			return
+		}
+		failed := late.failed
+		late.mu.Unlock()
+		if failed {
+			c.releaseNode(ctx, r.node, req.lockKeys(), value, req.ttl)
+		}
+	}
+
+	t := tally{n: len(c.nodes), quorum: c.quorum}
+	decide := func(r reply) bool { return t.add(c, r) }
+	primaryFirst := len(c.nodes) > 1 && c.contended.is(req.fenceKey, start)
+	var rest []reply
+	var err error
+	if primaryFirst {
+		p := c.primary(req.fenceKey)
+		rest, err = c.fanout(ctx, []int{p}, c.nodeTimeout(req.ttl), call, decide, onLate)
+		if err == nil && t.refused == 0 {
+			others := make([]int, 0, len(c.nodes)-1)
+			for i := range c.nodes {
+				if i != p {
+					others = append(others, i)
+				}
+			}
+			var more []reply
+			more, err = c.fanout(ctx, others, c.nodeTimeout(req.ttl), call, decide, onLate)
+			rest = append(rest, more...)
+		}
+	} else {
+		rest, err = c.fanout(ctx, c.all(), c.nodeTimeout(req.ttl), call, decide, onLate)
+	}
+	if t.refused > 0 {
+		c.contended.mark(req.fenceKey, time.Now())
+	}
+	a := Attempt{Number: number, PrimaryFirst: primaryFirst, Quorum: c.quorum}
+	report := func(l *Lock, err error) (*Lock, error) {
+		a.OK, a.Refused, a.Quarantined, a.Failed = t.ok, t.refused, t.quarantined, t.failed
+		a.Elapsed, a.Err = time.Since(start), err
+		if l != nil {
+			a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
+		}
+		if req.hook != nil {
+			req.hook(a)
+		}
+		return l, err
+	}
+	if err != nil {
+		return report(nil, err)
+	}
+
+	fail := func(reason error, detail string) (*Lock, error) {
+		nodes := late.settle(true)
+		for _, r := range t.oks {
+			nodes = append(nodes, r.node)
+		}
+		for _, r := range rest {
+			if r.outcome == OutcomeOK {
+				nodes = append(nodes, r.node)
+			}
+		}
+		for _, e := range t.errs {
+			nodes = append(nodes, e.Node)
+		}
+		c.releaseAll(ctx, nodes, req.lockKeys(), value, req.ttl)
+		return report(nil, &AcquireError{
+			Key: req.keys[2], Reason: reason, Holder: t.holder, Detail: detail,
+			OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Nodes: t.errs,
+		})
+	}
+	if t.ok < c.quorum {
+		return fail(t.reason(ErrNotAcquired), "")
+	}
+	token, err := c.fence(ctx, req, t.oks)
+	if err != nil {
+		return fail(ErrQuorumUnavailable, err.Error())
+	}
+	validUntil := start.Add(req.ttl - c.drift(req.ttl))
+	if !time.Now().Before(validUntil) {
+		return fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
+	}
+	late.settle(false)
+	return report(&Lock{
+		c: c, keys: req.lockKeys(), fenceKey: req.fenceKey, value: value, label: req.label,
+		ttl: req.ttl, token: token, acquiredAt: start, valid: &validity{until: validUntil},
+	}, nil)
+}
+
+// parseAcquire reads the acquire script's reply.
+func parseAcquire(node int, req *request, res []any) reply {
+	bad := reply{node: node, outcome: OutcomeError, err: fmt.Errorf("unexpected reply to the acquire script: %v", res)}
+	if len(res) < 2 {
+		return bad
+	}
+	code, _ := res[0].(int64)
+	switch code {
+	case 0:
+		s, _ := res[1].(string)
+		token, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return bad
+		}
+		return reply{node: node, outcome: OutcomeOK, token: token}
+	case 1:
+		if len(res) < 6 {
+			return bad
+		}
+		idx, _ := res[1].(int64)
+		label, _ := res[2].(string)
+		meta, _ := res[3].(string)
+		state, _ := res[4].(string)
+		pttl, _ := res[5].(int64)
+		key := req.keys[2]
+		if k := 2 + int(idx) - 1; idx >= 1 && k < len(req.keys) {
+			key = req.keys[k]
+		}
+		return reply{node: node, outcome: OutcomeRefused, holder: &Holder{
+			Key: key, Label: label, Metadata: meta, Done: state == "done", TTL: time.Duration(pttl) * time.Millisecond,
+		}}
+	case 2:
+		ms, _ := res[1].(int64)
+		return reply{node: node, outcome: OutcomeQuarantined,
+			err: fmt.Errorf("in quarantine for %v more: the node lost its memory or is new (cronlock check shows the marker)", time.Duration(ms)*time.Millisecond)}
+	}
+	return bad
+}
+
+// fence returns the fencing token of an acquisition: the highest counter among the quorum's
+// replies. When they differ, some node missed acquisitions or lost its memory, so the highest
+// is first written back until a quorum holds it, and the next acquisition is sure to see it.
+func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, error) {
+	var top uint64
+	for _, r := range oks {
+		top = max(top, r.token)
+	}
+	have := 0
+	need := make([]int, 0, len(c.nodes))
+	isTop := make([]bool, len(c.nodes))
+	for _, r := range oks {
+		if r.token == top {
+			have++
+			isTop[r.node] = true
+		}
+	}
+	if have >= c.quorum {
+		return top, nil
+	}
+	for i := range c.nodes {
+		if !isTop[i] {
+			need = append(need, i)
+		}
+	}
+	arg := strconv.FormatUint(top, 10)
+	t := tally{n: len(c.nodes), quorum: c.quorum, ok: have}
+	_, err := c.fanout(ctx, need, c.nodeTimeout(req.ttl), func(ctx context.Context, i int) reply {
+		if err := fenceScript.Run(ctx, c.nodes[i], []string{req.fenceKey}, arg).Err(); err != nil {
+			return reply{node: i, outcome: OutcomeError, err: err}
+		}
+		return reply{node: i, outcome: OutcomeOK}
+	}, func(r reply) bool { return t.add(c, r) }, nil)
+	if err != nil {
+		return 0, err
+	}
+	if t.ok < c.quorum {
+		return 0, fmt.Errorf("fencing token %d could not be written back to a quorum: %w", top, errors.Join(asErrors(t.errs)...))
+	}
+	return top, nil
+}
+
+func asErrors(nodes []*NodeError) []error {
+	errs := make([]error, len(nodes))
+	for i, n := range nodes {
+		errs[i] = n
+	}
+	return errs
+}
+
+// all returns the indexes of every node.
+func (c *Client) all() []int {
+	idx := make([]int, len(c.nodes))
+	for i := range idx {
+		idx[i] = i
+	}
+	return idx
+}
+
+// releaseNode releases one node, best effort: the lock expires there anyway.
+func (c *Client) releaseNode(ctx context.Context, node int, keys []string, value string, ttl time.Duration) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(ttl))
+	defer cancel()
+	_ = releaseScript.Run(rctx, c.nodes[node], keys, value, "0", releasedChannel(keys[0])).Err()
+}
+
+// releaseAll releases the nodes of a failed attempt, in parallel, and waits for them (each
+// bounded by the node timeout), so that a failed attempt leaves nothing behind that could
+// refuse the next one — except replies still in flight, which onLate releases.
+func (c *Client) releaseAll(ctx context.Context, nodes []int, keys []string, value string, ttl time.Duration) {
+	if len(nodes) == 0 {
+		return
+	}
+	_, _ = c.fanout(context.WithoutCancel(ctx), nodes, c.nodeTimeout(ttl), func(ctx context.Context, i int) reply {
+		c.releaseNode(ctx, i, keys, value, ttl)
+		return reply{node: i}
+	}, func(reply) bool { return false }, nil)
+}
+
+// newValue returns 128 random bits, hex-encoded.
+func newValue() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// Extend renews the lock on the nodes for its TTL again, and returns its new validity. It
+// succeeds only when a quorum of nodes still holds the lock for us: otherwise the error
+// matches ErrLockLost (not ours on too many nodes) or ErrQuorumUnavailable (too many nodes
+// failed), and the validity is unchanged.
+func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
+	c := l.c
+	l.mu.Lock()
+	released := l.released
+	l.mu.Unlock()
+	if released {
+		return 0, &QuorumError{Op: "extend", Key: l.keys[0], Reason: ErrLockLost}
+	}
+	start := time.Now()
+	ttlms := formatMillis(l.ttl)
+	t := tally{n: len(c.nodes), quorum: c.quorum}
+	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
+		n, err := extendScript.Run(ctx, c.nodes[i], l.keys, l.value, ttlms).Int64()
+		return judge(i, n, err)
+	}, func(r reply) bool { return t.add(c, r) }, nil)
+	if err != nil {
+		return 0, err
+	}
+	if t.ok < c.quorum {
+		return 0, withContext(ctx, &QuorumError{Op: "extend", Key: l.keys[0], Reason: t.reason(ErrLockLost),
+			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs})
+	}
+	validUntil := start.Add(l.ttl - c.drift(l.ttl))
+	validity := time.Until(validUntil)
+	if validity <= 0 {
+		return 0, &QuorumError{Op: "extend", Key: l.keys[0], Reason: ErrQuorumUnavailable, OK: t.ok}
+	}
+	l.valid.raise(validUntil)
+	return validity, nil
+}
+
+// judge turns a node's count of keys acted on into a reply.
+func judge(node int, n int64, err error) reply {
+	switch {
+	case err != nil:
+		return reply{node: node, outcome: OutcomeError, err: err}
+	case n == 0:
+		return reply{node: node, outcome: OutcomeRefused}
+	}
+	return reply{node: node, outcome: OutcomeOK}
+}
+
+// Release releases the lock on every node, in parallel, and returns once a quorum confirmed
+// and the lock's primary node answered (see WithContentionWindow).
+// It fails with an error matching ErrLockLost when the lock was not ours anymore on too many
+// nodes (it had expired, or was released before), or ErrQuorumUnavailable when too many nodes
+// failed; the lock then expires by its TTL. Release the lock only after the guarded work
+// returned, with a context of its own: a cancelled ctx cannot release anything.
+func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
+	var rc releaseConfig
+	for _, o := range opts {
+		o(&rc)
+	}
+	if rc.keepDone < 0 {
+		return fmt.Errorf("redlock: KeepDone(%v): must not be negative", rc.keepDone)
+	}
+	c := l.c
+	if l.markReleased() {
+		return &QuorumError{Op: "release", Key: l.keys[0], Reason: ErrLockLost}
+	}
+	keep := formatMillis(rc.keepDone)
+	t := tally{n: len(c.nodes), quorum: c.quorum}
+	// Waiting for the primary node too means that a contended acquisition (which asks the
+	// primary first) that starts after Release returned finds the lock free.
+	primary, primaryAnswered := c.primary(l.fenceKey), false
+	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
+		n, err := releaseScript.Run(ctx, c.nodes[i], l.keys, l.value, keep, releasedChannel(l.keys[0])).Int64()
+		return judge(i, n, err)
+	}, func(r reply) bool {
+		primaryAnswered = primaryAnswered || r.node == primary
+		return t.add(c, r) && (primaryAnswered || t.lost())
+	}, nil)
+	if err != nil {
+		return err
+	}
+	if t.ok < c.quorum {
+		return withContext(ctx, &QuorumError{Op: "release", Key: l.keys[0], Reason: t.reason(ErrLockLost),
+			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs})
+	}
+	return nil
+}

@@ -1,0 +1,388 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+func TestAcquireRelease(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t, redlock.WithLabel("worker-a"))
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	l, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, key, l.Key())
+	assert.NotZero(t, l.Token())
+	assert.Len(t, l.Value(), 32)
+	assert.WithinDuration(t, time.Now().Add(10*time.Second), l.ValidUntil(), 2*time.Second)
+
+	_, err = lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("worker-b"))
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	var ae *redlock.AcquireError
+	require.ErrorAs(t, err, &ae)
+	require.NotNil(t, ae.Holder)
+	assert.Equal(t, "worker-a", ae.Holder.Label)
+	assert.False(t, ae.Holder.Done)
+	assert.Contains(t, err.Error(), `held by "worker-a"`)
+
+	require.NoError(t, l.Release(ctx))
+	l2, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	assert.Greater(t, l2.Token(), l.Token())
+	require.NoError(t, l2.Release(ctx))
+
+	// A second release finds nothing of ours.
+	require.ErrorIs(t, l2.Release(ctx), redlock.ErrLockLost)
+}
+
+func TestMutualExclusionUnderContention(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	const workers, rounds = 8, 15
+	var holders, maxHolders, acquired atomic.Int32
+	var lastToken atomic.Uint64
+	start := make(chan struct{})
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Go(func() {
+			<-start
+			for range rounds {
+				l, err := lc.Acquire(ctx, key, 5*time.Second)
+				if !assert.NoError(t, err) {
+					return
+				}
+				h := holders.Add(1)
+				for {
+					m := maxHolders.Load()
+					if h <= m || maxHolders.CompareAndSwap(m, h) {
+						break
+					}
+				}
+				// Tokens of successive holders strictly increase.
+				prev := lastToken.Swap(l.Token())
+				assert.Greater(t, l.Token(), prev)
+				acquired.Add(1)
+				holders.Add(-1)
+				assert.NoError(t, l.Release(ctx))
+			}
+		})
+	}
+	close(start)
+	wg.Wait()
+	assert.EqualValues(t, 1, maxHolders.Load(), "two holders at once")
+	assert.EqualValues(t, workers*rounds, acquired.Load())
+}
+
+func TestLockExpires(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	l, err := lc.TryAcquire(ctx, key, 300*time.Millisecond)
+	require.NoError(t, err)
+	// Not released: another acquirer waits for the TTL, then gets it.
+	l2, err := lc.Acquire(ctx, key, 5*time.Second)
+	require.NoError(t, err)
+	assert.Greater(t, l2.Token(), l.Token())
+	assert.False(t, time.Now().Before(l.ValidUntil()), "acquired before the first lock's validity ended")
+
+	// The first holder can neither extend nor release the lock it lost.
+	_, err = l.Extend(ctx)
+	require.ErrorIs(t, err, redlock.ErrLockLost)
+	require.ErrorIs(t, l.Release(ctx), redlock.ErrLockLost)
+	_, err = lc.TryAcquire(ctx, key, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "the old holder's release freed the new holder's lock")
+	require.NoError(t, l2.Release(ctx))
+}
+
+func TestExtend(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	l, err := lc.TryAcquire(ctx, key, 2*time.Second)
+	require.NoError(t, err)
+	before := l.ValidUntil()
+	validity, err := l.Extend(ctx)
+	require.NoError(t, err)
+	assert.Greater(t, validity, time.Duration(0))
+	assert.False(t, l.ValidUntil().Before(before))
+	for _, s := range c.servers {
+		pttl, err := s.Client().PTTL(ctx, key).Result()
+		require.NoError(t, err)
+		assert.Greater(t, pttl, time.Second)
+	}
+	require.NoError(t, l.Release(ctx))
+	_, err = l.Extend(ctx)
+	require.ErrorIs(t, err, redlock.ErrLockLost)
+}
+
+func TestMinorityDownStillAcquires(t *testing.T) {
+	c := newCluster(t, 5, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	require.NoError(t, c.servers[1].Kill())
+	require.NoError(t, c.servers[3].Kill())
+
+	var a redlock.Attempt
+	l, err := lc.TryAcquire(ctx, redistest.Key(t), 5*time.Second, redlock.OnAttempt(func(at redlock.Attempt) { a = at }))
+	require.NoError(t, err)
+	assert.Equal(t, 3, a.OK)
+	require.NoError(t, l.Release(ctx))
+}
+
+func TestMajorityDownFailsWithQuorumError(t *testing.T) {
+	c := newCluster(t, 5, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	for _, i := range []int{0, 2, 4} {
+		require.NoError(t, c.servers[i].Kill())
+	}
+	_, err := lc.TryAcquire(ctx, redistest.Key(t), 5*time.Second)
+	require.ErrorIs(t, err, redlock.ErrQuorumUnavailable)
+	require.NotErrorIs(t, err, redlock.ErrNotAcquired)
+	var ne *redlock.NodeError
+	require.ErrorAs(t, err, &ne)
+	assert.Contains(t, []int{0, 2, 4}, ne.Node)
+	assert.Contains(t, ne.Name, "127.0.0.1:")
+}
+
+// A slow minority node does not slow acquisition: the outcome is decided without its reply.
+func TestSlowNodeIsNotWaitedFor(t *testing.T) {
+	c := newCluster(t, 5, true)
+	lc := c.client(t, redlock.WithNodeTimeout(5*time.Second))
+	ctx := ctxT(t)
+	c.proxies[2].SetLatency(time.Second)
+
+	var a redlock.Attempt
+	l, err := lc.TryAcquire(ctx, redistest.Key(t), 20*time.Second, redlock.OnAttempt(func(at redlock.Attempt) { a = at }))
+	require.NoError(t, err)
+	assert.Less(t, a.OK+a.Refused+a.Failed, 5, "waited for the slow node")
+	require.NoError(t, l.Release(ctx))
+}
+
+func TestQuarantineAfterMemoryLoss(t *testing.T) {
+	for _, quarantine := range []bool{true, false} {
+		name := "quarantine"
+		if !quarantine {
+			name = "without quarantine, two holders"
+		}
+		t.Run(name, func(t *testing.T) {
+			c := newCluster(t, 3, false)
+			opts := []redlock.Option{redlock.WithContentionWindow(0)}
+			if !quarantine {
+				opts = append(opts, redlock.WithoutQuarantine())
+			}
+			ctx := ctxT(t)
+			key := redistest.Key(t)
+
+			// A holds the lock on nodes 0 and 1 only (node 2 is down at that moment). Closing
+			// A's client waits for its request to node 2, which would otherwise keep dialing
+			// and could place the lock there once node 2 is back.
+			la, lc := c.client(t, opts...), c.client(t, opts...)
+			require.NoError(t, c.servers[2].Kill())
+			a, err := la.TryAcquire(ctx, key, 30*time.Second)
+			require.NoError(t, err)
+			require.NoError(t, la.Close())
+			require.NoError(t, c.servers[2].Restart())
+			// Node 2 had nothing to forget: end its quarantine by hand.
+			require.NoError(t, c.servers[2].Client().Set(ctx, "cronlock:boot", "0", 0).Err())
+			// Node 1 restarts without persistence: it forgets A's lock.
+			require.NoError(t, c.servers[1].Kill())
+			require.NoError(t, c.servers[1].Restart())
+
+			b, err := lc.TryAcquire(ctx, key, 30*time.Second)
+			if !quarantine {
+				// The unsafe case the quarantine exists for: B takes nodes 1 and 2.
+				require.NoError(t, err)
+				assert.Greater(t, b.Token(), a.Token())
+				return
+			}
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			var ae *redlock.AcquireError
+			require.ErrorAs(t, err, &ae)
+			assert.Equal(t, 1, ae.Quarantined)
+			assert.Contains(t, err.Error(), "quarantine")
+		})
+	}
+}
+
+func TestQuarantineEnds(t *testing.T) {
+	c := newCluster(t, 1, false)
+	lc, err := redlock.New(c.nodes, redlock.WithMaxTTL(400*time.Millisecond), redlock.WithNodeTimeout(100*time.Millisecond))
+	require.NoError(t, err)
+	defer lc.Close()
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	// A new node has no boot marker: it refuses locks for the max TTL.
+	_, err = lc.TryAcquire(ctx, key, 300*time.Millisecond)
+	require.ErrorIs(t, err, redlock.ErrQuorumUnavailable)
+	l, err := lc.Acquire(ctx, key, 300*time.Millisecond)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+}
+
+func TestCancelDuringRetryKeepsEveryCause(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	key := redistest.Key(t)
+	held, err := lc.TryAcquire(ctxT(t), key, 10*time.Second)
+	require.NoError(t, err)
+	defer held.Release(ctxT(t))
+
+	errShutdown := errors.New("shutting down")
+	ctx, cancel := context.WithCancelCause(ctxT(t))
+	attempts := 0
+	_, err = lc.Acquire(ctx, key, 10*time.Second, redlock.OnAttempt(func(a redlock.Attempt) {
+		attempts = a.Number
+		if a.Number == 3 {
+			cancel(errShutdown)
+		}
+	}))
+	assert.Equal(t, 3, attempts)
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, errShutdown)
+}
+
+func TestAcquireGivesUpAfterMaxWait(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t, redlock.WithMaxWait(100*time.Millisecond))
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+	held, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	defer held.Release(ctx)
+
+	_, err = lc.Acquire(ctx, key, 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.Contains(t, err.Error(), "gave up after")
+}
+
+func TestAlsoKeysAndDoneMarker(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	tick, run := redistest.Key(t)+":tick", redistest.Key(t)+":run"
+	// One fence key for every lock on these keys, as the scheduler does for a job's keys.
+	fence := redlock.FenceKey(redistest.Key(t) + ":fence")
+
+	l, err := lc.TryAcquire(ctx, tick, 10*time.Second, redlock.Also(run), redlock.Metadata("trace-1"), fence)
+	require.NoError(t, err)
+	// The run key is taken with the tick key.
+	_, err = lc.TryAcquire(ctx, run, 10*time.Second, fence)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	var ae *redlock.AcquireError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, run, ae.Holder.Key)
+	assert.Equal(t, "trace-1", ae.Holder.Metadata)
+
+	// Released with KeepDone: the run key is free, the tick key stays, marked done.
+	require.NoError(t, l.Release(ctx, redlock.KeepDone(5*time.Second)))
+	r, err := lc.TryAcquire(ctx, run, 10*time.Second, fence)
+	require.NoError(t, err)
+	require.NoError(t, r.Release(ctx))
+	_, err = lc.TryAcquire(ctx, tick, 10*time.Second, fence)
+	require.ErrorAs(t, err, &ae)
+	assert.True(t, ae.Holder.Done)
+	assert.Equal(t, tick, ae.Holder.Key)
+	assert.Contains(t, err.Error(), "done by")
+}
+
+func TestScriptCacheFlushFallsBackToEval(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	for _, s := range c.servers {
+		require.NoError(t, s.Client().ScriptFlush(ctx).Err())
+	}
+	l, err := lc.TryAcquire(ctx, redistest.Key(t), 5*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+}
+
+func TestContendedLockAsksPrimaryFirst(t *testing.T) {
+	c := newCluster(t, 5, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	var a redlock.Attempt
+	hook := redlock.OnAttempt(func(at redlock.Attempt) { a = at })
+	l, err := lc.TryAcquire(ctx, key, 5*time.Second, hook)
+	require.NoError(t, err)
+	assert.False(t, a.PrimaryFirst)
+	_, err = lc.TryAcquire(ctx, key, 5*time.Second, hook)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	// Now contended: the next refusal costs one request.
+	_, err = lc.TryAcquire(ctx, key, 5*time.Second, hook)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.True(t, a.PrimaryFirst)
+	assert.Equal(t, 1, a.OK+a.Refused+a.Failed+a.Quarantined)
+	require.NoError(t, l.Release(ctx))
+	l, err = lc.TryAcquire(ctx, key, 5*time.Second, hook)
+	require.NoError(t, err)
+	assert.True(t, a.PrimaryFirst)
+	require.NoError(t, l.Release(ctx))
+}
+
+// Racers that start at the same instant, as scheduler replicas do at every tick, resolve to
+// one winner: no round has two holders, and once the lock is known to be contended (after the
+// first rounds, which may split the vote) every round has a winner.
+func TestRacersAtTheSameInstant(t *testing.T) {
+	for _, n := range []int{3, 5} {
+		t.Run(fmt.Sprintf("%d nodes", n), func(t *testing.T) {
+			c := newCluster(t, n, false)
+			lcs := make([]*redlock.Client, 8)
+			for i := range lcs {
+				lcs[i] = c.client(t)
+			}
+			ctx := ctxT(t)
+			const rounds = 20
+			won := 0
+			for range rounds {
+				key := redistest.Key(t)
+				locks := make(chan *redlock.Lock, len(lcs))
+				start := make(chan struct{})
+				var wg sync.WaitGroup
+				for _, lc := range lcs {
+					wg.Go(func() {
+						<-start
+						l, err := lc.TryAcquire(ctx, key, 5*time.Second, redlock.FenceKey("race"))
+						if err == nil {
+							locks <- l
+						}
+					})
+				}
+				close(start)
+				wg.Wait()
+				close(locks)
+				require.LessOrEqual(t, len(locks), 1, "two holders")
+				for l := range locks {
+					won++
+					require.NoError(t, l.Release(ctx))
+				}
+			}
+			assert.GreaterOrEqual(t, won, rounds-2)
+		})
+	}
+}

@@ -1,0 +1,255 @@
+package redlock
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Option configures a Client. Each option documents its default.
+type Option func(*config) error
+
+type config struct {
+	quorum           int
+	evenNodes        bool
+	driftFactor      float64
+	nodeTimeout      time.Duration
+	maxTTL           time.Duration
+	quarantine       bool
+	bootKey          string
+	newBackOff       func() backoff.BackOff
+	maxWait          time.Duration
+	label            string
+	contentionWindow time.Duration
+}
+
+func defaultConfig() config {
+	host, _ := os.Hostname()
+	return config{
+		driftFactor:      0.01,
+		maxTTL:           time.Minute,
+		quarantine:       true,
+		bootKey:          "cronlock:boot",
+		newBackOff:       DefaultBackOff,
+		label:            fmt.Sprintf("%s-%d", host, os.Getpid()),
+		contentionWindow: 10 * time.Minute,
+	}
+}
+
+// WithQuorum sets how many nodes must agree. Default: a majority, len(nodes)/2+1. A quorum of
+// less than a majority is refused: two holders could each have one.
+func WithQuorum(n int) Option {
+	return func(c *config) error {
+		if n <= 0 {
+			return fmt.Errorf("redlock: quorum %d: must be at least 1", n)
+		}
+		c.quorum = n
+		return nil
+	}
+}
+
+// WithEvenNodes allows an even number of nodes. Default: refused, because an even count costs
+// one more node than the odd count below it and tolerates no more failures.
+func WithEvenNodes() Option {
+	return func(c *config) error { c.evenNodes = true; return nil }
+}
+
+// WithDriftFactor sets the clock drift allowance, as a fraction of the TTL: a lock's validity
+// is TTL − elapsed − (TTL·factor + 2ms). Default 0.01. It must be in [0, 0.5).
+func WithDriftFactor(f float64) Option {
+	return func(c *config) error {
+		if f < 0 || f >= 0.5 {
+			return fmt.Errorf("redlock: drift factor %v: must be in [0, 0.5), e.g. 0.01", f)
+		}
+		c.driftFactor = f
+		return nil
+	}
+}
+
+// WithNodeTimeout sets how long one request to one node may take. Default: TTL/50 for
+// acquisitions and extensions (at least 5ms), and the same rule applied to the lock's TTL for
+// releases.
+func WithNodeTimeout(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("redlock: node timeout %v: must be positive", d)
+		}
+		c.nodeTimeout = d
+		return nil
+	}
+}
+
+// WithMaxTTL sets the longest TTL a lock may ask for, which is also how long a node that lost
+// its memory refuses locks (its quarantine). Default 1 minute.
+func WithMaxTTL(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("redlock: max TTL %v: must be positive", d)
+		}
+		c.maxTTL = d
+		return nil
+	}
+}
+
+// WithoutQuarantine turns off node quarantine. Default: on — a node whose boot marker is
+// missing (it is new, or lost its memory) refuses locks for MaxTTL, so it cannot help a second
+// holder take a lock that it forgot. Turn it off only for nodes that persist every write
+// (appendfsync always), or in tests.
+func WithoutQuarantine() Option {
+	return func(c *config) error { c.quarantine = false; return nil }
+}
+
+// WithBootKey sets the key of each node's boot marker. Default "cronlock:boot".
+func WithBootKey(key string) Option {
+	return func(c *config) error {
+		if key == "" {
+			return errors.New("redlock: boot key is empty: give a key name, e.g. \"cronlock:boot\"")
+		}
+		c.bootKey = key
+		return nil
+	}
+}
+
+// WithBackOff sets the factory of the retry schedule used by Acquire; it is called once per
+// Acquire, so schedules are never shared between calls. Default DefaultBackOff.
+func WithBackOff(newBackOff func() backoff.BackOff) Option {
+	return func(c *config) error {
+		if newBackOff == nil {
+			return errors.New("redlock: backoff factory is nil: pass a func that returns a new backoff.BackOff")
+		}
+		c.newBackOff = newBackOff
+		return nil
+	}
+}
+
+// WithMaxWait bounds how long Acquire retries, besides its context. Default: the max TTL, the
+// longest a holder can keep a lock without renewing it.
+func WithMaxWait(d time.Duration) Option {
+	return func(c *config) error {
+		if d <= 0 {
+			return fmt.Errorf("redlock: max wait %v: must be positive", d)
+		}
+		c.maxWait = d
+		return nil
+	}
+}
+
+// WithLabel sets the label stored beside every lock this client takes, reported to clients
+// that are refused. Default "hostname-pid".
+func WithLabel(label string) Option {
+	return func(c *config) error { c.label = label; return nil }
+}
+
+// WithContentionWindow sets how long a lock counts as contended after an acquisition saw it
+// held. Default 10 minutes. While a lock is contended, acquisitions ask the lock's primary
+// node first and alone, and fan out to the other nodes only if it said yes: racers then cost
+// one request each and never split the vote. Uncontended locks are asked of every node in
+// parallel.
+func WithContentionWindow(d time.Duration) Option {
+	return func(c *config) error {
+		if d < 0 {
+			return fmt.Errorf("redlock: contention window %v: must not be negative (0 turns primary-first off)", d)
+		}
+		c.contentionWindow = d
+		return nil
+	}
+}
+
+// DefaultBackOff returns a fresh retry schedule: exponential from 10ms, doubling up to 500ms,
+// with full jitter (each wait is uniform in [0, step]), without an elapsed-time limit (Acquire
+// applies its context and MaxWait).
+func DefaultBackOff() backoff.BackOff {
+	b := backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(10*time.Millisecond),
+		backoff.WithMultiplier(2),
+		backoff.WithMaxInterval(500*time.Millisecond),
+		backoff.WithRandomizationFactor(0),
+		backoff.WithMaxElapsedTime(0),
+	)
+	return &fullJitter{b: b}
+}
+
+// fullJitter draws each wait uniformly from [0, step] of the schedule it wraps.
+type fullJitter struct{ b backoff.BackOff }
+
+func (j *fullJitter) NextBackOff() time.Duration {
+	d := j.b.NextBackOff()
+	if d <= 0 {
+		return d
+	}
+	return rand.N(d + 1)
+}
+
+func (j *fullJitter) Reset() { j.b.Reset() }
+
+// AcquireOption configures one acquisition.
+type AcquireOption func(*acquireConfig)
+
+type acquireConfig struct {
+	also      []string
+	fenceKey  string
+	metadata  string
+	label     string
+	onAttempt func(Attempt)
+	wake      bool
+}
+
+// Also takes these keys together with the primary key, atomically on each node: the lock is
+// acquired only if all of them are free. They are extended and released with it. Where a node
+// is a Redis Cluster, every key must share the primary key's hash tag.
+func Also(keys ...string) AcquireOption {
+	return func(c *acquireConfig) { c.also = append(c.also, keys...) }
+}
+
+// FenceKey sets the key of the fencing counter. Default: the primary key + ":fence". Locks
+// that guard the same resource under different keys should share a fence key, so that their
+// tokens are ordered with each other.
+func FenceKey(key string) AcquireOption {
+	return func(c *acquireConfig) { c.fenceKey = key }
+}
+
+// Metadata stores s beside the lock; a client that is refused sees it in Holder.Metadata.
+// Default empty.
+func Metadata(s string) AcquireOption {
+	return func(c *acquireConfig) { c.metadata = s }
+}
+
+// Label overrides the client's label (WithLabel) for this acquisition.
+func Label(s string) AcquireOption {
+	return func(c *acquireConfig) { c.label = s }
+}
+
+// OnAttempt calls f after every attempt of the acquisition, successful or not, in the
+// goroutine that called Acquire or TryAcquire.
+func OnAttempt(f func(Attempt)) AcquireOption {
+	return func(c *acquireConfig) { c.onAttempt = f }
+}
+
+// WakeOnRelease makes Acquire, while it waits for a held lock, also listen for the lock's
+// release on the nodes (each release publishes on the channel key + ":released") and try
+// again as soon as one is announced, instead of at the next backoff step. A lock handed from
+// one worker to the next then moves in about one round trip. The backoff schedule, the
+// context and MaxWait still bound the wait; when no node can notify (or a notification is
+// lost), the backoff alone drives it. The subscriptions end before Acquire returns. Default
+// off: a waiter costs one connection per node while it waits.
+func WakeOnRelease() AcquireOption {
+	return func(c *acquireConfig) { c.wake = true }
+}
+
+// ReleaseOption configures a release.
+type ReleaseOption func(*releaseConfig)
+
+type releaseConfig struct {
+	keepDone time.Duration
+}
+
+// KeepDone keeps the primary key for d after the release, marked done, instead of deleting it:
+// until it expires, acquisitions are refused with a Holder whose Done is true. The other keys
+// are released. Use it to record that the guarded work was completed, e.g. a cron tick.
+func KeepDone(d time.Duration) ReleaseOption {
+	return func(c *releaseConfig) { c.keepDone = d }
+}

@@ -1,0 +1,93 @@
+package redlock
+
+import (
+	"context"
+	_ "embed"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+var (
+	//go:embed scripts/reenter.lua
+	reenterSrc    string
+	reenterScript = redis.NewScript(reenterSrc)
+)
+
+// holdsKey is the context key under which a context carries the locks held by its caller.
+type holdsKey struct{}
+
+// holds is a list of locks held by a context, innermost first.
+type holds struct {
+	lock *Lock
+	next *holds
+}
+
+// WithHold returns a copy of ctx that carries the hold of l: acquiring l's key again from
+// the Client that acquired l, with this context or one derived from it, takes a nested hold
+// instead of waiting for l to be released. A lease's context carries its lock's hold already.
+func WithHold(ctx context.Context, l *Lock) context.Context {
+	next, _ := ctx.Value(holdsKey{}).(*holds)
+	return context.WithValue(ctx, holdsKey{}, &holds{lock: l, next: next})
+}
+
+// heldBy returns the innermost live hold of key by c that ctx carries, or nil.
+func (c *Client) heldBy(ctx context.Context, key string) *Lock {
+	now := time.Now()
+	for h, _ := ctx.Value(holdsKey{}).(*holds); h != nil; h = h.next {
+		if h.lock.c == c && h.lock.keys[0] == key && h.lock.live(now) {
+			return h.lock
+		}
+	}
+	return nil
+}
+
+// reenter takes a nested hold of outer: on a quorum of the nodes where the lock holds
+// outer's value, the hold count goes up by one. The nested hold shares outer's value, keys,
+// fencing token and validity; it is released on its own, and the lock stays on the nodes until
+// every hold is released.
+func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number int) (*Lock, error) {
+	start := time.Now()
+	t := tally{n: len(c.nodes), quorum: c.quorum}
+	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(outer.ttl), func(ctx context.Context, i int) reply {
+		res, err := reenterScript.Run(ctx, c.nodes[i], outer.keys, outer.value).Slice()
+		if err != nil {
+			return reply{node: i, outcome: OutcomeError, err: err}
+		}
+		if code, _ := res[0].(int64); code != 0 || len(res) < 2 {
+			return reply{node: i, outcome: OutcomeRefused}
+		}
+		return reply{node: i, outcome: OutcomeOK}
+	}, func(r reply) bool { return t.add(c, r) }, nil)
+	a := Attempt{Number: number, Quorum: c.quorum, Elapsed: time.Since(start)}
+	var l *Lock
+	switch {
+	case err != nil:
+	case t.ok < c.quorum:
+		// Nodes that took the nested hold keep a count one too high; the outer release
+		// leaves the lock to expire there, which is safe (the lock is not ours anyway).
+		err = &AcquireError{Key: outer.keys[0], Reason: t.reason(ErrNotAcquired), Detail: "the outer hold was not found on a quorum: it is lost",
+			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs}
+	default:
+		l = &Lock{c: c, keys: outer.keys, fenceKey: outer.fenceKey, value: outer.value, label: outer.label,
+			ttl: outer.ttl, token: outer.token, acquiredAt: start, depth: outer.depth + 1, valid: outer.valid}
+		a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
+	}
+	a.OK, a.Refused, a.Failed, a.Err = t.ok, t.refused, t.failed, err
+	if req.hook != nil {
+		req.hook(a)
+	}
+	return l, err
+}
+
+// releasedChannel is where a node publishes that a lock was released, for WakeOnRelease.
+func releasedChannel(key string) string { return key + ":released" }
+
+// formatMillis formats d in whole milliseconds, rounding a positive d below 1ms up to 1.
+func formatMillis(d time.Duration) string {
+	if d > 0 && d < time.Millisecond {
+		return "1"
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
+}

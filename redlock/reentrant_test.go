@@ -1,0 +1,207 @@
+package redlock_test
+
+import (
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+func TestNestedHoldsReleaseAtTheLast(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	other := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	outer, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	ctx1 := redlock.WithHold(ctx, outer)
+	mid, err := lc.Acquire(ctx1, key, 10*time.Second)
+	require.NoError(t, err)
+	inner, err := lc.TryAcquire(redlock.WithHold(ctx1, mid), key, time.Second)
+	require.NoError(t, err)
+	for i, l := range []*redlock.Lock{outer, mid, inner} {
+		assert.Equal(t, i, l.Depth())
+		assert.Equal(t, outer.Token(), l.Token(), "nested holds share the fencing token")
+		assert.Equal(t, outer.Value(), l.Value())
+	}
+
+	// Inner and middle releases leave the lock held; each Lock releases once.
+	require.NoError(t, inner.Release(ctx))
+	require.ErrorIs(t, inner.Release(ctx), redlock.ErrLockLost)
+	require.NoError(t, mid.Release(ctx))
+	_, err = other.TryAcquire(ctx, key, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "a nested release dropped the outer hold")
+
+	require.NoError(t, outer.Release(ctx))
+	l, err := other.TryAcquire(ctx, key, time.Second)
+	require.NoError(t, err, "the last release did not free the lock")
+	require.NoError(t, l.Release(ctx))
+}
+
+// Holds are counted, not ordered: whichever release comes last frees the lock.
+func TestOuterReleasedFirstKeepsNestedHold(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	outer, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	nested, err := lc.TryAcquire(redlock.WithHold(ctx, outer), key, 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, outer.Release(ctx))
+	_, err = c.client(t).TryAcquire(ctx, key, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.NoError(t, nested.Release(ctx))
+}
+
+// A job's lease context carries its lock: a helper that locks the same key inside the job
+// nests instead of deadlocking, and the lease's renewal covers the nested hold.
+func TestLeaseContextIsReentrantAndRenewsTheNest(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	l, err := lc.TryAcquire(ctx, key, 300*time.Millisecond)
+	require.NoError(t, err)
+	onRenew, renewed := renewals()
+	lease, err := l.Lease(ctx, onRenew)
+	require.NoError(t, err)
+	nested, err := lc.Acquire(lease.Context(), key, 300*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, 1, nested.Depth())
+	for range 4 { // more than a TTL
+		require.NoError(t, (<-renewed).Err)
+	}
+	assert.True(t, time.Now().Before(nested.ValidUntil()))
+	_, err = nested.Extend(ctx)
+	require.NoError(t, err)
+	require.NoError(t, nested.Release(ctx))
+	_, err = c.client(t).TryAcquire(ctx, key, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.NoError(t, lease.Close(ctx))
+}
+
+// A context carrying a hold whose lock was lost — it expired and another client took the key
+// — never reenters: the other holder's lock is not counted up.
+func TestLostHoldIsNotReentered(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	other := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	l, err := lc.TryAcquire(ctx, key, 400*time.Millisecond)
+	require.NoError(t, err)
+	taken, err := other.Acquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+
+	_, err = lc.TryAcquire(redlock.WithHold(ctx, l), key, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	for _, s := range c.servers {
+		n, err := s.Client().HGet(ctx, key, "n").Result()
+		if err == nil {
+			assert.Equal(t, "0", n)
+		}
+	}
+	// The other holder's single release frees the lock: no hold was added to it.
+	require.NoError(t, taken.Release(ctx))
+	l2, err := lc.TryAcquire(ctx, key, time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l2.Release(ctx))
+}
+
+// A hold taken from another Client (another process, in effect) is never reentered.
+func TestHoldOfAnotherClientIsNotReentrant(t *testing.T) {
+	c := newCluster(t, 3, false)
+	a, b := c.client(t), c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	l, err := a.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	_, err = b.TryAcquire(redlock.WithHold(ctx, l), key, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.NoError(t, l.Release(ctx))
+}
+
+func TestWakeOnReleaseHandsOffAtOnce(t *testing.T) {
+	c := newCluster(t, 3, false)
+	// A backoff so slow that only a wake-up can explain a quick hand-off.
+	slow := func() backoff.BackOff { return backoff.NewConstantBackOff(time.Minute) }
+	lc := c.client(t, redlock.WithBackOff(slow))
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	held, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	attempts := make(chan redlock.Attempt, 10)
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := lc.Acquire(ctx, key, 10*time.Second, redlock.WakeOnRelease(),
+			redlock.OnAttempt(func(a redlock.Attempt) { attempts <- a }))
+		assert.NoError(t, err)
+		got <- l
+	}()
+	<-attempts // refused
+	<-attempts // refused again, after subscribing
+	require.NoError(t, held.Release(ctx))
+	l := <-got
+	require.NotNil(t, l)
+	require.NoError(t, l.Release(ctx))
+}
+
+// scriptOnly hides a node's Subscribe: a node that cannot deliver release notifications.
+type scriptOnly struct{ redis.Scripter }
+
+// Nodes that drop notifications do not break the waiter: with one node of three notifying, a
+// release still wakes it; with none, the backoff alone brings it the lock.
+func TestWakeOnReleaseWithSilentNodes(t *testing.T) {
+	c := newCluster(t, 3, false)
+	for _, notifying := range []int{1, 0} {
+		t.Run(fmt.Sprintf("%d notifying", notifying), func(t *testing.T) {
+			nodes := make([]redlock.Node, len(c.nodes))
+			for i, n := range c.nodes {
+				if i < notifying {
+					nodes[i] = n
+				} else {
+					nodes[i] = scriptOnly{n}
+				}
+			}
+			lc, err := redlock.New(nodes, redlock.WithoutQuarantine(),
+				redlock.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(20 * time.Millisecond) }))
+			require.NoError(t, err)
+			defer lc.Close()
+			ctx := ctxT(t)
+			key := redistest.Key(t)
+
+			held, err := lc.TryAcquire(ctx, key, 10*time.Second)
+			require.NoError(t, err)
+			attempts := make(chan redlock.Attempt, 1000)
+			got := make(chan *redlock.Lock, 1)
+			go func() {
+				l, err := lc.Acquire(ctx, key, 10*time.Second, redlock.WakeOnRelease(),
+					redlock.OnAttempt(func(a redlock.Attempt) { attempts <- a }))
+				assert.NoError(t, err)
+				got <- l
+			}()
+			<-attempts
+			<-attempts
+			require.NoError(t, held.Release(ctx))
+			l := <-got
+			require.NotNil(t, l)
+			assert.Greater(t, l.Token(), held.Token())
+			require.NoError(t, l.Release(ctx))
+		})
+	}
+}
