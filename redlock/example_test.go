@@ -133,3 +133,68 @@ func Example_fencing() {
 	// first: true
 	// value: b
 }
+
+// chargeOrder locks the order itself: called on its own it takes the lock; called from work
+// that already holds the order's lock (through a lease's context), it nests instead of
+// waiting for itself.
+func chargeOrder(ctx context.Context, client *redlock.Client, orderID string) error {
+	l, err := client.Acquire(ctx, "order:"+orderID, 10*time.Second)
+	if err != nil {
+		return err
+	}
+	defer l.Release(context.WithoutCancel(ctx))
+	fmt.Println("charging at depth", l.Depth())
+	return nil
+}
+
+// Holds are reentrant by context: a job that holds an order's lock calls a helper that locks
+// the same order, and the helper's hold nests inside the job's.
+func ExampleWithHold() {
+	nodes, stop := localNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes)
+	defer client.Close()
+	ctx := context.Background()
+	_ = client.EndQuarantine(ctx)
+
+	l, err := client.Acquire(ctx, "order:42", 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	lease, _ := l.Lease(ctx) // its Context carries the hold; WithHold(ctx, l) would too
+	if err := chargeOrder(lease.Context(), client, "42"); err != nil {
+		panic(err)
+	}
+	fmt.Println("still held:", lease.Err() == nil)
+	_ = lease.Close(ctx)
+	// Output:
+	// charging at depth 1
+	// still held: true
+}
+
+// With WakeOnRelease, a waiter takes the lock as soon as its holder releases it, instead of at
+// its next backoff step.
+func ExampleWakeOnRelease() {
+	nodes, stop := localNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes)
+	defer client.Close()
+	ctx := context.Background()
+	_ = client.EndQuarantine(ctx)
+
+	held, _ := client.Acquire(ctx, "printer", 10*time.Second)
+	got := make(chan uint64)
+	go func() {
+		l, err := client.Acquire(ctx, "printer", 10*time.Second, redlock.WakeOnRelease())
+		if err != nil {
+			panic(err)
+		}
+		got <- l.Token()
+		_ = l.Release(ctx)
+	}()
+	time.Sleep(50 * time.Millisecond) // the holder works
+	_ = held.Release(ctx)
+	fmt.Println("handed over with a newer token:", <-got > held.Token())
+	// Output:
+	// handed over with a newer token: true
+}

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -237,6 +238,18 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 	}
 }
 
+// sleep waits for d or until ctx ends, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 // withContext joins ctx's error and cause, if any, to err.
 func withContext(ctx context.Context, err error) error {
 	cerr := ctx.Err()
@@ -254,6 +267,7 @@ type tally struct {
 	n, quorum                        int
 	ok, refused, quarantined, failed int
 	oks                              []reply
+	refusedNodes                     []int
 	holder                           *Holder
 	errs                             []*NodeError
 }
@@ -266,6 +280,7 @@ func (t *tally) add(c *Client, r reply) bool {
 		t.oks = append(t.oks, r)
 	case OutcomeRefused:
 		t.refused++
+		t.refusedNodes = append(t.refusedNodes, r.node)
 		if t.holder == nil {
 			t.holder = r.holder
 		}
@@ -277,6 +292,14 @@ func (t *tally) add(c *Client, r reply) bool {
 		t.errs = append(t.errs, c.nodeError(r.node, r.err))
 	}
 	return t.ok >= t.quorum || t.lost()
+}
+
+// takeRefused returns the nodes that refused, and forgets their refusals so that they can be
+// asked again.
+func (t *tally) takeRefused() []int {
+	nodes := t.refusedNodes
+	t.refused, t.refusedNodes = 0, nil
+	return nodes
 }
 
 // lost reports whether a quorum can no longer be reached.
@@ -354,26 +377,35 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 
 	t := tally{n: len(c.nodes), quorum: c.quorum}
-	decide := func(r reply) bool { return t.add(c, r) }
+	// ask sends the script to nodes and counts every reply that arrived before it returned.
+	ask := func(nodes []int) error {
+		rest, err := c.fanout(ctx, nodes, c.nodeTimeout(req.ttl), call, func(r reply) bool { return t.add(c, r) }, onLate)
+		for _, r := range rest {
+			t.add(c, r)
+		}
+		return err
+	}
 	primaryFirst := len(c.nodes) > 1 && c.contended.is(req.fenceKey, start)
-	var rest []reply
 	var err error
 	if primaryFirst {
 		p := c.primary(req.fenceKey)
-		rest, err = c.fanout(ctx, []int{p}, c.nodeTimeout(req.ttl), call, decide, onLate)
+		err = ask([]int{p})
+		rtt := time.Since(start)
 		if err == nil && t.refused == 0 {
-			others := make([]int, 0, len(c.nodes)-1)
-			for i := range c.nodes {
-				if i != p {
-					others = append(others, i)
-				}
+			err = ask(slices.DeleteFunc(c.all(), func(i int) bool { return i == p }))
+		}
+		// Nobody else can win while we hold the primary node, so nodes that refused are
+		// asked again a few times, one primary round trip apart: typically the previous
+		// holder's release has not reached them yet.
+		for retry := 0; err == nil && retry < 3 && t.ok > 0 && t.ok < c.quorum && t.refused > 0 &&
+			t.quarantined+t.failed <= t.n-t.quorum; retry++ {
+			if !sleep(ctx, rtt) {
+				break
 			}
-			var more []reply
-			more, err = c.fanout(ctx, others, c.nodeTimeout(req.ttl), call, decide, onLate)
-			rest = append(rest, more...)
+			err = ask(t.takeRefused())
 		}
 	} else {
-		rest, err = c.fanout(ctx, c.all(), c.nodeTimeout(req.ttl), call, decide, onLate)
+		err = ask(c.all())
 	}
 	if t.refused > 0 {
 		c.contended.mark(req.fenceKey, time.Now())
@@ -398,11 +430,6 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		nodes := late.settle(true)
 		for _, r := range t.oks {
 			nodes = append(nodes, r.node)
-		}
-		for _, r := range rest {
-			if r.outcome == OutcomeOK {
-				nodes = append(nodes, r.node)
-			}
 		}
 		for _, e := range t.errs {
 			nodes = append(nodes, e.Node)

@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"slices"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -20,15 +21,41 @@ type waker struct {
 	relay sync.WaitGroup
 }
 
-// subscribe listens for releases of req's key on every node that can, in parallel. It
-// returns nil when no node could be subscribed to: the caller then waits on its backoff alone.
+// subscribe listens for releases of req's key. One notification per release is enough, and
+// a contended acquisition asks the primary node first, so it listens to the primary node
+// alone; if that fails, to every other node that can, in parallel. It returns nil when no
+// node could be subscribed to: the caller then waits on its backoff alone.
 func (c *Client) subscribe(ctx context.Context, req *request) *waker {
 	w := &waker{wake: make(chan struct{}, 1)}
+	p := c.primary(req.fenceKey)
+	if !c.listen(ctx, req, w, []int{p}) {
+		others := slices.DeleteFunc(c.all(), func(i int) bool { return i == p })
+		if !c.listen(ctx, req, w, others) {
+			return nil
+		}
+	}
+	for _, ps := range w.subs {
+		msgs := ps.Channel()
+		w.relay.Go(func() {
+			for range msgs {
+				select {
+				case w.wake <- struct{}{}:
+				default:
+				}
+			}
+		})
+	}
+	return w
+}
+
+// listen subscribes w to the release channel of req's key on the given nodes, in parallel,
+// and reports whether any subscription was confirmed.
+func (c *Client) listen(ctx context.Context, req *request, w *waker, nodes []int) bool {
 	channel := releasedChannel(req.keys[2])
 	var mu sync.Mutex
 	var wg sync.WaitGroup
-	for _, n := range c.nodes {
-		s, ok := n.(subscriber)
+	for _, i := range nodes {
+		s, ok := c.nodes[i].(subscriber)
 		if !ok {
 			continue
 		}
@@ -47,21 +74,7 @@ func (c *Client) subscribe(ctx context.Context, req *request) *waker {
 		})
 	}
 	wg.Wait()
-	if len(w.subs) == 0 {
-		return nil
-	}
-	for _, ps := range w.subs {
-		msgs := ps.Channel()
-		w.relay.Go(func() {
-			for range msgs {
-				select {
-				case w.wake <- struct{}{}:
-				default:
-				}
-			}
-		})
-	}
-	return w
+	return len(w.subs) > 0
 }
 
 // C returns a channel that receives a value after a release; nil (never ready) for a nil
