@@ -8,6 +8,7 @@ import (
 	"hash/fnv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,6 +44,9 @@ type Client struct {
 	names  []string
 	quorum int
 	cfg    config
+	// allNodes lists every node's index; quarantineMillis is the acquire script's argument.
+	allNodes         []int
+	quarantineMillis string
 
 	inflight sync.WaitGroup
 	mu       sync.Mutex // guards closed against inflight.Add
@@ -84,6 +88,11 @@ func New(nodes []Node, opts ...Option) (*Client, error) {
 	c := &Client{nodes: nodes, names: make([]string, n), quorum: cfg.quorum, cfg: cfg}
 	for i, nd := range nodes {
 		c.names[i] = nodeName(nd, i)
+		c.allNodes = append(c.allNodes, i)
+	}
+	c.quarantineMillis = "0"
+	if cfg.quarantine {
+		c.quarantineMillis = formatMillis(cfg.maxTTL)
 	}
 	c.contended.window = cfg.contentionWindow
 	return c, nil
@@ -158,48 +167,68 @@ func (c *Client) start() bool {
 // fanout sends call to each of the given nodes in parallel and passes the replies to decide,
 // in arrival order, until decide returns true or every reply is in. It returns the replies that
 // arrived after the decision but before fanout returned; replies that arrive later still are
-// passed to late, in the goroutine of their request (late may be nil).
+// passed to late, in the goroutine of their request (late may be nil). Every request shares
+// one deadline, timeout from now, which lasts until the last request is done.
 func (c *Client) fanout(ctx context.Context, nodes []int, timeout time.Duration,
 	call func(ctx context.Context, node int) reply, decide func(reply) bool, late func(reply)) ([]reply, error) {
-	var (
-		mu      sync.Mutex
-		decided bool
-		ch      = make(chan reply, len(nodes))
-	)
-	for _, i := range nodes {
+	f := &fan{ch: make(chan reply, len(nodes)), late: late, call: call}
+	f.ctx, f.cancel = context.WithTimeout(ctx, timeout)
+	f.running.Store(int32(len(nodes)))
+	for k, i := range nodes {
 		if !c.start() {
+			// Count the requests that will never run as done.
+			if f.running.Add(-int32(len(nodes)-k)) == 0 {
+				f.cancel()
+			}
 			return nil, ErrClientClosed
 		}
-		go func() {
-			defer c.inflight.Done()
-			nctx, cancel := context.WithTimeout(ctx, timeout)
-			r := call(nctx, i)
-			cancel()
-			mu.Lock()
-			if !decided {
-				ch <- r
-				mu.Unlock()
-				return
-			}
-			mu.Unlock()
-			if late != nil {
-				late(r)
-			}
-		}()
+		go f.ask(c, i)
 	}
 	for range nodes {
-		if decide(<-ch) {
+		if decide(<-f.ch) {
 			break
 		}
 	}
-	mu.Lock()
-	decided = true
-	mu.Unlock()
+	f.mu.Lock()
+	f.decided = true
+	f.mu.Unlock()
 	var rest []reply
-	for len(ch) > 0 {
-		rest = append(rest, <-ch)
+	for len(f.ch) > 0 {
+		rest = append(rest, <-f.ch)
 	}
 	return rest, nil
+}
+
+// fan is the state of one fanout, shared by its requests.
+type fan struct {
+	ctx     context.Context
+	cancel  context.CancelFunc
+	running atomic.Int32 // requests not done yet; the last one cancels ctx
+	call    func(ctx context.Context, node int) reply
+	late    func(reply)
+	ch      chan reply
+
+	mu      sync.Mutex
+	decided bool
+}
+
+// ask runs one node's request and hands its reply on.
+func (f *fan) ask(c *Client, node int) {
+	defer c.inflight.Done()
+	r := f.call(f.ctx, node)
+	if f.running.Add(-1) == 0 {
+		f.cancel()
+	}
+	f.mu.Lock()
+	if !f.decided {
+		f.ch <- r
+		f.mu.Unlock()
+		return
+	}
+	f.mu.Unlock()
+	if f.late != nil {
+		f.late(r)
+	}
 }
 
 // nodeError wraps err with the node's identity.

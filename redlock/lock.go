@@ -118,6 +118,7 @@ type Attempt struct {
 type request struct {
 	keys     []string // boot marker, fence counter, primary key, also keys
 	ttl      time.Duration
+	ttlms    string
 	label    string
 	metadata string
 	fenceKey string
@@ -165,7 +166,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if ac.label != "" {
 		label = ac.label
 	}
-	return &request{keys: keys, ttl: ttl, label: label, metadata: ac.metadata, fenceKey: fence, hook: ac.onAttempt,
+	return &request{keys: keys, ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, hook: ac.onAttempt,
 		wake: ac.wake, hold: c.heldBy(ctx, key)}, nil
 }
 
@@ -344,15 +345,9 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 	value := newValue()
 	start := time.Now()
-	ttlms := formatMillis(req.ttl)
-	var qms string
-	if c.cfg.quarantine {
-		qms = formatMillis(c.cfg.maxTTL)
-	} else {
-		qms = "0"
-	}
+	args := []any{value, req.ttlms, c.quarantineMillis, req.label, req.metadata} // shared by every node's request
 	call := func(ctx context.Context, i int) reply {
-		res, err := acquireScript.Run(ctx, c.nodes[i], req.keys, value, ttlms, qms, req.label, req.metadata).Slice()
+		res, err := acquireScript.Run(ctx, c.nodes[i], req.keys, args...).Slice()
 		if err != nil {
 			return reply{node: i, outcome: OutcomeError, err: err}
 		}
@@ -376,7 +371,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		}
 	}
 
-	t := tally{n: len(c.nodes), quorum: c.quorum}
+	t := tally{n: len(c.nodes), quorum: c.quorum, oks: make([]reply, 0, len(c.nodes))}
 	// ask sends the script to nodes and counts every reply that arrived before it returned.
 	ask := func(nodes []int) error {
 		rest, err := c.fanout(ctx, nodes, c.nodeTimeout(req.ttl), call, func(r reply) bool { return t.add(c, r) }, onLate)
@@ -392,7 +387,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		err = ask([]int{p})
 		rtt := time.Since(start)
 		if err == nil && t.refused == 0 {
-			err = ask(slices.DeleteFunc(c.all(), func(i int) bool { return i == p }))
+			err = ask(c.others(p))
 		}
 		// Nobody else can win while we hold the primary node, so nodes that refused are
 		// asked again a few times, one primary round trip apart: typically the previous
@@ -460,9 +455,11 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 
 // parseAcquire reads the acquire script's reply.
 func parseAcquire(node int, req *request, res []any) reply {
-	bad := reply{node: node, outcome: OutcomeError, err: fmt.Errorf("unexpected reply to the acquire script: %v", res)}
+	bad := func() reply {
+		return reply{node: node, outcome: OutcomeError, err: fmt.Errorf("unexpected reply to the acquire script: %v", res)}
+	}
 	if len(res) < 2 {
-		return bad
+		return bad()
 	}
 	code, _ := res[0].(int64)
 	switch code {
@@ -470,12 +467,12 @@ func parseAcquire(node int, req *request, res []any) reply {
 		s, _ := res[1].(string)
 		token, err := strconv.ParseUint(s, 10, 64)
 		if err != nil {
-			return bad
+			return bad()
 		}
 		return reply{node: node, outcome: OutcomeOK, token: token}
 	case 1:
 		if len(res) < 6 {
-			return bad
+			return bad()
 		}
 		idx, _ := res[1].(int64)
 		label, _ := res[2].(string)
@@ -494,7 +491,7 @@ func parseAcquire(node int, req *request, res []any) reply {
 		return reply{node: node, outcome: OutcomeQuarantined,
 			err: fmt.Errorf("in quarantine for %v more: the node lost its memory or is new (cronlock check shows the marker)", time.Duration(ms)*time.Millisecond)}
 	}
-	return bad
+	return bad()
 }
 
 // fence returns the fencing token of an acquisition: the highest counter among the quorum's
@@ -547,13 +544,12 @@ func asErrors(nodes []*NodeError) []error {
 	return errs
 }
 
-// all returns the indexes of every node.
-func (c *Client) all() []int {
-	idx := make([]int, len(c.nodes))
-	for i := range idx {
-		idx[i] = i
-	}
-	return idx
+// all returns the indexes of every node. The slice is shared: do not modify it.
+func (c *Client) all() []int { return c.allNodes }
+
+// others returns the indexes of every node but one, in a new slice.
+func (c *Client) others(but int) []int {
+	return slices.DeleteFunc(slices.Clone(c.allNodes), func(i int) bool { return i == but })
 }
 
 // releaseNode releases one node, best effort: the lock expires there anyway.
@@ -598,8 +594,9 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	ttlms := formatMillis(l.ttl)
 	t := tally{n: len(c.nodes), quorum: c.quorum}
+	args := []any{l.value, ttlms}
 	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
-		n, err := extendScript.Run(ctx, c.nodes[i], l.keys, l.value, ttlms).Int64()
+		n, err := extendScript.Run(ctx, c.nodes[i], l.keys, args...).Int64()
 		return judge(i, n, err)
 	}, func(r reply) bool { return t.add(c, r) }, nil)
 	if err != nil {
@@ -652,8 +649,9 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 	// Waiting for the primary node too means that a contended acquisition (which asks the
 	// primary first) that starts after Release returned finds the lock free.
 	primary, primaryAnswered := c.primary(l.fenceKey), false
+	args := []any{l.value, keep, releasedChannel(l.keys[0])}
 	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
-		n, err := releaseScript.Run(ctx, c.nodes[i], l.keys, l.value, keep, releasedChannel(l.keys[0])).Int64()
+		n, err := releaseScript.Run(ctx, c.nodes[i], l.keys, args...).Int64()
 		return judge(i, n, err)
 	}, func(r reply) bool {
 		primaryAnswered = primaryAnswered || r.node == primary

@@ -2,7 +2,6 @@ package redlock
 
 import (
 	"context"
-	"slices"
 	"sync"
 
 	"github.com/redis/go-redis/v9"
@@ -29,8 +28,7 @@ func (c *Client) subscribe(ctx context.Context, req *request) *waker {
 	w := &waker{wake: make(chan struct{}, 1)}
 	p := c.primary(req.fenceKey)
 	if !c.listen(ctx, req, w, []int{p}) {
-		others := slices.DeleteFunc(c.all(), func(i int) bool { return i == p })
-		if !c.listen(ctx, req, w, others) {
+		if !c.listen(ctx, req, w, c.others(p)) {
 			return nil
 		}
 	}
