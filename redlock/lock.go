@@ -78,10 +78,14 @@ func (l *Lock) Depth() int { return l.depth }
 // live reports whether the lock is held as far as this process knows: not released, and
 // within its validity.
 func (l *Lock) live(now time.Time) bool {
+	return !l.isReleased() && now.Before(l.valid.get())
+}
+
+// isReleased reports whether Release was called.
+func (l *Lock) isReleased() bool {
 	l.mu.Lock()
-	released := l.released
-	l.mu.Unlock()
-	return !released && now.Before(l.valid.get())
+	defer l.mu.Unlock()
+	return l.released
 }
 
 // markReleased records a release and reports whether the lock was released before.
@@ -322,21 +326,36 @@ func (t *tally) reason(refused error) error {
 	return ErrQuorumUnavailable
 }
 
-// lateOKs collects the nodes that took the lock after an attempt's outcome was decided, so
-// that a failed attempt releases them too.
+// lateOKs follows the nodes that take the lock after an attempt's outcome was decided: a
+// failed attempt releases them, and so does a successful one whose lock was released before
+// their reply came (the release may have reached the node before the acquisition did).
 type lateOKs struct {
 	mu      sync.Mutex
 	settled bool
 	failed  bool
+	lock    *Lock // the lock the attempt produced, if it succeeded
 	nodes   []int
 }
 
-// settle records the attempt's outcome and returns the nodes that said OK late until now.
-func (lo *lateOKs) settle(failed bool) []int {
+// settle records the attempt's outcome (l nil: it failed) and returns the nodes that said OK
+// late until now.
+func (lo *lateOKs) settle(l *Lock) []int {
 	lo.mu.Lock()
 	defer lo.mu.Unlock()
-	lo.settled, lo.failed = true, failed
+	lo.settled, lo.failed, lo.lock = true, l == nil, l
 	return lo.nodes
+}
+
+// release reports whether a node that said OK now must be released; before the attempt is
+// settled it records the node instead.
+func (lo *lateOKs) release(node int) bool {
+	lo.mu.Lock()
+	defer lo.mu.Unlock()
+	if !lo.settled {
+		lo.nodes = append(lo.nodes, node)
+		return false
+	}
+	return lo.failed || lo.lock.isReleased()
 }
 
 func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, error) {
@@ -355,18 +374,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 	var late lateOKs
 	onLate := func(r reply) {
-		if r.outcome != OutcomeOK {
-			return
-		}
-		late.mu.Lock()
-		if !late.settled {
-			late.nodes = append(late.nodes, r.node)
-			late.mu.Unlock()
-			return
-		}
-		failed := late.failed
-		late.mu.Unlock()
-		if failed {
+		if r.outcome == OutcomeOK && late.release(r.node) {
 			c.releaseNode(ctx, r.node, req.lockKeys(), value, req.ttl)
 		}
 	}
@@ -422,7 +430,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 
 	fail := func(reason error, detail string) (*Lock, error) {
-		nodes := late.settle(true)
+		nodes := late.settle(nil)
 		for _, r := range t.oks {
 			nodes = append(nodes, r.node)
 		}
@@ -446,11 +454,12 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	if !time.Now().Before(validUntil) {
 		return fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
 	}
-	late.settle(false)
-	return report(&Lock{
+	l := &Lock{
 		c: c, keys: req.lockKeys(), fenceKey: req.fenceKey, value: value, label: req.label,
 		ttl: req.ttl, token: token, acquiredAt: start, valid: &validity{until: validUntil},
-	}, nil)
+	}
+	late.settle(l)
+	return report(l, nil)
 }
 
 // parseAcquire reads the acquire script's reply.
@@ -585,10 +594,7 @@ func newValue() string {
 // failed), and the validity is unchanged.
 func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 	c := l.c
-	l.mu.Lock()
-	released := l.released
-	l.mu.Unlock()
-	if released {
+	if l.isReleased() {
 		return 0, &QuorumError{Op: "extend", Key: l.keys[0], Reason: ErrLockLost}
 	}
 	start := time.Now()

@@ -386,3 +386,31 @@ func TestRacersAtTheSameInstant(t *testing.T) {
 		})
 	}
 }
+
+// A release that overtakes its own lock's acquisition on a slow node (the acquisition was
+// decided without that node) must not leave the lock there: the late acquisition's reply is
+// answered with a release. Several keys, so that the slow node is not the primary of some
+// (Release waits for the primary).
+func TestReleaseCleansUpLateAcquisitions(t *testing.T) {
+	c := newCluster(t, 3, true)
+	lc, err := redlock.New(c.nodes, redlock.WithNodeTimeout(2*time.Second))
+	require.NoError(t, err)
+	ctx := ctxT(t)
+	require.NoError(t, lc.EndQuarantine(ctx))
+	c.proxies[2].SetLatency(150 * time.Millisecond)
+
+	var keys []string
+	for i := range 6 {
+		key := fmt.Sprintf("%s:%d", redistest.Key(t), i)
+		keys = append(keys, key)
+		l, err := lc.TryAcquire(ctx, key, 20*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+	}
+	require.NoError(t, lc.Close()) // waits for the slow node's requests and their clean-up
+	for _, key := range keys {
+		n, err := c.servers[2].Client().Exists(ctx, key).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "released lock %s left on the slow node", key)
+	}
+}

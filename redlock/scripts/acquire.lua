@@ -1,5 +1,5 @@
--- Takes a lock on one node, atomically: quarantine check, then every lock key, then a fencing
--- token.
+-- Takes a lock on one node, atomically: every lock key must be free (or ours), the node must
+-- not be in quarantine; then the keys are taken and a fencing token issued.
 --
 -- KEYS[1]   boot marker of this node (quarantine after memory loss)
 -- KEYS[2]   fencing counter
@@ -12,6 +12,15 @@
 --
 -- Returns {0, token} when taken, {1, key index, label, metadata, state, pttl} when a key is
 -- held by another value, {2, remaining ms} while the node is in quarantine.
+
+-- A refusal first: it needs no clock and no marker, and is the common case under contention.
+for i = 3, #KEYS do
+  local h = redis.call('HMGET', KEYS[i], 'v', 'l', 'm', 's')
+  if h[1] and h[1] ~= ARGV[1] then
+    return {1, i - 2, h[2] or '', h[3] or '', h[4] or '', redis.call('PTTL', KEYS[i])}
+  end
+end
+
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
 
@@ -26,14 +35,6 @@ if q > 0 then
   end
   if now < boot then
     return {2, math.ceil((boot - now) / 1000)}
-  end
-end
-
-for i = 3, #KEYS do
-  local v = redis.call('HGET', KEYS[i], 'v')
-  if v and v ~= ARGV[1] then
-    local h = redis.call('HMGET', KEYS[i], 'l', 'm', 's')
-    return {1, i - 2, h[1] or '', h[2] or '', h[3] or '', redis.call('PTTL', KEYS[i])}
   end
 end
 
