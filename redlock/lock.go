@@ -32,6 +32,7 @@ type Lock struct {
 
 	mu       sync.Mutex
 	released bool
+	keep     string // what Release kept as a done marker, in milliseconds
 }
 
 // validity is the instant until which a lock is certainly held.
@@ -88,13 +89,16 @@ func (l *Lock) isReleased() bool {
 	return l.released
 }
 
-// markReleased records a release and reports whether the lock was released before.
-func (l *Lock) markReleased() bool {
+// markReleased records a release keeping keep milliseconds of done marker, and reports
+// whether the lock was released before (then nothing is recorded).
+func (l *Lock) markReleased(keep string) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	was := l.released
-	l.released = true
-	return was
+	if l.released {
+		return true
+	}
+	l.released, l.keep = true, keep
+	return false
 }
 
 // Attempt describes one attempt of an acquisition, for observability (see OnAttempt).
@@ -358,6 +362,22 @@ func (lo *lateOKs) release(node int) bool {
 	return lo.failed || lo.lock.isReleased()
 }
 
+// keep is what a late node's release must keep as a done marker: what the lock's Release
+// kept ("0" when the attempt failed or the release kept nothing).
+func (lo *lateOKs) keep() string {
+	lo.mu.Lock()
+	defer lo.mu.Unlock()
+	if lo.lock == nil {
+		return "0"
+	}
+	lo.lock.mu.Lock()
+	defer lo.lock.mu.Unlock()
+	if lo.lock.keep == "" {
+		return "0"
+	}
+	return lo.lock.keep
+}
+
 func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, error) {
 	if req.hold != nil {
 		return c.reenter(ctx, req, req.hold, number)
@@ -375,7 +395,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	var late lateOKs
 	onLate := func(r reply) {
 		if r.outcome == OutcomeOK && late.release(r.node) {
-			c.releaseNode(ctx, r.node, req.lockKeys(), value, req.ttl)
+			c.releaseNode(ctx, r.node, req.lockKeys(), value, req.ttl, late.keep())
 		}
 	}
 
@@ -562,10 +582,10 @@ func (c *Client) others(but int) []int {
 }
 
 // releaseNode releases one node, best effort: the lock expires there anyway.
-func (c *Client) releaseNode(ctx context.Context, node int, keys []string, value string, ttl time.Duration) {
+func (c *Client) releaseNode(ctx context.Context, node int, keys []string, value string, ttl time.Duration, keep string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(ttl))
 	defer cancel()
-	_ = releaseScript.Run(rctx, c.nodes[node], keys, value, "0", releasedChannel(keys[0])).Err()
+	_ = releaseScript.Run(rctx, c.nodes[node], keys, value, keep, releasedChannel(keys[0])).Err()
 }
 
 // releaseAll releases the nodes of a failed attempt, in parallel, and waits for them (each
@@ -576,7 +596,7 @@ func (c *Client) releaseAll(ctx context.Context, nodes []int, keys []string, val
 		return
 	}
 	_, _ = c.fanout(context.WithoutCancel(ctx), nodes, c.nodeTimeout(ttl), func(ctx context.Context, i int) reply {
-		c.releaseNode(ctx, i, keys, value, ttl)
+		c.releaseNode(ctx, i, keys, value, ttl, "0")
 		return reply{node: i}
 	}, func(reply) bool { return false }, nil)
 }
@@ -637,7 +657,8 @@ func judge(node int, n int64, err error) reply {
 // It fails with an error matching ErrLockLost when the lock was not ours anymore on too many
 // nodes (it had expired, or was released before), or ErrQuorumUnavailable when too many nodes
 // failed; the lock then expires by its TTL. Release the lock only after the guarded work
-// returned, with a context of its own: a cancelled ctx cannot release anything.
+// returned. The nodes' requests are not cut short when ctx is cancelled (each is bounded by
+// the node timeout): a release cut short would leave the lock on a node until its TTL.
 func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 	var rc releaseConfig
 	for _, o := range opts {
@@ -647,16 +668,18 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 		return fmt.Errorf("redlock: KeepDone(%v): must not be negative", rc.keepDone)
 	}
 	c := l.c
-	if l.markReleased() {
+	keep := formatMillis(rc.keepDone)
+	if l.markReleased(keep) {
 		return &QuorumError{Op: "release", Key: l.keys[0], Reason: ErrLockLost}
 	}
-	keep := formatMillis(rc.keepDone)
 	t := tally{n: len(c.nodes), quorum: c.quorum}
 	// Waiting for the primary node too means that a contended acquisition (which asks the
 	// primary first) that starts after Release returned finds the lock free.
 	primary, primaryAnswered := c.primary(l.fenceKey), false
 	args := []any{l.value, keep, releasedChannel(l.keys[0])}
-	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
+	// The nodes' requests outlive a cancelled ctx (each is bounded by the node timeout): a
+	// release cut short would leave the lock there until its TTL.
+	_, err := c.fanout(context.WithoutCancel(ctx), c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
 		n, err := releaseScript.Run(ctx, c.nodes[i], l.keys, args...).Int64()
 		return judge(i, n, err)
 	}, func(r reply) bool {
