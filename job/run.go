@@ -1,0 +1,42 @@
+package job
+
+import (
+	"context"
+	"time"
+)
+
+// Run holds the facts of one run of a tick. The scheduler puts it in the context passed to
+// the handler chain; middleware that changes a field (Retry sets Attempt, Lock sets
+// FencingToken) stores a changed copy with NewContext, so a *Run read from a context is never
+// written again and is safe to keep.
+type Run struct {
+	// Job is the job's name.
+	Job string
+	// Tick is the scheduled instant this run is for (not the time it started).
+	Tick time.Time
+	// Attempt counts the attempts at this tick on this replica, from 1.
+	Attempt int
+	// FencingToken is the token of the tick's lock: strictly greater than the token of every
+	// earlier run of this job, anywhere. Zero until the lock is taken. Pass it to storage that
+	// refuses writes with a token lower than one it has seen.
+	FencingToken uint64
+	// Replica names the replica running it (scheduler.WithReplica).
+	Replica string
+	// Deadline is the end of the tick's window: no attempt of this tick starts at or after it
+	// (on the scheduler's clock). It is the next tick, or the tick plus the tick retention
+	// minus twice the max clock skew if that is earlier. Zero: no bound.
+	Deadline time.Time
+}
+
+type runKey struct{}
+
+// NewContext returns a copy of ctx that carries run.
+func NewContext(ctx context.Context, run *Run) context.Context {
+	return context.WithValue(ctx, runKey{}, run)
+}
+
+// RunFrom returns the Run carried by ctx, if any.
+func RunFrom(ctx context.Context) (*Run, bool) {
+	r, ok := ctx.Value(runKey{}).(*Run)
+	return r, ok && r != nil
+}

@@ -1,0 +1,356 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// DefaultPrefix is the default prefix of lock keys.
+const DefaultPrefix = "cronlock"
+
+// DefaultKeepDone is the default LockConfig.KeepDone: how long a tick that ran is kept as done.
+const DefaultKeepDone = time.Minute
+
+// TickKey returns the lock key of one tick of a job: {prefix:name}:tick:<unix ms>. The hash
+// tag {prefix:name} keeps every key of a job in one Redis Cluster slot.
+func TickKey(prefix, name string, tick time.Time) string {
+	return "{" + prefix + ":" + name + "}:tick:" + strconv.FormatInt(tick.UnixMilli(), 10)
+}
+
+// RunKey returns the key that a running run of a job holds when its Overlap is Forbid:
+// {prefix:name}:run.
+func RunKey(prefix, name string) string { return "{" + prefix + ":" + name + "}:run" }
+
+// FenceKey returns the key of a job's fencing counter, shared by all its ticks so that tokens
+// increase from tick to tick: {prefix:name}:fence.
+func FenceKey(prefix, name string) string { return "{" + prefix + ":" + name + "}:fence" }
+
+// LockConfig configures Lock. The zero value of each field means its default.
+type LockConfig struct {
+	// Prefix starts every key (TickKey, RunKey, FenceKey). Default "cronlock".
+	Prefix string
+	// TTL of the tick's lock. Default job.DefaultLockTTL (30s).
+	TTL time.Duration
+	// RenewEvery is how often the lease renews the lock. Default TTL/3.
+	RenewEvery time.Duration
+	// Overlap: with job.Forbid (the default) the run also takes the job's run key, so no two
+	// runs of the job are ever running at once; with job.Allow only the tick key is taken.
+	Overlap job.Overlap
+	// KeepDone is how long a tick whose run succeeded is kept as done, so that replicas that
+	// come late (clock skew, retries) see it done instead of running it again. Default 1 min.
+	KeepDone time.Duration
+	// BackOff returns a fresh schedule of waits between attempts while the nodes are
+	// unavailable (ErrQuorumUnavailable). Default redlock.DefaultBackOff (10ms doubling to
+	// 500ms, full jitter).
+	BackOff func() backoff.BackOff
+	// Clock tells the time for the tick's deadline (job.Run.Deadline). Default SystemClock.
+	// Waits between attempts are on the real clock whatever this is: they wait for nodes and
+	// racing replicas, not for ticks.
+	Clock Clock
+	// Limiter bounds the lock requests in flight at once; share one between the Locks of a
+	// scheduler. Default nil: no bound. (The scheduler gives its jobs one, see
+	// scheduler.WithLockConcurrency.)
+	Limiter *Limiter
+	// Logger receives the abnormal events: a lock that could not be released or marked done.
+	// Default: discard.
+	Logger *slog.Logger
+}
+
+func (c LockConfig) withDefaults() LockConfig {
+	if c.Prefix == "" {
+		c.Prefix = DefaultPrefix
+	}
+	if c.TTL == 0 {
+		c.TTL = job.DefaultLockTTL
+	}
+	if c.RenewEvery == 0 {
+		c.RenewEvery = c.TTL / 3
+	}
+	if c.KeepDone == 0 {
+		c.KeepDone = DefaultKeepDone
+	}
+	if c.BackOff == nil {
+		c.BackOff = redlock.DefaultBackOff
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock()
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// ErrNoRun is returned by Lock when the context carries no job.Run: Lock needs the job's name
+// and tick to name the lock.
+var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handler from a scheduler, or add one with job.NewContext")
+
+// Lock runs the handler only on the one replica that takes the tick's lock, under the lock's
+// lease.
+//
+// It makes one attempt (redlock.Client.TryAcquire) to take the tick key, with the job's run
+// key too when Overlap is Forbid, and the job's fence key for the token. A tick held by
+// another replica, or already done, or (Forbid) a previous run still running, is a skip: a
+// *job.SkipError, final. A tick skipped because a previous run was running is also kept as
+// done, with metadata SkippedMarker, so that replicas whose clocks are behind skip it too
+// rather than run it late.
+//
+// Two kinds of refusal are looked at again before they are final. Replicas that race for the
+// tick at the same instant can split the vote, each taking some nodes and none a quorum: a
+// refusal after which no one may hold the tick (the attempt took a node, or was decided with
+// replies pending, one of which may have been its own yes) is tried again after the failed
+// attempts were released (twice the attempt's duration, at most TTL/50) and a jittered wait,
+// up to 5 times — the lock client then asks the lock's primary node first, which settles the
+// race. And a run key found held may be the short-lived leftover of another tick's failed
+// attempt: it is looked at twice more, as long apart. When the nodes are unavailable
+// (redlock.ErrQuorumUnavailable) it tries again on cfg.BackOff until the tick's deadline
+// (job.Run.Deadline) or ctx's end.
+//
+// Once the lock is taken, the handler runs under the lease's context — cancelled, with cause
+// redlock.ErrLeaseLost, before the lock could expire anywhere — with a copy of the job.Run
+// whose FencingToken is set. When the handler returns nil, the lock is released with the tick
+// kept as done for cfg.KeepDone; when it fails (or panics), the lock is released so that a
+// retry, here or elsewhere, may take the tick. Release uses a fresh context (each node's
+// request is bounded by the lock client's node timeout). When the lease was lost, the error
+// matches redlock.ErrLeaseLost (unless the handler succeeded and the tick could still be
+// marked done on a quorum, which proves that no one else took it).
+func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
+	cfg = cfg.withDefaults()
+	return func(next job.Handler) job.Handler {
+		return func(ctx context.Context) error {
+			run, ok := job.RunFrom(ctx)
+			if !ok {
+				return ErrNoRun
+			}
+			lease, err := cfg.acquire(ctx, locks, run)
+			if err != nil {
+				return err
+			}
+			r := *run
+			r.FencingToken = lease.Lock().Token()
+			finished := false
+			defer func() {
+				if !finished { // the handler panicked: release, and let the panic go on
+					cfg.release(lease, &r, false)
+				}
+			}()
+			herr := next(job.NewContext(lease.Context(), &r))
+			finished = true
+			return cfg.finish(lease, &r, herr)
+		}
+	}
+}
+
+// maxSplitRetries bounds the attempts made again after a split vote, and maxOverlapRechecks
+// those made again after the run key was found held.
+const (
+	maxSplitRetries    = 5
+	maxOverlapRechecks = 2
+)
+
+// acquire takes the tick's lock and starts its lease.
+func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run) (*redlock.Lease, error) {
+	tickKey, runKey := TickKey(c.Prefix, run.Job, run.Tick), RunKey(c.Prefix, run.Job)
+	opts := []redlock.AcquireOption{redlock.FenceKey(FenceKey(c.Prefix, run.Job))}
+	if run.Replica != "" {
+		opts = append(opts, redlock.Label(run.Replica))
+	}
+	if c.Overlap == job.Forbid {
+		opts = append(opts, redlock.Also(runKey))
+	}
+	var (
+		b        backoff.BackOff
+		lastErr  error // the last ErrQuorumUnavailable
+		splits   int
+		rechecks int
+		settle   time.Duration // added to the next wait
+		last     redlock.Attempt
+	)
+	opts = append(opts, redlock.OnAttempt(func(a redlock.Attempt) { last = a }))
+	for {
+		if !run.Deadline.IsZero() && !c.Clock.Now().Before(run.Deadline) {
+			if lastErr != nil {
+				return nil, fmt.Errorf("tick %s of job %q: window closed while the lock nodes were unavailable: %w", run.Tick.Format(time.RFC3339Nano), run.Job, lastErr)
+			}
+			return nil, &job.SkipError{Reason: job.SkipLate}
+		}
+		if err := c.Limiter.wait(ctx); err != nil {
+			return nil, err
+		}
+		l, err := locks.TryAcquire(ctx, tickKey, c.TTL, opts...)
+		c.Limiter.done()
+		if err == nil {
+			lease, err := l.Lease(ctx, redlock.RenewEvery(c.RenewEvery))
+			if err != nil {
+				return nil, errors.Join(err, l.Release(context.Background()))
+			}
+			return lease, nil
+		}
+		if ae, ok := errors.AsType[*redlock.AcquireError](err); ok && errors.Is(err, redlock.ErrNotAcquired) {
+			se := skip(ae, runKey, err)
+			// A run key found held may be the leftover of another tick's failed attempt (a
+			// replica whose clock is behind, refused that tick as done on the other nodes):
+			// look again once it had time to be released.
+			done := se.Holder != nil && se.Holder.Done // done, or skipped and marked
+			recheck := !done && se.Reason == job.SkipOverlap && rechecks < maxOverlapRechecks
+			split := !done && maybeSplit(ae, last, locks.Nodes(), run, tickKey) && splits < maxSplitRetries
+			if !recheck && !split || ctx.Err() != nil {
+				if !done && se.Reason == job.SkipOverlap {
+					c.markSkipped(ctx, locks, run, tickKey)
+				}
+				return nil, se
+			}
+			if split {
+				splits++
+			} else {
+				rechecks++
+			}
+			c.Logger.Debug("cronlock: trying the tick again", "job", run.Job, "tick", run.Tick, "replica", run.Replica,
+				"split", split, "ok", ae.OK, "refused", ae.Refused, "holder", se.Holder)
+			// Let the failed attempts of this round (ours and the other racers') be released
+			// before the next one, or it could be refused by their leftovers.
+			// Their releases were sent when the attempts failed and take about as long as an
+			// attempt; TTL/50 is the default node timeout, by which they are over.
+			settle = min(2*last.Elapsed+time.Millisecond, max(c.TTL/50, 5*time.Millisecond))
+		} else if !errors.Is(err, redlock.ErrQuorumUnavailable) || ctx.Err() != nil {
+			return nil, err
+		} else {
+			lastErr = err
+		}
+		if b == nil {
+			b = c.BackOff()
+		}
+		wait := b.NextBackOff()
+		if wait == backoff.Stop {
+			return nil, err
+		}
+		wait, settle = wait+settle, 0
+		if !run.Deadline.IsZero() {
+			wait = max(min(wait, run.Deadline.Sub(c.Clock.Now())), 0)
+		}
+		// Real time, whatever the clock: this waits for racers and nodes, not for ticks.
+		if !sleep(SystemClock(), wait, ctx.Done()) {
+			return nil, errors.Join(err, context.Cause(ctx))
+		}
+	}
+}
+
+// SkippedMarker is the metadata of a tick kept as done because it was skipped while a previous
+// run of its job was running (Overlap Forbid): replicas that come later find it done, with
+// this metadata, and skip it too (skipped_overlap) instead of running it late.
+const SkippedMarker = "cronlock:skipped:overlap"
+
+// markSkipped keeps the tick as done with SkippedMarker, so that replicas whose clocks are
+// behind do not run it late — a late run would hold the run key when this replica's next
+// tick comes, and skip that one in turn. Best effort: if the tick is taken meanwhile, the
+// taker decides.
+func (c LockConfig) markSkipped(ctx context.Context, locks *redlock.Client, run *job.Run, tickKey string) {
+	opts := []redlock.AcquireOption{redlock.FenceKey(FenceKey(c.Prefix, run.Job)), redlock.Metadata(SkippedMarker)}
+	if run.Replica != "" {
+		opts = append(opts, redlock.Label(run.Replica))
+	}
+	if c.Limiter.wait(ctx) != nil {
+		return
+	}
+	defer c.Limiter.done()
+	l, err := locks.TryAcquire(ctx, tickKey, c.TTL, opts...)
+	if err != nil {
+		return
+	}
+	if err := l.Release(context.Background(), redlock.KeepDone(c.KeepDone)); err != nil {
+		c.Logger.Warn("cronlock: could not mark a skipped tick", "job", run.Job, "tick", run.Tick, "err", err)
+	}
+}
+
+// maybeSplit reports whether a refusal may have left the tick to no one: racers that asked
+// every node at the same instant can split the vote, each taking some nodes and none a quorum.
+// That is possible when this attempt took a node (so no one else holds them all); when it
+// asked every node and was decided before every reply was in (the lock client decides as soon
+// as a quorum is out of reach, so this attempt's own yes from the last node may have come
+// late, and then no one may hold a quorum); or when the tick key was found held under this
+// replica's own label (a leftover of its own failed attempt, not yet released). A refusal by
+// the lock's primary node, asked first and alone, is final: whoever holds it either wins, or
+// fails with a node taken and tries again itself.
+func maybeSplit(ae *redlock.AcquireError, a redlock.Attempt, nodes int, run *job.Run, tickKey string) bool {
+	switch {
+	case ae.OK > 0:
+		return true
+	case !a.PrimaryFirst && a.OK+a.Refused+a.Quarantined+a.Failed < nodes:
+		return true
+	}
+	h := ae.Holder
+	return h != nil && !h.Done && h.Key == tickKey && run.Replica != "" && h.Label == run.Replica
+}
+
+// skip turns a refusal into a *job.SkipError with its reason.
+func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
+	se := &job.SkipError{Reason: job.SkipHeld, Holder: ae.Holder, Err: err}
+	if h := ae.Holder; h != nil {
+		switch {
+		case h.Done && h.Metadata == SkippedMarker:
+			se.Reason = job.SkipOverlap
+		case h.Done:
+			se.Reason = job.SkipDone
+		case h.Key == runKey:
+			se.Reason = job.SkipOverlap
+		}
+	}
+	return se
+}
+
+// finish closes the lease after the handler returned herr, and returns the run's error.
+func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error) error {
+	lost := lease.Err() // nil while the lease holds
+	leaseLost := errors.Is(lost, redlock.ErrLeaseLost)
+	if herr == nil {
+		cerr := c.release(lease, run, true)
+		switch {
+		case cerr == nil:
+			// Marked done on a quorum: our value was on a quorum all along, so the run was
+			// the only one, even if the lease gave up early.
+			return nil
+		case leaseLost:
+			return fmt.Errorf("job %q finished tick %s after its lease was lost (%w); marking it done failed: %w",
+				run.Job, run.Tick.Format(time.RFC3339Nano), lost, cerr)
+		}
+		return nil // the run succeeded; release logged why the tick could not be marked done
+	}
+	c.release(lease, run, false)
+	if leaseLost && !errors.Is(herr, redlock.ErrLeaseLost) {
+		return fmt.Errorf("%w (%w)", herr, lost)
+	}
+	return herr
+}
+
+// release closes the lease, keeping the tick as done or not, and logs a failure.
+//
+// The context is a fresh one that is never cancelled: each node's request is bounded by the
+// lock client's node timeout anyway, and Release returns once a quorum answered while the
+// requests to the other nodes go on under this context — cancelling it on return (the usual
+// defer cancel()) would abort them and leave the lock on those nodes until its TTL.
+func (c LockConfig) release(lease *redlock.Lease, run *job.Run, done bool) error {
+	ctx := context.Background()
+	var err error
+	if done {
+		err = lease.Close(ctx, redlock.KeepDone(c.KeepDone))
+	} else {
+		err = lease.Close(ctx)
+	}
+	if err != nil {
+		msg := "cronlock: could not release tick; its lock expires after its TTL"
+		if done {
+			msg = "cronlock: could not mark tick done; its lock expires after its TTL"
+		}
+		c.Logger.Warn(msg, "job", run.Job, "tick", run.Tick, "token", run.FencingToken, "err", err)
+	}
+	return err
+}

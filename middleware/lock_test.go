@@ -1,0 +1,342 @@
+package middleware_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/faultproxy"
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// nodes starts n real redis-server nodes, optionally each behind a fault proxy.
+type nodes struct {
+	servers []*redistest.Server
+	proxies []*faultproxy.Proxy
+}
+
+func startNodes(t *testing.T, n int, proxied bool) *nodes {
+	t.Helper()
+	ns := &nodes{servers: redistest.StartN(t, n, redistest.Config{})}
+	if proxied {
+		for _, s := range ns.servers {
+			ns.proxies = append(ns.proxies, faultproxy.Start(t, s.Addr()))
+		}
+	}
+	return ns
+}
+
+// client returns a redlock client with its own connections (through the proxies if there
+// are), the nodes' quarantine ended.
+func (ns *nodes) client(t *testing.T, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	var list []redlock.Node
+	for i, s := range ns.servers {
+		addr := s.Addr()
+		if ns.proxies != nil {
+			addr = ns.proxies[i].Addr()
+		}
+		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		t.Cleanup(func() { _ = rc.Close() })
+		list = append(list, rc)
+	}
+	// A node timeout well above the default TTL/50 keeps renewals of short TTLs from timing
+	// out on a loaded machine; tests that want another one pass it.
+	lc, err := redlock.New(list, append([]redlock.Option{redlock.WithNodeTimeout(100 * time.Millisecond)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, lc.EndQuarantine(ctx))
+	return lc
+}
+
+// count returns on how many nodes key exists, read directly (not through the proxies).
+func (ns *nodes) count(t *testing.T, key string) int {
+	t.Helper()
+	n := 0
+	for _, s := range ns.servers {
+		v, err := s.Client().Exists(context.Background(), key).Result()
+		require.NoError(t, err)
+		n += int(v)
+	}
+	return n
+}
+
+var tick = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func runAs(replica, name string, deadline time.Time) context.Context {
+	return job.NewContext(context.Background(), &job.Run{Job: name, Tick: tick, Attempt: 1, Replica: replica, Deadline: deadline})
+}
+
+func TestLockRunsOnceAndKeepsTheTickDone(t *testing.T) {
+	ns := startNodes(t, 3, false)
+	lc := ns.client(t)
+	lock := middleware.Lock(lc, middleware.LockConfig{Prefix: "p"})
+	var token uint64
+	h := lock(func(ctx context.Context) error {
+		r, _ := job.RunFrom(ctx)
+		token = r.FencingToken
+		_, hasDeadline := ctx.Deadline()
+		assert.True(t, hasDeadline, "the lease's deadline")
+		return nil
+	})
+	require.NoError(t, h(runAs("r1", "once", time.Time{})))
+	assert.NotZero(t, token)
+	require.NoError(t, lc.Close()) // waits for the requests still in flight to the last node
+	assert.GreaterOrEqual(t, ns.count(t, middleware.TickKey("p", "once", tick)), 2, "kept as done on a quorum")
+	assert.Zero(t, ns.count(t, middleware.RunKey("p", "once")), "run key released")
+
+	lc2 := ns.client(t)
+	err := middleware.Lock(lc2, middleware.LockConfig{Prefix: "p"})(func(context.Context) error {
+		t.Error("a done tick ran again")
+		return nil
+	})(runAs("r2", "once", time.Time{}))
+	se, ok := errors.AsType[*job.SkipError](err)
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, job.SkipDone, se.Reason)
+	assert.Equal(t, "r1", se.Holder.Label)
+	assert.Equal(t, job.OutcomeSkippedDone, job.Outcome(err))
+	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
+}
+
+func TestLockSkipsAHeldTickAndAnOverlap(t *testing.T) {
+	ns := startNodes(t, 3, false)
+	lc := ns.client(t)
+	lock := middleware.Lock(lc, middleware.LockConfig{})
+	inside, release := make(chan struct{}), make(chan struct{})
+	done := make(chan error)
+	go func() {
+		done <- lock(func(context.Context) error { close(inside); <-release; return nil })(runAs("holder", "busy", time.Time{}))
+	}()
+	<-inside
+
+	err := lock(func(context.Context) error { t.Error("ran a held tick"); return nil })(runAs("other", "busy", time.Time{}))
+	assert.Equal(t, job.OutcomeSkippedHeld, job.Outcome(err), "%v", err)
+
+	// The next tick finds the run key held: an overlap.
+	next := job.NewContext(context.Background(), &job.Run{Job: "busy", Tick: tick.Add(time.Minute), Attempt: 1, Replica: "other"})
+	err = lock(func(context.Context) error { t.Error("overlapped"); return nil })(next)
+	assert.Equal(t, job.OutcomeSkippedOverlap, job.Outcome(err), "%v", err)
+	se, _ := errors.AsType[*job.SkipError](err)
+	assert.Equal(t, "holder", se.Holder.Label)
+	assert.Equal(t, middleware.RunKey(middleware.DefaultPrefix, "busy"), se.Holder.Key)
+	close(release)
+	require.NoError(t, <-done)
+
+	// The skipped tick was kept as skipped: a replica that comes later skips it too.
+	err = lock(func(context.Context) error { t.Error("ran a skipped tick late"); return nil })(next)
+	assert.Equal(t, job.OutcomeSkippedOverlap, job.Outcome(err), "%v", err)
+	se, _ = errors.AsType[*job.SkipError](err)
+	assert.True(t, se.Holder.Done)
+	assert.Equal(t, middleware.SkippedMarker, se.Holder.Metadata)
+
+	// With Allow, a tick runs while another runs.
+	allow := middleware.Lock(lc, middleware.LockConfig{Overlap: job.Allow})
+	inside, release = make(chan struct{}), make(chan struct{})
+	go func() {
+		done <- allow(func(context.Context) error { close(inside); <-release; return nil })(runAs("a", "many", time.Time{}))
+	}()
+	<-inside
+	ran := false
+	later := job.NewContext(context.Background(), &job.Run{Job: "many", Tick: tick.Add(time.Minute), Attempt: 1, Replica: "b"})
+	require.NoError(t, allow(func(context.Context) error { ran = true; return nil })(later))
+	assert.True(t, ran)
+	close(release)
+	require.NoError(t, <-done)
+}
+
+func TestLockReleasesOnFailureAndPanic(t *testing.T) {
+	ns := startNodes(t, 3, false)
+	lc := ns.client(t)
+	lock := middleware.Lock(lc, middleware.LockConfig{})
+	tickKey, runKey := middleware.TickKey("cronlock", "f", tick), middleware.RunKey("cronlock", "f")
+	fail := errors.New("failed")
+	assert.Equal(t, fail, lock(func(context.Context) error { return fail })(runAs("r", "f", time.Time{})))
+	// A panic goes through Lock (no Recover inside), after the lock was released.
+	assert.PanicsWithValue(t, "boom", func() {
+		_ = lock(func(context.Context) error { panic("boom") })(runAs("r", "f", time.Time{}))
+	})
+	require.NoError(t, lc.Close())
+	assert.Zero(t, ns.count(t, tickKey))
+	assert.Zero(t, ns.count(t, runKey))
+}
+
+func TestLockNeedsARun(t *testing.T) {
+	ns := startNodes(t, 1, false)
+	err := middleware.Lock(ns.client(t), middleware.LockConfig{})(func(context.Context) error { return nil })(context.Background())
+	assert.ErrorIs(t, err, middleware.ErrNoRun)
+}
+
+// Racers that ask every node at the same instant can split the vote; Lock settles it, and the
+// tick runs once — never zero times, never twice. Each round is a new job, so that its lock is
+// calm (the lock client asks every node in parallel; it asks the primary node first only for
+// locks it recently saw contended).
+func TestLockRacersAtTheTickInstant(t *testing.T) {
+	ns := startNodes(t, 3, false)
+	const racers, ticks = 5, 100
+	var clients []*redlock.Client
+	for range racers {
+		clients = append(clients, ns.client(t))
+	}
+	for i := range ticks {
+		var ran atomic.Int32
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		outcomes := make([]string, racers)
+		for r := range racers {
+			wg.Go(func() {
+				ctx := job.NewContext(context.Background(), &job.Run{Job: fmt.Sprint("race", i), Tick: tick, Attempt: 1, Replica: fmt.Sprint("r", r)})
+				<-start
+				err := middleware.Lock(clients[r], middleware.LockConfig{})(func(context.Context) error { ran.Add(1); return nil })(ctx)
+				outcomes[r] = job.Outcome(err)
+			})
+		}
+		close(start)
+		wg.Wait()
+		require.EqualValues(t, 1, ran.Load(), "tick %d: outcomes %v", i, outcomes)
+	}
+}
+
+// With the nodes gone, the handler's context is cancelled with ErrLeaseLost, and the run's error
+// says so.
+func TestLockLeaseLost(t *testing.T) {
+	ns := startNodes(t, 3, true)
+	lc := ns.client(t, redlock.WithNodeTimeout(20*time.Millisecond))
+	lock := middleware.Lock(lc, middleware.LockConfig{TTL: 500 * time.Millisecond})
+	for _, tc := range []struct {
+		name string
+		ret  func(ctx context.Context) error
+	}{
+		{"job returns ctx.Err()", func(ctx context.Context) error { return ctx.Err() }},
+		{"job ignores the loss", func(context.Context) error { return nil }},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var cause error
+			err := lock(func(ctx context.Context) error {
+				for _, p := range ns.proxies {
+					p.Blackhole(true)
+				}
+				<-ctx.Done()
+				cause = context.Cause(ctx)
+				return tc.ret(ctx)
+			})(runAs("r", "lost-"+tc.name, time.Time{}))
+			for _, p := range ns.proxies {
+				p.Blackhole(false)
+			}
+			require.ErrorIs(t, cause, redlock.ErrLeaseLost)
+			require.ErrorIs(t, err, redlock.ErrLeaseLost)
+			assert.Equal(t, job.OutcomeLeaseLost, job.Outcome(err))
+		})
+	}
+}
+
+// With a majority of nodes down, Lock tries again until the tick's deadline.
+func TestLockQuorumUnavailable(t *testing.T) {
+	ns := startNodes(t, 3, true)
+	lc := ns.client(t, redlock.WithNodeTimeout(20*time.Millisecond))
+	ns.proxies[0].Blackhole(true)
+	ns.proxies[1].Blackhole(true)
+	err := middleware.Lock(lc, middleware.LockConfig{TTL: time.Second})(func(context.Context) error {
+		t.Error("ran without a quorum")
+		return nil
+	})(job.NewContext(context.Background(), &job.Run{Job: "q", Tick: tick, Replica: "r", Deadline: time.Now().Add(200 * time.Millisecond)}))
+	require.ErrorIs(t, err, redlock.ErrQuorumUnavailable)
+	assert.ErrorContains(t, err, "window closed while the lock nodes were unavailable")
+	assert.Equal(t, job.OutcomeQuorumUnavailable, job.Outcome(err))
+
+	// A tick whose window already closed is not attempted at all.
+	err = middleware.Lock(lc, middleware.LockConfig{})(func(context.Context) error { return nil })(
+		job.NewContext(context.Background(), &job.Run{Job: "q", Tick: tick, Deadline: time.Now().Add(-time.Second)}))
+	assert.Equal(t, job.OutcomeSkippedLate, job.Outcome(err))
+	ns.proxies[0].Blackhole(false)
+	ns.proxies[1].Blackhole(false)
+}
+
+func TestKeys(t *testing.T) {
+	at := time.UnixMilli(1_700_000_000_123)
+	assert.Equal(t, "{cronlock:report}:tick:1700000000123", middleware.TickKey("cronlock", "report", at))
+	assert.Equal(t, "{cronlock:report}:run", middleware.RunKey("cronlock", "report"))
+	assert.Equal(t, "{cronlock:report}:fence", middleware.FenceKey("cronlock", "report"))
+}
+
+// inFlight counts the acquire scripts in flight at the nodes (the acquire script's first key is
+// the boot marker), and the most seen at once.
+type inFlight struct{ now, most atomic.Int32 }
+
+func (f *inFlight) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (f *inFlight) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return next
+}
+func (f *inFlight) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		args := cmd.Args()
+		if len(args) < 4 || args[3] != "cronlock:boot" {
+			return next(ctx, cmd)
+		}
+		n := f.now.Add(1)
+		for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
+		}
+		defer f.now.Add(-1)
+		return next(ctx, cmd)
+	}
+}
+
+// A Limiter bounds the acquisitions in flight across the Locks that share it; the jobs
+// themselves run without a slot. (One node: an acquisition is decided by its only request, so
+// no request outlives it and the bound on requests is exact; with more nodes, requests to the
+// nodes that did not decide an acquisition finish after it, owned by the lock client.)
+func TestLockLimiter(t *testing.T) {
+	_, err := middleware.NewLimiter(0)
+	require.ErrorContains(t, err, "must be positive")
+
+	ns := startNodes(t, 1, false)
+	flight := &inFlight{}
+	var list []redlock.Node
+	for _, s := range ns.servers {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+		rc.AddHook(flight)
+		t.Cleanup(func() { _ = rc.Close() })
+		list = append(list, rc)
+	}
+	lc, err := redlock.New(list)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lc.Close() })
+	require.NoError(t, lc.EndQuarantine(context.Background()))
+
+	lim, err := middleware.NewLimiter(2)
+	require.NoError(t, err)
+	var running, mostRunning atomic.Int32
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range 40 {
+		wg.Go(func() {
+			ctx := job.NewContext(context.Background(), &job.Run{Job: fmt.Sprint("lim", i), Tick: tick, Replica: "r"})
+			<-start
+			err := middleware.Lock(lc, middleware.LockConfig{Limiter: lim})(func(context.Context) error {
+				n := running.Add(1)
+				for m := mostRunning.Load(); n > m && !mostRunning.CompareAndSwap(m, n); m = mostRunning.Load() {
+				}
+				time.Sleep(20 * time.Millisecond)
+				running.Add(-1)
+				return nil
+			})(ctx)
+			assert.NoError(t, err)
+		})
+	}
+	close(start)
+	wg.Wait()
+	assert.LessOrEqual(t, flight.most.Load(), int32(2), "at most 2 acquisitions in flight")
+	assert.Greater(t, mostRunning.Load(), int32(2), "runs are not limited")
+}

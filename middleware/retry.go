@@ -1,0 +1,115 @@
+package middleware
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/cronlock/cronlock/job"
+)
+
+// RetryPolicy says how Retry tries a failed run again.
+type RetryPolicy struct {
+	// Retries is how many times a failed run is tried again. Default 0: Retry calls the
+	// handler once.
+	Retries int
+	// BackOff returns a fresh schedule of waits between attempts; it is called once per call
+	// of the handler, so schedules are never shared. Default DefaultRetryBackOff.
+	BackOff func() backoff.BackOff
+	// Clock is used to wait and to check the tick's deadline. Default SystemClock.
+	Clock Clock
+}
+
+// DefaultRetryBackOff returns a fresh retry schedule: exponential from 1s, doubling up to
+// 1 minute, with full jitter (each wait is uniform in [0, step]).
+func DefaultRetryBackOff() backoff.BackOff {
+	return FullJitter(backoff.NewExponentialBackOff(
+		backoff.WithInitialInterval(time.Second),
+		backoff.WithMultiplier(2),
+		backoff.WithMaxInterval(time.Minute),
+		backoff.WithRandomizationFactor(0),
+		backoff.WithMaxElapsedTime(0),
+	))
+}
+
+// FullJitter returns a schedule whose every wait is drawn uniformly from [0, w], where w is
+// the wait b gives.
+func FullJitter(b backoff.BackOff) backoff.BackOff { return &fullJitter{b: b} }
+
+type fullJitter struct{ b backoff.BackOff }
+
+func (j *fullJitter) NextBackOff() time.Duration {
+	d := j.b.NextBackOff()
+	if d <= 0 {
+		return d
+	}
+	return rand.N(d + 1)
+}
+
+func (j *fullJitter) Reset() { j.b.Reset() }
+
+// Retry calls the handler again when it fails, up to p.Retries times, waiting on p.BackOff
+// between attempts. Each attempt gets a copy of the job.Run with Attempt set (1 for the first).
+//
+// It does not retry skips (job.ErrSkipped: the tick is someone else's, or done), errors
+// wrapped with backoff.Permanent (returned unwrapped), or a run whose context has ended. It
+// stops when the next wait would end at or after the tick's deadline (job.Run.Deadline), so
+// that a late retry cannot run a tick that another replica may already consider done. Put it
+// outside Lock, so that every attempt takes the tick's lock again and sees if the tick was
+// done elsewhere meanwhile.
+func Retry(p RetryPolicy) Middleware {
+	if p.BackOff == nil {
+		p.BackOff = DefaultRetryBackOff
+	}
+	if p.Clock == nil {
+		p.Clock = SystemClock()
+	}
+	return func(next job.Handler) job.Handler {
+		return func(ctx context.Context) error {
+			base, ok := job.RunFrom(ctx)
+			if !ok {
+				base = &job.Run{}
+			}
+			var b backoff.BackOff
+			for attempt := 1; ; attempt++ {
+				r := *base
+				r.Attempt = attempt
+				err := next(job.NewContext(ctx, &r))
+				if err == nil || attempt > p.Retries || !retryable(ctx, err) {
+					var perm *backoff.PermanentError
+					if errors.As(err, &perm) {
+						return perm.Err
+					}
+					return err
+				}
+				if b == nil {
+					b = p.BackOff()
+				}
+				wait := b.NextBackOff()
+				if wait == backoff.Stop {
+					return err
+				}
+				if !base.Deadline.IsZero() && !p.Clock.Now().Add(wait).Before(base.Deadline) {
+					return fmt.Errorf("%w (not retried: the tick's window closes at %s)", err, base.Deadline.Format(time.RFC3339Nano))
+				}
+				if !sleep(p.Clock, wait, ctx.Done()) {
+					return errors.Join(err, context.Cause(ctx))
+				}
+			}
+		}
+	}
+}
+
+// retryable reports whether a failed attempt may be tried again.
+func retryable(ctx context.Context, err error) bool {
+	var perm *backoff.PermanentError
+	switch {
+	case ctx.Err() != nil, errors.Is(err, job.ErrSkipped), errors.As(err, &perm):
+		return false
+	}
+	return true
+}

@@ -1,0 +1,72 @@
+// Package scheduler runs cron jobs on every replica of a worker so that each tick of each job
+// runs once across the cluster.
+//
+// Every replica builds a Scheduler over the same lock nodes, adds the same jobs, and starts
+// it. Each replica computes the same ticks from the jobs' specs and fires them on its own
+// clock; for each tick, the replicas race for the tick's lock (package middleware's Lock over
+// package redlock) and one of them runs the job while the others skip it.
+//
+//	locks, _ := redlock.New(nodes)
+//	s, _ := scheduler.New(locks, scheduler.WithReplica("worker-1"))
+//	_ = s.Add(job.Job{Name: "report", Spec: "0 0 6 * * *", Handler: report})
+//	_ = s.Start()
+//	defer s.Stop(ctx) // lets running jobs finish until ctx ends
+//
+// # Specs
+//
+// robfig/cron/v3's parser, with an optional seconds field and descriptors, and
+// "CRON_TZ=Zone " prefixes; "@every d" is cronlock's own, aligned to the Unix epoch so every
+// replica computes the same instants (see ParseSpec, which also says how daylight saving time
+// is handled: a fixed-hour time that falls in a skipped hour runs once at the transition, one
+// in a repeated hour runs once, at its first occurrence). Specs without CRON_TZ are in UTC
+// unless WithLocation says otherwise.
+//
+// # The loop
+//
+// One goroutine keeps a min-heap of the jobs' next ticks and one timer for the earliest. A
+// due tick runs in a goroutine of its own, owned by the scheduler, so a slow job never delays
+// another's tick; the exact tick instant is passed down in job.Run.Tick (the tick's lock is
+// named after it). If the loop falls behind (a paused process, a clock jump), only the newest
+// due tick of each job fires; older ones are missed. Ticks missed while the scheduler was not
+// running are skipped, unless the job has a CatchUp window: then the newest one within it
+// runs at Start, if no replica ran it.
+//
+// # Options and their defaults
+//
+//   - WithClock: the system clock.
+//   - WithPrefix: "cronlock" (lock keys are {prefix:job}:tick:<unix ms>, {prefix:job}:run and
+//     {prefix:job}:fence).
+//   - WithReplica: "hostname-pid".
+//   - WithLogger: discard.
+//   - WithMiddleware: none.
+//   - WithLocation: UTC.
+//   - WithMaxClockSkew: 1s.
+//   - WithTickRetention: max(2·MaxClockSkew + 1s, 1 min).
+//   - WithLockConcurrency: 10·GOMAXPROCS tick locks requested at once.
+//
+// Per job (job.Options): LockTTL 30s, RenewEvery LockTTL/3, Overlap Forbid, no Timeout, no
+// Retries, no CatchUp.
+//
+// # Guarantees
+//
+// With a majority of lock nodes up and the replicas' clocks within MaxClockSkew of each other:
+// each tick runs at most once at a time in the cluster, and never again once a run of it
+// succeeded — however fast the job and however the clocks are skewed within the bound,
+// because a tick that ran is kept as done for the tick retention and no replica attempts a
+// tick later than retention − 2·MaxClockSkew after it. A run whose lease is lost has its
+// context cancelled (cause redlock.ErrLeaseLost) before another replica can take the tick
+// over. With Overlap Forbid (the default), no two runs of a job overlap anywhere in the
+// cluster; a tick that comes while a run is still going is skipped everywhere.
+//
+// # What it does not guarantee
+//
+// A tick runs only if some replica is up at the tick (or within a CatchUp window) and a
+// majority of lock nodes answer before the tick's window closes. A job that ignores its
+// context may still be working when its lease is lost and the tick is retried elsewhere: use
+// job.Run.FencingToken with storage that refuses stale tokens. Side effects are not made
+// exactly-once. Replicas whose clocks are further apart than MaxClockSkew can run a tick
+// twice.
+//
+// A Scheduler is safe for concurrent use. Stop releases every lock and waits for every
+// goroutine it started.
+package scheduler

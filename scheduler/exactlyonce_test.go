@@ -1,0 +1,150 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/redlock"
+	"github.com/cronlock/cronlock/scheduler"
+)
+
+const (
+	skewPeriod = 200 * time.Millisecond
+	skewTicks  = 32 // ticks checked, between the start and the end margins
+	skewMargin = time.Second
+)
+
+// tickRun is one successful run of a tick, from a ledger.
+type tickRun struct {
+	Tick  time.Time
+	Token uint64
+	Start time.Time
+}
+
+// checkExactlyOnce asserts that no tick ran twice, that every tick in (from, to) ran exactly
+// once, and that fencing tokens increase in the order the runs started (runs of a job with
+// Overlap Forbid never overlap, so that is the order of acquisition).
+func checkExactlyOnce(t *testing.T, runs []tickRun, from, to time.Time, period time.Duration) {
+	t.Helper()
+	byTick := map[int64]int{}
+	for _, r := range runs {
+		byTick[r.Tick.UnixMilli()]++
+	}
+	for tick, n := range byTick {
+		assert.Equal(t, 1, n, "tick %s ran %d times", time.UnixMilli(tick).Format("15:04:05.000"), n)
+	}
+	checked := 0
+	for tick := from.Truncate(period).Add(period); tick.Before(to); tick = tick.Add(period) {
+		checked++
+		assert.Equal(t, 1, byTick[tick.UnixMilli()], "tick %s (between the margins) ran %d times", tick.Format("15:04:05.000"), byTick[tick.UnixMilli()])
+	}
+	assert.GreaterOrEqual(t, checked, 30, "ticks checked")
+	sort.Slice(runs, func(i, j int) bool { return runs[i].Start.Before(runs[j].Start) })
+	for i := 1; i < len(runs); i++ {
+		assert.Greater(t, runs[i].Token, runs[i-1].Token, "tokens increase from run to run")
+	}
+	t.Logf("%d ticks ran, %d checked between the margins", len(byTick), checked)
+}
+
+// Three replicas in one process, on three nodes, with clocks at +400ms, 0 and −400ms, run a
+// 5ms job every 200ms: each tick runs exactly once. The replica ahead takes each tick first;
+// the others come 400 and 800ms later (several ticks later) and must see it done — this is
+// where a lock held only while the job runs lets the tick run again.
+func TestExactlyOnceWithSkewedClocks(t *testing.T) {
+	c := newCluster(t, 3, false)
+	led := newLedger()
+	offsets := []time.Duration{400 * time.Millisecond, 0, -400 * time.Millisecond}
+	var scheds []*scheduler.Scheduler
+	for _, off := range offsets {
+		s := newScheduler(t, c.client(t, false), scheduler.WithClock(clocktest.Offset(off)),
+			scheduler.WithReplica(fmt.Sprintf("skew%+v", off)), scheduler.WithMiddleware(led.observe()))
+		require.NoError(t, s.Add(job.Job{Name: "fast", Spec: fmt.Sprintf("@every %v", skewPeriod), Options: job.Options{LockTTL: 2 * time.Second},
+			Handler: led.handler(func(ctx context.Context) error { return sleepCtx(ctx, 5*time.Millisecond) })}))
+		scheds = append(scheds, s)
+	}
+	from := time.Now().Add(skewMargin)
+	to := from.Add(skewTicks * skewPeriod)
+	for _, s := range scheds {
+		require.NoError(t, s.Start())
+	}
+	// Run until a tick past the end margin has run (by the replica ahead, it comes early).
+	led.waitEvent(t, "the last tick", func(e event) bool { return e.Tick.After(to.Add(skewMargin)) })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range scheds {
+		require.NoError(t, s.Stop(ctx))
+	}
+
+	outcomes, events := led.snapshot()
+	var runs []tickRun
+	for _, e := range events {
+		require.NoError(t, e.Err, "run %v", e)
+		runs = append(runs, tickRun{Tick: e.Tick, Token: e.Token, Start: e.Start})
+	}
+	checkExactlyOnce(t, runs, from, to, skewPeriod)
+	counts := map[string]int{}
+	for _, o := range outcomes {
+		counts[o.Replica+" "+o.Outcome]++
+		assert.Contains(t, []string{job.OutcomeRan, job.OutcomeSkippedDone, job.OutcomeSkippedHeld, job.OutcomeSkippedOverlap}, o.Outcome, "%v", o)
+	}
+	t.Logf("outcomes: %v", counts)
+}
+
+// Lease loss: a replica whose nodes vanish (blackholed at the proxies) has its job's context
+// cancelled with ErrLeaseLost; another replica takes the tick over only after that, with a
+// larger fencing token.
+func TestLeaseLossCancelsBeforeTakeover(t *testing.T) {
+	c := newCluster(t, 3, true)
+	led := newLedger()
+	clock := clocktest.NewFake(time.Date(2025, 1, 1, 0, 0, 10, 0, time.UTC))
+	started := make(chan struct{}, 1)
+	// CatchUp makes each replica take tick 00:00:00 as soon as it starts: b comes late.
+	cut := job.Job{Name: "cut", Spec: "@every 1m", Options: job.Options{LockTTL: time.Second, CatchUp: time.Minute},
+		Handler: led.handler(func(ctx context.Context) error {
+			if r, _ := job.RunFrom(ctx); r.Replica == "b" {
+				return nil
+			}
+			started <- struct{}{}
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})}
+	// Replica a reaches the nodes through the proxies; replica b directly.
+	a := newScheduler(t, c.client(t, true), scheduler.WithClock(clock), scheduler.WithReplica("a"), scheduler.WithMiddleware(led.observe()))
+	require.NoError(t, a.Add(cut))
+	require.NoError(t, a.Start())
+	<-started
+	for _, p := range c.proxies {
+		p.Blackhole(true)
+	}
+	evA := led.waitEvent(t, "a's job cancelled", func(e event) bool { return e.Replica == "a" })
+	require.ErrorIs(t, evA.Cause, redlock.ErrLeaseLost)
+	oA := led.waitOutcome(t, "a's outcome", func(o outcome) bool { return o.Replica == "a" })
+	assert.Equal(t, job.OutcomeLeaseLost, oA.Outcome)
+	require.ErrorIs(t, oA.Err, redlock.ErrLeaseLost)
+
+	// b starts once the tick's lock has expired on the nodes (a could not release it).
+	tickKey := middleware.TickKey("cronlock", "cut", evA.Tick)
+	require.Eventually(t, func() bool { return c.exists(t, tickKey) == 0 }, waitLimit, time.Millisecond)
+	b := newScheduler(t, c.client(t, false), scheduler.WithClock(clock), scheduler.WithReplica("b"), scheduler.WithMiddleware(led.observe()))
+	require.NoError(t, b.Add(cut))
+	require.NoError(t, b.Start())
+	evB := led.waitEvent(t, "b's run", func(e event) bool { return e.Replica == "b" })
+	assert.True(t, evB.Tick.Equal(evA.Tick), "the same tick")
+	assert.Greater(t, evB.Token, evA.Token, "the taker's token is larger")
+	assert.True(t, evA.End.Before(evB.Start), "a's job was cancelled (and returned) before b took the tick")
+	assert.True(t, evA.Deadline.Before(evB.Start), "a's lease deadline passed before b took the tick")
+	oB := led.waitOutcome(t, "b's outcome", func(o outcome) bool { return o.Replica == "b" })
+	assert.Equal(t, job.OutcomeRan, oB.Outcome)
+	for _, p := range c.proxies {
+		p.Blackhole(false)
+	}
+}

@@ -1,0 +1,291 @@
+package scheduler_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/cronlock/cronlock/internal/faultproxy"
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/redlock"
+	"github.com/cronlock/cronlock/scheduler"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// waitLimit bounds every wait for an event, so that a broken test fails instead of hanging.
+// It is not a timing assertion: the events come much sooner.
+const waitLimit = 30 * time.Second
+
+// cluster is a set of real redis-server lock nodes for one test, each optionally behind a
+// fault proxy.
+type cluster struct {
+	servers []*redistest.Server
+	proxies []*faultproxy.Proxy
+}
+
+func newCluster(t testing.TB, n int, proxied bool) *cluster {
+	t.Helper()
+	c := &cluster{servers: redistest.StartN(t, n, redistest.Config{})}
+	if proxied {
+		for _, s := range c.servers {
+			c.proxies = append(c.proxies, faultproxy.Start(t, s.Addr()))
+		}
+	}
+	return c
+}
+
+// client returns a redlock client of its own (own connections, like a separate replica) over
+// the nodes, through the proxies if viaProxy; the nodes' quarantine is ended (they are new).
+func (c *cluster) client(t testing.TB, viaProxy bool, opts ...redlock.Option) *redlock.Client {
+	t.Helper()
+	var nodes []redlock.Node
+	for i, s := range c.servers {
+		addr := s.Addr()
+		if viaProxy {
+			addr = c.proxies[i].Addr()
+		}
+		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		t.Cleanup(func() { _ = rc.Close() })
+		nodes = append(nodes, rc)
+	}
+	// A node timeout well above the default TTL/50 keeps renewals of the short TTLs of these
+	// tests from timing out on a loaded machine; tests that want another one pass it.
+	lc, err := redlock.New(nodes, append([]redlock.Option{redlock.WithNodeTimeout(100 * time.Millisecond)}, opts...)...)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	require.NoError(t, lc.EndQuarantine(ctx))
+	return lc
+}
+
+// exists counts the nodes on which key exists; a node that cannot be read counts as having it.
+// It does not fail the test, so that it can run inside require.Eventually.
+func (c *cluster) exists(t testing.TB, key string) int {
+	t.Helper()
+	n := 0
+	for _, s := range c.servers {
+		v, err := s.Client().Exists(context.Background(), key).Result()
+		if err != nil {
+			t.Logf("EXISTS %s on %s: %v", key, s.Addr(), err)
+			v = 1
+		}
+		n += int(v)
+	}
+	return n
+}
+
+// doneOnQuorum reports whether key is kept as done on a quorum of the nodes, and held live on
+// none. (A node whose acquisition arrived after the release has the key deleted by the lock
+// client rather than marked done, so the marker is on a quorum, not always on every node.)
+func (c *cluster) doneOnQuorum(t testing.TB, key string) bool {
+	t.Helper()
+	done := 0
+	for _, st := range c.states(t, key) {
+		switch st {
+		case "done":
+			done++
+		case "<none>":
+		default:
+			return false
+		}
+	}
+	return done > len(c.servers)/2
+}
+
+// states returns the "s" field of key's hash on each node ("done" for a done marker, "" for
+// a live lock, "<none>" when missing). It does not fail the test (see exists).
+func (c *cluster) states(t testing.TB, key string) []string {
+	t.Helper()
+	var out []string
+	for _, s := range c.servers {
+		v, err := s.Client().HGet(context.Background(), key, "s").Result()
+		switch {
+		case errors.Is(err, redis.Nil):
+			v = "<none>"
+		case err != nil:
+			v = "error: " + err.Error()
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// newScheduler returns a scheduler stopped at cleanup.
+func newScheduler(t testing.TB, lc *redlock.Client, opts ...scheduler.Option) *scheduler.Scheduler {
+	t.Helper()
+	s, err := scheduler.New(lc, opts...)
+	require.NoError(t, err)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		_ = s.Stop(ctx)
+	})
+	return s
+}
+
+// outcome is the final result of a tick on one replica, as the outermost middleware saw it.
+type outcome struct {
+	Replica string
+	Job     string
+	Tick    time.Time
+	Outcome string
+	Err     error
+}
+
+// event is a run of a handler: what the job itself saw.
+type event struct {
+	Job, Replica string
+	Tick         time.Time
+	Attempt      int
+	Token        uint64
+	Start, End   time.Time // real time
+	Deadline     time.Time // the ctx's deadline when the handler returned
+	CtxErr       error     // ctx.Err() when the handler returned
+	Cause        error     // context.Cause(ctx) when the handler returned
+	Err          error     // what the handler returned
+}
+
+// ledger records outcomes and handler runs, and lets a test wait for them.
+type ledger struct {
+	mu       sync.Mutex
+	outcomes []outcome
+	events   []event
+	changed  chan struct{}
+}
+
+func newLedger() *ledger { return &ledger{changed: make(chan struct{})} }
+
+func (l *ledger) notifyLocked() {
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// observe returns a middleware that records the outcome of every tick on a replica.
+func (l *ledger) observe() middleware.Middleware {
+	return func(next job.Handler) job.Handler {
+		return func(ctx context.Context) error {
+			err := next(ctx)
+			r, _ := job.RunFrom(ctx)
+			l.mu.Lock()
+			l.outcomes = append(l.outcomes, outcome{Replica: r.Replica, Job: r.Job, Tick: r.Tick, Outcome: job.Outcome(err), Err: err})
+			l.notifyLocked()
+			l.mu.Unlock()
+			return err
+		}
+	}
+}
+
+// handler returns a job handler that runs work and records the run.
+func (l *ledger) handler(work func(ctx context.Context) error) job.Handler {
+	return func(ctx context.Context) error {
+		r, _ := job.RunFrom(ctx)
+		ev := event{Job: r.Job, Replica: r.Replica, Tick: r.Tick, Attempt: r.Attempt, Token: r.FencingToken, Start: time.Now()}
+		err := work(ctx)
+		ev.End, ev.CtxErr, ev.Cause, ev.Err = time.Now(), ctx.Err(), context.Cause(ctx), err
+		ev.Deadline, _ = ctx.Deadline()
+		l.mu.Lock()
+		l.events = append(l.events, ev)
+		l.notifyLocked()
+		l.mu.Unlock()
+		return err
+	}
+}
+
+// waitOutcome waits until an outcome matches pred, and returns it.
+func (l *ledger) waitOutcome(t testing.TB, what string, pred func(outcome) bool) outcome {
+	t.Helper()
+	var found outcome
+	l.wait(t, what, func() bool {
+		for _, o := range l.outcomes {
+			if pred(o) {
+				found = o
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// waitEvent waits until a handler run matches pred, and returns it.
+func (l *ledger) waitEvent(t testing.TB, what string, pred func(event) bool) event {
+	t.Helper()
+	var found event
+	l.wait(t, what, func() bool {
+		for _, e := range l.events {
+			if pred(e) {
+				found = e
+				return true
+			}
+		}
+		return false
+	})
+	return found
+}
+
+// wait waits until cond (called with l.mu held) is true.
+func (l *ledger) wait(t testing.TB, what string, cond func() bool) {
+	t.Helper()
+	timeout := time.NewTimer(waitLimit)
+	defer timeout.Stop()
+	for {
+		l.mu.Lock()
+		ok, ch := cond(), l.changed
+		l.mu.Unlock()
+		if ok {
+			return
+		}
+		select {
+		case <-ch:
+		case <-timeout.C:
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			t.Fatalf("waited %v for %s; outcomes: %v; events: %v", waitLimit, what, l.outcomes, l.events)
+		}
+	}
+}
+
+func (l *ledger) snapshot() ([]outcome, []event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.outcomes), slices.Clone(l.events)
+}
+
+func (o outcome) String() string {
+	return fmt.Sprintf("{%s %s %s %s %v}", o.Replica, o.Job, o.Tick.Format("15:04:05.000"), o.Outcome, o.Err)
+}
+
+func (e event) String() string {
+	return fmt.Sprintf("{%s %s %s attempt=%d token=%d err=%v}", e.Replica, e.Job, e.Tick.Format("15:04:05.000"), e.Attempt, e.Token, e.Err)
+}
+
+// ctxT returns a context bounded by waitLimit.
+func ctxT(t testing.TB) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// sleepCtx waits d or until ctx ends, and returns ctx's cause if it ended.
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}

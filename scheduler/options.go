@@ -1,0 +1,193 @@
+package scheduler
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/cronlock/cronlock/middleware"
+)
+
+// Clock is the scheduler's time source: the same interface as middleware.Clock, which the
+// scheduler passes on to Lock and Retry. internal/clocktest has a fake and an offset clock.
+type Clock = middleware.Clock
+
+// Timer is a timer made by a Clock.
+type Timer = middleware.Timer
+
+// Option configures a Scheduler. Each option documents its default.
+type Option func(*config) error
+
+type config struct {
+	clock        Clock
+	prefix       string
+	replica      string
+	logger       *slog.Logger
+	middleware   []middleware.Middleware
+	loc          *time.Location
+	maxSkew      time.Duration
+	retention    time.Duration
+	retentionSet bool
+	lockConc     int
+}
+
+// DefaultMaxClockSkew is the default of WithMaxClockSkew.
+const DefaultMaxClockSkew = time.Second
+
+func defaultConfig() config {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	return config{
+		clock:    middleware.SystemClock(),
+		prefix:   middleware.DefaultPrefix,
+		replica:  fmt.Sprintf("%s-%d", host, os.Getpid()),
+		logger:   slog.New(slog.DiscardHandler),
+		loc:      time.UTC,
+		maxSkew:  DefaultMaxClockSkew,
+		lockConc: 10 * runtime.GOMAXPROCS(0),
+	}
+}
+
+// WithClock sets the clock that ticks are computed and fired by. Default: the system clock.
+// Every replica must read (about) the same time: see WithMaxClockSkew.
+func WithClock(c Clock) Option {
+	return func(cfg *config) error {
+		if c == nil {
+			return errors.New("scheduler: WithClock(nil): give a clock, or leave the option out for the system clock")
+		}
+		cfg.clock = c
+		return nil
+	}
+}
+
+// WithPrefix sets the prefix of every lock key ({prefix:job}:tick:…). Default "cronlock".
+// Schedulers that share lock nodes and job names but must not share ticks (two environments
+// on one set of nodes) need different prefixes; the replicas of one deployment need the same.
+func WithPrefix(p string) Option {
+	return func(cfg *config) error {
+		if p == "" || strings.ContainsAny(p, "{}") || strings.IndexFunc(p, unicode.IsSpace) >= 0 {
+			return fmt.Errorf("scheduler: prefix %q: give a non-empty prefix without braces or spaces, e.g. %q", p, "cronlock")
+		}
+		cfg.prefix = p
+		return nil
+	}
+}
+
+// WithReplica sets the name of this replica, stored beside its locks (other replicas see it
+// as the holder of a tick) and put in job.Run.Replica. Default "hostname-pid".
+func WithReplica(name string) Option {
+	return func(cfg *config) error {
+		if name == "" {
+			return errors.New(`scheduler: replica name is empty: give one that tells replicas apart, e.g. "worker-1", or leave the option out for hostname-pid`)
+		}
+		cfg.replica = name
+		return nil
+	}
+}
+
+// WithLogger sets the logger. Default: discard. The scheduler logs only what needs
+// attention at Warn (failed runs, lost leases, unavailable nodes, missed ticks, locks that
+// could not be released) and everything else (each tick's outcome) at Debug.
+func WithLogger(l *slog.Logger) Option {
+	return func(cfg *config) error {
+		if l == nil {
+			return errors.New("scheduler: WithLogger(nil): give a logger, or leave the option out to discard logs")
+		}
+		cfg.logger = l
+		return nil
+	}
+}
+
+// WithMiddleware adds middleware around every job, outside the built-in chain (Retry, Lock,
+// Timeout, Recover): it sees each tick once, with the final outcome (see job.Outcome). Given
+// several times, the middleware add up, outermost first.
+func WithMiddleware(ms ...middleware.Middleware) Option {
+	return func(cfg *config) error {
+		for i, m := range ms {
+			if m == nil {
+				return fmt.Errorf("scheduler: WithMiddleware: middleware %d is nil", i)
+			}
+		}
+		cfg.middleware = append(cfg.middleware, ms...)
+		return nil
+	}
+}
+
+// WithLocation sets the time zone of cron specs that do not start with CRON_TZ=. Default
+// UTC — not time.Local: replicas whose hosts have different local zones would compute
+// different ticks and run them twice. "@every" specs do not depend on it.
+func WithLocation(loc *time.Location) Option {
+	return func(cfg *config) error {
+		if loc == nil {
+			return errors.New("scheduler: WithLocation(nil): give a location, e.g. time.UTC")
+		}
+		cfg.loc = loc
+		return nil
+	}
+}
+
+// WithMaxClockSkew sets how far apart the replicas' clocks may be. Default 1s. A replica
+// whose clock is within this bound of the others never runs a tick another one finished;
+// the tick retention must exceed twice this bound.
+func WithMaxClockSkew(d time.Duration) Option {
+	return func(cfg *config) error {
+		if d < 0 {
+			return fmt.Errorf("scheduler: max clock skew %v is negative: give how far apart the replicas' clocks may be, e.g. 1s", d)
+		}
+		cfg.maxSkew = d
+		return nil
+	}
+}
+
+// WithTickRetention sets how long a tick that ran is kept as done on the lock nodes.
+// Default max(2·MaxClockSkew + 1s, 1 min). It must exceed 2·MaxClockSkew: a tick is attempted
+// (first try or retry) only until retention − 2·MaxClockSkew after it, so that however skewed
+// the clocks, a replica still finds the done marker of a run that succeeded. A job with a
+// CatchUp window keeps its ticks longer if it needs to: max(retention, CatchUp +
+// 2·MaxClockSkew + 1s).
+func WithTickRetention(d time.Duration) Option {
+	return func(cfg *config) error {
+		if d <= 0 {
+			return fmt.Errorf("scheduler: tick retention %v: must be positive, e.g. 1m", d)
+		}
+		cfg.retention, cfg.retentionSet = d, true
+		return nil
+	}
+}
+
+// WithLockConcurrency bounds how many tick locks this scheduler requests at once (across all
+// its jobs; runs themselves are not bounded). Default 10·GOMAXPROCS, go-redis's default pool
+// size per node. Without a bound, a burst of ticks due at the same instant (thousands of jobs
+// on one spec) waits in the node clients' connection pools past the node timeout, fails as
+// "quorum unavailable" and is tried again, and throughput collapses; with it, the burst
+// queues and is served at the rate the nodes answer. Keep it at most the pool size of the
+// node clients.
+func WithLockConcurrency(n int) Option {
+	return func(cfg *config) error {
+		if n <= 0 {
+			return fmt.Errorf("scheduler: lock concurrency %d: must be positive, e.g. the node clients' pool size (go-redis: 10·GOMAXPROCS)", n)
+		}
+		cfg.lockConc = n
+		return nil
+	}
+}
+
+// finish applies the defaults that depend on other options, and checks them together.
+func (cfg *config) finish() error {
+	if !cfg.retentionSet {
+		cfg.retention = max(2*cfg.maxSkew+time.Second, time.Minute)
+		return nil
+	}
+	if cfg.retention <= 2*cfg.maxSkew {
+		return fmt.Errorf("scheduler: tick retention %v must exceed twice the max clock skew (%v), or a skewed replica could run a done tick again; e.g. WithTickRetention(%v)",
+			cfg.retention, 2*cfg.maxSkew, max(2*cfg.maxSkew+time.Second, time.Minute))
+	}
+	return nil
+}
