@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/config"
+)
+
+const checkUsage = `Usage: cronlock check --config FILE [--end-quarantine]
+
+Checks every node of the config: whether it answers and how fast (PING), its Redis version,
+its persistence settings, its maxmemory-policy, its boot marker (quarantine), and the offset
+of its clock from this host's. Each problem found comes with a warning that says how to fix
+it.
+
+--end-quarantine first ends the quarantine of every node by setting its boot marker to 0.
+New nodes have no marker, so they look like nodes that lost their memory and refuse locks
+for max_ttl after the first attempt. Use it only when no lock can have been forgotten: on first
+deployment, or when every cronlock has been stopped for longer than max_ttl.
+
+Exit codes: 0 a quorum of nodes answers (warnings may remain), 1 fewer nodes than a quorum
+answer, 2 bad config or usage.
+
+Flags:
+`
+
+// maxClockOffset is the node clock offset above which check warns.
+const maxClockOffset = 500 * time.Millisecond
+
+func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, path := flagSet("check")
+	endQuarantine := fs.Bool("end-quarantine", false, "end every node's quarantine first (first deployment only; see above)")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long each node may take to answer")
+	if err := parseFlags(fs, checkUsage, args, stdout); err != nil {
+		return err
+	}
+	cfg, err := loadConfig("check", *path)
+	if err != nil {
+		return err
+	}
+	clients, err := nodeClients(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeClients(clients)
+
+	if *endQuarantine {
+		locks, err := lockClient(cfg, clients, defaultReplica())
+		if err != nil {
+			return usageError{fmt.Errorf("%s: nodes: %w", cfg.File, err)}
+		}
+		qctx, cancel := context.WithTimeout(ctx, *timeout)
+		err = locks.EndQuarantine(qctx)
+		cancel()
+		_ = locks.Close()
+		if err != nil {
+			fmt.Fprintf(stderr, "warning: could not end the quarantine of every node: %v\n", err)
+		} else {
+			fmt.Fprintf(stdout, "quarantine ended on every node (boot marker %s set to 0)\n\n", cfg.BootKey)
+		}
+	}
+
+	reports := make([]*nodeReport, len(clients))
+	eachNode(ctx, clients, *timeout, func(ctx context.Context, i int, c *redis.Client) {
+		reports[i] = checkNode(ctx, c, cfg, *path)
+	})
+	answered := 0
+	var warnings []string
+	for _, r := range reports {
+		r.print(stdout)
+		if r.err == nil {
+			answered++
+		}
+		for _, w := range r.warnings {
+			warnings = append(warnings, r.addr+": "+w)
+		}
+	}
+	fmt.Fprintf(stdout, "%d of %d nodes answer, quorum %d\n", answered, len(clients), cfg.Quorum())
+	if len(warnings) == 0 {
+		fmt.Fprintln(stdout, "no warnings")
+	} else {
+		fmt.Fprintf(stdout, "\n%d warnings:\n", len(warnings))
+		for _, w := range warnings {
+			fmt.Fprintf(stdout, "- %s\n", w)
+		}
+	}
+	if answered < cfg.Quorum() {
+		return fmt.Errorf("only %d of %d nodes answer, fewer than the quorum of %d: no lock can be taken", answered, len(clients), cfg.Quorum())
+	}
+	return nil
+}
+
+// nodeReport is what check found on one node.
+type nodeReport struct {
+	addr     string
+	err      error // the node does not answer
+	lines    [][2]string
+	warnings []string
+}
+
+func (r *nodeReport) add(name, format string, args ...any) {
+	r.lines = append(r.lines, [2]string{name, fmt.Sprintf(format, args...)})
+}
+
+func (r *nodeReport) warn(format string, args ...any) {
+	r.warnings = append(r.warnings, fmt.Sprintf(format, args...))
+}
+
+var printMu sync.Mutex
+
+func (r *nodeReport) print(w io.Writer) {
+	printMu.Lock()
+	defer printMu.Unlock()
+	fmt.Fprintln(w, r.addr)
+	for _, l := range r.lines {
+		fmt.Fprintf(w, "  %-11s %s\n", l[0], l[1])
+	}
+	fmt.Fprintln(w)
+}
+
+// checkNode runs every check on one node.
+func checkNode(ctx context.Context, c *redis.Client, cfg *config.Config, path string) *nodeReport {
+	r := &nodeReport{addr: c.Options().Addr}
+	t0 := time.Now()
+	if err := c.Ping(ctx).Err(); err != nil {
+		r.err = err
+		r.add("answers", "no: %v", err)
+		r.warn("does not answer (%v). Fix: check the address and port, the firewall, that redis-server runs, and the node's username and password_env", err)
+		return r
+	}
+	r.add("answers", "yes, PING %v", time.Since(t0).Round(10*time.Microsecond))
+
+	server, _ := infoSection(ctx, c, "server")
+	version := server["redis_version"]
+	r.add("version", "%s", dash(version))
+	if major, _, _ := strings.Cut(version, "."); version != "" {
+		if m, err := strconv.Atoi(major); err == nil && m < 5 {
+			r.warn("Redis %s is too old: cronlock's scripts read the node's TIME before writing, which needs Redis 5 or later. Fix: upgrade the node", version)
+		}
+	}
+
+	checkPersistence(ctx, c, r)
+	checkEviction(ctx, c, r)
+	checkQuarantine(ctx, c, cfg, path, r)
+	checkClock(ctx, c, r)
+	return r
+}
+
+// infoSection returns the fields of one INFO section.
+func infoSection(ctx context.Context, c *redis.Client, section string) (map[string]string, error) {
+	s, err := c.Info(ctx, section).Result()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	sc := bufio.NewScanner(strings.NewReader(s))
+	for sc.Scan() {
+		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":"); ok {
+			out[k] = v
+		}
+	}
+	return out, nil
+}
+
+// configGet returns one CONFIG GET parameter.
+func configGet(ctx context.Context, c *redis.Client, name string) (string, error) {
+	m, err := c.ConfigGet(ctx, name).Result()
+	if err != nil {
+		return "", err
+	}
+	v, ok := m[name]
+	if !ok {
+		return "", fmt.Errorf("CONFIG GET %s: no such parameter", name)
+	}
+	return v, nil
+}
+
+func checkPersistence(ctx context.Context, c *redis.Client, r *nodeReport) {
+	info, err := infoSection(ctx, c, "persistence")
+	if err != nil {
+		r.add("persistence", "unknown: INFO persistence: %v", err)
+		return
+	}
+	aof := info["aof_enabled"] == "1"
+	fsync, ferr := configGet(ctx, c, "appendfsync")
+	save, serr := configGet(ctx, c, "save")
+	switch {
+	case aof && ferr != nil:
+		r.add("persistence", "AOF on, appendfsync unknown (%v)", ferr)
+		r.warn("AOF is on but its appendfsync could not be read (%v). Fix: make sure it is appendfsync always in redis.conf", ferr)
+	case aof && fsync == "always":
+		r.add("persistence", "AOF on, appendfsync always: locks survive a restart")
+	case aof:
+		r.add("persistence", "AOF on, appendfsync %s", fsync)
+		r.warn("AOF with appendfsync %s can lose the last writes in a crash: the node then comes back with its boot marker (so no quarantine) but without its latest locks. Fix: CONFIG SET appendfsync always and put appendfsync always in redis.conf, or turn persistence off and let the quarantine cover restarts", fsync)
+	case serr != nil:
+		r.add("persistence", "AOF off, RDB snapshots unknown (%v)", serr)
+		r.warn("could not read the save setting (%v). Fix: make sure redis.conf has save \"\" or AOF with appendfsync always", serr)
+	case strings.TrimSpace(save) != "":
+		r.add("persistence", "AOF off, RDB snapshots on (save %q)", save)
+		r.warn("RDB snapshots without AOF: after a restart the node reloads an old snapshot, with its boot marker but without its latest locks, and skips its quarantine. Fix: CONFIG SET save \"\" and put save \"\" in redis.conf, or turn on AOF with appendfsync always")
+	default:
+		r.add("persistence", "none: a restarted node comes back empty, and its quarantine covers it")
+	}
+}
+
+func checkEviction(ctx context.Context, c *redis.Client, r *nodeReport) {
+	policy, err := configGet(ctx, c, "maxmemory-policy")
+	switch {
+	case err != nil:
+		r.add("eviction", "maxmemory-policy unknown (%v)", err)
+		r.warn("could not read maxmemory-policy (%v). Fix: make sure redis.conf has maxmemory-policy noeviction", err)
+	case policy != "noeviction":
+		r.add("eviction", "maxmemory-policy %s", policy)
+		r.warn("maxmemory-policy is %s: under memory pressure the node may evict fencing counters and boot markers, which have no TTL, and break the order of fencing tokens. Fix: CONFIG SET maxmemory-policy noeviction, and put maxmemory-policy noeviction in redis.conf", policy)
+	default:
+		r.add("eviction", "maxmemory-policy noeviction")
+	}
+}
+
+func checkQuarantine(ctx context.Context, c *redis.Client, cfg *config.Config, path string, r *nodeReport) {
+	q, err := readQuarantine(ctx, c, cfg.BootKey)
+	switch {
+	case err != nil:
+		r.add("quarantine", "unknown: %v", err)
+		r.warn("could not read the boot marker %s: %v", cfg.BootKey, err)
+	case q.missing:
+		r.add("quarantine", "no boot marker (%s)", cfg.BootKey)
+		r.warn("no boot marker %s: the node is new, or lost its memory; the first lock attempt starts its quarantine, and it refuses locks for max_ttl (%v). Fix, on first deployment only: cronlock check --config %s --end-quarantine", cfg.BootKey, cfg.MaxTTL, path)
+	case q.value == "0":
+		r.add("quarantine", "none: ended by an operator (%s is 0)", cfg.BootKey)
+	case q.remaining > 0:
+		r.add("quarantine", "IN QUARANTINE for %v more: refuses locks until then", q.remaining.Round(time.Millisecond))
+		r.warn("in quarantine for %v more (it was new, or restarted without its data): it refuses locks until then, and the other nodes must make the quorum. It ends by itself; on first deployment only, cronlock check --config %s --end-quarantine ends it now", q.remaining.Round(time.Millisecond), path)
+	case q.value != "" && q.remaining == 0 && !isDigits(q.value):
+		r.add("quarantine", "boot marker %s has an unexpected value", cfg.BootKey)
+		r.warn("boot marker %s does not hold a time: is the key used by something else? Fix: give cronlock its own boot_key", cfg.BootKey)
+	default:
+		r.add("quarantine", "none: ended %v ago", (-q.remaining).Round(time.Second))
+	}
+}
+
+func isDigits(s string) bool {
+	_, err := strconv.ParseUint(s, 10, 64)
+	return err == nil
+}
+
+func checkClock(ctx context.Context, c *redis.Client, r *nodeReport) {
+	t0 := time.Now()
+	nodeTime, err := c.Time(ctx).Result()
+	t1 := time.Now()
+	if err != nil {
+		r.add("clock", "unknown: TIME: %v", err)
+		return
+	}
+	rtt := t1.Sub(t0)
+	offset := nodeTime.Sub(t0.Add(rtt / 2))
+	r.add("clock", "%s this host's (±%v)", describeOffset(offset), (rtt / 2).Round(10*time.Microsecond))
+	if offset > maxClockOffset || offset < -maxClockOffset {
+		r.warn("its clock is %s this host's: lock TTLs and tick instants assume clocks within %v. Fix: run NTP (e.g. chrony) on the node and on every cronlock host, slewing rather than stepping", describeOffset(offset), maxClockOffset)
+	}
+}
+
+func describeOffset(d time.Duration) string {
+	d = d.Round(10 * time.Microsecond)
+	switch {
+	case d > 0:
+		return fmt.Sprintf("%v ahead of", d)
+	case d < 0:
+		return fmt.Sprintf("%v behind", -d)
+	}
+	return "the same as"
+}

@@ -1,0 +1,333 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// nodesConfig returns the nodes: line of a config for servers.
+func nodesConfig(servers []*redistest.Server) string {
+	var addrs []string
+	for _, s := range servers {
+		addrs = append(addrs, strconv.Quote(s.Addr()))
+	}
+	return "nodes: [" + strings.Join(addrs, ", ") + "]\n"
+}
+
+// endQuarantine marks the (new, empty) servers as booted long ago, as `cronlock check
+// --end-quarantine` does.
+func endQuarantine(t *testing.T, servers ...*redistest.Server) {
+	t.Helper()
+	for _, s := range servers {
+		require.NoError(t, s.Client().Set(context.Background(), "cronlock:boot", "0", 0).Err())
+	}
+}
+
+func port(s *redistest.Server) string {
+	_, p, _ := net.SplitHostPort(s.Addr())
+	return p
+}
+
+// TestCLI runs the cronlock binary, built once for all its subtests, against real
+// redis-server processes.
+func TestCLI(t *testing.T) {
+	bin := buildBinary(t, t.TempDir())
+
+	t.Run("validate", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		good := writeFile(t, dir, "good.yaml", "nodes: [a:1, b:1, c:1]\njobs:\n  - {name: j, schedule: '@every 10s', command: [sh, -c, 'true']}\n")
+		code, out := runBin(t, bin, nil, "validate", "--config", good)
+		assert.Equal(t, 0, code, out)
+		assert.Contains(t, out, good+": ok")
+		assert.Contains(t, out, "nodes: 3, quorum 2: a:1, b:1, c:1")
+
+		bad := writeFile(t, dir, "bad.yaml", "nodes: [a:1, b:1, c:1]\njobs:\n  - name: j\n    schedule: '@every 10s'\n    command: [x]\n    timeout: 10x\n")
+		code, out = runBin(t, bin, nil, "validate", "--config", bad)
+		assert.Equal(t, 2, code, out)
+		assert.Equal(t, "cronlock: "+bad+`:6: jobs[0].timeout: "10x" is not a duration (e.g. 10m, 90s)`+"\n", out)
+
+		code, out = runBin(t, bin, nil, "validate", "--config", filepath.Join(dir, "missing.yaml"))
+		assert.Equal(t, 2, code, out)
+		assert.Contains(t, out, "no such file or directory")
+	})
+
+	t.Run("run: bad config, bad usage, unset password, HTTP address taken", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		bad := writeFile(t, dir, "bad.yaml", "nodes: [a:1, b:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n")
+		code, out := runBin(t, bin, nil, "run", "--config", bad)
+		assert.Equal(t, 2, code, out)
+		assert.Contains(t, out, bad+":1: nodes: 2 nodes is an even count")
+
+		code, out = runBin(t, bin, nil, "run")
+		assert.Equal(t, 2, code, out)
+		assert.Contains(t, out, "run: give the config file with --config FILE")
+
+		code, out = runBin(t, bin, nil, "run", "--config", bad, "--drain", "-1s")
+		assert.Equal(t, 2, code, out)
+		assert.Contains(t, out, "--drain -1s: must not be negative")
+
+		secret := writeFile(t, dir, "secret.yaml", "nodes:\n  - {addr: 'a:1', password_env: CRONLOCK_TEST_UNSET_PW}\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n")
+		code, out = runBin(t, bin, nil, "run", "--config", secret)
+		assert.Equal(t, 2, code, out)
+		assert.Contains(t, out, secret+":2: nodes[0].password_env: environment variable CRONLOCK_TEST_UNSET_PW is not set")
+
+		// The password is used, and never printed.
+		code, out = runBin(t, bin, []string{"CRONLOCK_TEST_UNSET_PW=hunter2-secret"}, "locks", "--config", secret, "--timeout", "200ms")
+		assert.Equal(t, 1, code, out)
+		assert.NotContains(t, out, "hunter2-secret")
+
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		defer ln.Close()
+		node := redistest.Start(t, redistest.Config{})
+		cfg := writeFile(t, dir, "taken.yaml", nodesConfig([]*redistest.Server{node})+"http: "+ln.Addr().String()+"\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n")
+		code, out = runBin(t, bin, nil, "run", "--config", cfg)
+		assert.Equal(t, 1, code, out)
+		assert.Contains(t, out, "cronlock: http: listen tcp "+ln.Addr().String())
+	})
+
+	t.Run("run: three replicas run each tick once", func(t *testing.T) {
+		t.Parallel()
+		testThreeReplicas(t, bin)
+	})
+
+	t.Run("run: a job that outlives its timeout has its process group killed", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		node := redistest.Start(t, redistest.Config{})
+		endQuarantine(t, node)
+		pids := filepath.Join(dir, "pids")
+		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+fmt.Sprintf(`jobs:
+  - name: stuck
+    schedule: "@every 1s"
+    timeout: 300ms
+    command: ["sh", "-c", "trap '' TERM; sleep 30 & echo $! >> %s; echo $$ >> %s; wait"]
+`, pids, pids))
+		p := startProc(t, bin, "stuck", nil, "run", "--config", cfg, "--kill-grace", "200ms")
+		p.waitLog(t, "SIGKILL to the process group")
+		p.waitLog(t, "outcome=failed")
+		for _, pid := range readPIDs(t, pids)[:2] {
+			eventually(t, "the job's processes to exit", func() bool { return processGone(pid) })
+		}
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
+		out := p.out.String()
+		assert.Contains(t, out, "stopping the command: SIGTERM to its process group")
+		assert.Contains(t, out, `outcome=failed err="middleware: job timed out: command stopped (killed by signal killed)"`)
+	})
+
+	t.Run("run: SIGTERM drains a running job, then exits 0", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		node := redistest.Start(t, redistest.Config{})
+		endQuarantine(t, node)
+		marks := filepath.Join(dir, "marks")
+		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+fmt.Sprintf(`jobs:
+  - name: slow
+    schedule: "@every 1s"
+    command: ["sh", "-c", "echo start >> %s; sleep 1; echo done >> %s"]
+`, marks, marks))
+		p := startProc(t, bin, "drain", nil, "run", "--config", cfg)
+		eventually(t, "a run to start", func() bool { b, _ := os.ReadFile(marks); return len(b) > 0 })
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
+		b, err := os.ReadFile(marks)
+		require.NoError(t, err)
+		assert.Equal(t, strings.Count(string(b), "start"), strings.Count(string(b), "done"), "every run finished:\n%s", b)
+		assert.Contains(t, p.out.String(), "stopping: no new ticks; waiting for running jobs")
+		assert.Contains(t, p.out.String(), "msg=stopped")
+		assert.NotContains(t, p.out.String(), "SIGTERM to its process group")
+	})
+
+	t.Run("run: after --drain, or at a second signal, running jobs are stopped; exit 0", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		node := redistest.Start(t, redistest.Config{})
+		endQuarantine(t, node)
+		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+`jobs:
+  - name: endless
+    schedule: "@every 500ms"
+    command: ["sleep", "30"]
+`)
+		p := startProc(t, bin, "drain-timeout", nil, "run", "--config", cfg, "--drain", "300ms")
+		p.waitLog(t, "run started")
+		p.signal(t, syscall.SIGINT)
+		assert.Equal(t, 0, p.wait(t))
+		assert.Contains(t, p.out.String(), "running jobs were stopped before they finished")
+		assert.Contains(t, p.out.String(), "--drain 300ms passed")
+
+		p = startProc(t, bin, "second-signal", nil, "run", "--config", cfg)
+		p.waitLog(t, "run started")
+		p.signal(t, syscall.SIGTERM)
+		p.waitLog(t, "stopping: no new ticks")
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
+		assert.Contains(t, p.out.String(), "second signal: stopping running jobs now")
+	})
+
+	t.Run("check warns with the fix, and exits 1 without a quorum", func(t *testing.T) {
+		t.Parallel()
+		testCheck(t, bin)
+	})
+}
+
+// ledgerEntry is one run, as the job's command recorded it.
+type ledgerEntry struct {
+	tick    int64
+	replica string
+	token   uint64
+}
+
+// Three `cronlock run` processes on three real nodes: each tick runs once, on one of them,
+// with fencing tokens that increase with the tick. Then locks and check read the nodes.
+func testThreeReplicas(t *testing.T, bin string) {
+	dir := t.TempDir()
+	nodes := redistest.StartN(t, 3, redistest.Config{})
+	ledger := redistest.Start(t, redistest.Config{})
+	const every = 500 * time.Millisecond
+	cfg := writeFile(t, dir, "cronlock.yaml", nodesConfig(nodes)+fmt.Sprintf(`jobs:
+  - name: ledger
+    schedule: "@every %v"
+    command: ["sh", "-c", "redis-cli -p %s RPUSH ledger \"$CRONLOCK_TICK_UNIX_MS $CRONLOCK_REPLICA $CRONLOCK_FENCING_TOKEN\""]
+`, every, port(ledger)))
+
+	code, out := runBin(t, bin, nil, "check", "--config", cfg, "--end-quarantine")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "quarantine ended on every node (boot marker cronlock:boot set to 0)")
+
+	var procs []*proc
+	for i := range 3 {
+		name := fmt.Sprintf("r%d", i+1)
+		procs = append(procs, startProc(t, bin, name, nil, "run", "--config", cfg, "--replica", name))
+	}
+	ctx := context.Background()
+	eventually(t, "ten runs", func() bool { return ledger.Client().LLen(ctx, "ledger").Val() >= 10 })
+	for _, p := range procs {
+		p.signal(t, syscall.SIGTERM)
+	}
+	for _, p := range procs {
+		assert.Equal(t, 0, p.wait(t), "%s:\n%s", p.name, p.out.String())
+	}
+
+	raw, err := ledger.Client().LRange(ctx, "ledger", 0, -1).Result()
+	require.NoError(t, err)
+	var entries []ledgerEntry
+	for _, line := range raw {
+		var e ledgerEntry
+		_, err := fmt.Sscan(line, &e.tick, &e.replica, &e.token)
+		require.NoError(t, err, "ledger entry %q", line)
+		entries = append(entries, e)
+	}
+	slices.SortFunc(entries, func(a, b ledgerEntry) int { return int(a.tick - b.tick) })
+	ran := map[string]int{}
+	for i, e := range entries {
+		ran[e.replica]++
+		assert.Zero(t, e.tick%every.Milliseconds(), "tick %d is not on the schedule", e.tick)
+		if i == 0 {
+			continue
+		}
+		prev := entries[i-1]
+		assert.NotEqual(t, prev.tick, e.tick, "tick %d ran twice: %v and %v", e.tick, prev, e)
+		assert.Equal(t, every.Milliseconds(), e.tick-prev.tick, "ticks missed between %d and %d", prev.tick, e.tick)
+		assert.Greater(t, e.token, prev.token, "fencing token of tick %d is not above the previous tick's", e.tick)
+	}
+	t.Logf("%d ticks, runs per replica: %v", len(entries), ran)
+
+	// locks shows the done ticks of the job on every node, with holder and token, and never a
+	// whole lock value.
+	code, out = runBin(t, bin, nil, "locks", "--config", cfg, "--job", "ledger")
+	require.Equal(t, 0, code, out)
+	last := entries[len(entries)-1]
+	assert.Contains(t, out, "keys {cronlock:ledger}:* on 3 nodes (quorum 2)")
+	assert.Contains(t, out, "JOB     KEY")
+	lastTick := time.UnixMilli(last.tick).UTC().Format(time.RFC3339Nano)
+	assert.Regexp(t, `ledger +tick `+lastTick+` +127\.0\.0\.1:\d+ +done +`+last.replica+` +`+strconv.FormatUint(last.token, 10)+` +[\dms.]+ +[0-9a-f]{6}…`, out)
+	assert.Regexp(t, `ledger +fence +127\.0\.0\.1:\d+ +- +- +\d+ +none`, out)
+	tickKey := fmt.Sprintf("{cronlock:ledger}:tick:%d", last.tick)
+	value, err := nodes[0].Client().HGet(ctx, tickKey, "v").Result()
+	if err != nil { // the tick may have been taken on the two other nodes only
+		value, err = nodes[1].Client().HGet(ctx, tickKey, "v").Result()
+	}
+	require.NoError(t, err)
+	assert.NotContains(t, out, value, "a whole lock value was printed")
+	assert.Contains(t, out, value[:valuePrefix]+"…")
+
+	code, out = runBin(t, bin, nil, "check", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	for _, want := range []string{
+		"answers     yes, PING ",
+		"version     7.",
+		"persistence none: a restarted node comes back empty, and its quarantine covers it",
+		"eviction    maxmemory-policy noeviction",
+		"quarantine  none: ended by an operator (cronlock:boot is 0)",
+		"clock       ",
+		"3 of 3 nodes answer, quorum 2",
+		"no warnings",
+	} {
+		assert.Contains(t, out, want)
+	}
+}
+
+func testCheck(t *testing.T, bin string) {
+	dir := t.TempDir()
+	nodes := redistest.StartN(t, 3, redistest.Config{})
+	cfg := writeFile(t, dir, "c.yaml", nodesConfig(nodes)+"jobs: [{name: j, schedule: '@hourly', command: [x]}]\n")
+	ctx := context.Background()
+	c := nodes[0].Client()
+	require.NoError(t, c.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err())
+	require.NoError(t, c.ConfigSet(ctx, "save", "3600 1").Err())
+	require.NoError(t, nodes[1].Client().ConfigSet(ctx, "appendonly", "yes").Err())
+	require.NoError(t, nodes[1].Client().ConfigSet(ctx, "appendfsync", "everysec").Err())
+	// Node 2 is in quarantine: it came back without its data a moment ago.
+	require.NoError(t, nodes[2].Client().Set(ctx, "cronlock:boot", time.Now().Add(time.Minute).UnixMicro(), 0).Err())
+
+	code, out := runBin(t, bin, nil, "check", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	n0, n1, n2 := nodes[0].Addr(), nodes[1].Addr(), nodes[2].Addr()
+	for _, want := range []string{
+		"eviction    maxmemory-policy allkeys-lru",
+		"persistence AOF off, RDB snapshots on (save \"3600 1\")",
+		"persistence AOF on, appendfsync everysec",
+		"quarantine  IN QUARANTINE for ",
+		"quarantine  no boot marker (cronlock:boot)",
+		"3 of 3 nodes answer, quorum 2",
+		"- " + n0 + ": maxmemory-policy is allkeys-lru: under memory pressure the node may evict fencing counters and boot markers, which have no TTL, and break the order of fencing tokens. Fix: CONFIG SET maxmemory-policy noeviction, and put maxmemory-policy noeviction in redis.conf",
+		"- " + n0 + ": RDB snapshots without AOF: after a restart the node reloads an old snapshot, with its boot marker but without its latest locks, and skips its quarantine. Fix: CONFIG SET save \"\" and put save \"\" in redis.conf, or turn on AOF with appendfsync always",
+		"- " + n0 + ": no boot marker cronlock:boot: the node is new, or lost its memory; the first lock attempt starts its quarantine, and it refuses locks for max_ttl (1m0s). Fix, on first deployment only: cronlock check --config " + cfg + " --end-quarantine",
+		"- " + n1 + ": AOF with appendfsync everysec can lose the last writes in a crash",
+		"- " + n2 + ": in quarantine for ",
+	} {
+		assert.Contains(t, out, want)
+	}
+
+	require.NoError(t, nodes[1].Kill())
+	require.NoError(t, nodes[2].Kill())
+	code, out = runBin(t, bin, nil, "check", "--config", cfg, "--timeout", "500ms")
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, out, "answers     no: ")
+	assert.Contains(t, out, "1 of 3 nodes answer, quorum 2")
+	assert.Contains(t, out, "- "+n1+": does not answer (")
+	assert.Contains(t, out, "cronlock: only 1 of 3 nodes answer, fewer than the quorum of 2: no lock can be taken")
+
+	code, out = runBin(t, bin, nil, "locks", "--config", cfg, "--timeout", "500ms")
+	assert.Equal(t, 1, code, out)
+	assert.Contains(t, out, "cronlock: only 1 of 3 nodes answered, fewer than the quorum of 2")
+}

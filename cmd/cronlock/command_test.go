@@ -1,0 +1,147 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// newCommand returns a command job whose log goes to the returned buffer.
+func newCommand(argv ...string) (*commandJob, *syncBuffer) {
+	var logs syncBuffer
+	return &commandJob{
+		name:      "test-job",
+		argv:      argv,
+		env:       os.Environ(),
+		killGrace: 10 * time.Second,
+		log:       slog.New(slog.NewTextHandler(&logs, nil)),
+	}, &logs
+}
+
+// runCtx returns a context that carries a run of tick with token.
+func runCtx(tick time.Time, token uint64) context.Context {
+	return job.NewContext(context.Background(), &job.Run{Job: "test-job", Tick: tick, Attempt: 2, FencingToken: token, Replica: "r7"})
+}
+
+func TestCommandEnvironmentAndOutput(t *testing.T) {
+	c, logs := newCommand("sh", "-c", `echo "$CRONLOCK_JOB|$CRONLOCK_TICK|$CRONLOCK_TICK_UNIX_MS|$CRONLOCK_FENCING_TOKEN|$CRONLOCK_REPLICA|$CRONLOCK_ATTEMPT"; echo "to stderr" >&2; printf 'no newline'`)
+	tick := time.Date(2030, 1, 2, 3, 4, 5, 500_000_000, time.FixedZone("X", 3600))
+	require.NoError(t, c.run(runCtx(tick, 42)))
+	out := logs.String()
+	assert.Contains(t, out, `msg=test-job|2030-01-02T02:04:05.5Z|1893549845500|42|r7|2 job=test-job stream=stdout`)
+	assert.Contains(t, out, `msg="to stderr" job=test-job stream=stderr`)
+	assert.Contains(t, out, `msg="no newline" job=test-job stream=stdout`)
+	assert.Contains(t, out, `msg="run finished" job=test-job`)
+	assert.Contains(t, out, `status="exited with status 0"`)
+}
+
+func TestCommandFailure(t *testing.T) {
+	c, _ := newCommand("sh", "-c", `echo "first" >&2; echo "the last words" >&2; echo "   " >&2; exit 3`)
+	err := c.run(runCtx(time.Now(), 1))
+	require.Error(t, err)
+	assert.Equal(t, "command exited with status 3: the last words", err.Error())
+	assert.Equal(t, job.OutcomeFailed, job.Outcome(err))
+}
+
+func TestCommandNotFound(t *testing.T) {
+	c, _ := newCommand("/nonexistent/cronlock-test-program")
+	err := c.run(runCtx(time.Now(), 1))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `command "/nonexistent/cronlock-test-program" did not start`)
+}
+
+// A command that outlives its timeout gets SIGTERM, with every process of its group: the
+// shell's child too.
+func TestCommandTimeoutStopsProcessGroup(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	c, logs := newCommand("sh", "-c", `sleep 30 & echo $! > "$0"; echo $$ >> "$0"; wait`, pidFile)
+	h := middleware.Timeout(300 * time.Millisecond)(c.run)
+	start := time.Now()
+	err := h(runCtx(time.Now(), 1))
+	require.Error(t, err)
+	assert.Less(t, time.Since(start), 5*time.Second, "SIGTERM should have stopped it long before the kill grace")
+	assert.ErrorIs(t, err, middleware.ErrTimeout)
+	assert.Contains(t, err.Error(), "command stopped (killed by signal terminated)")
+	pids := readPIDs(t, pidFile)
+	require.Len(t, pids, 2)
+	for _, pid := range pids {
+		eventually(t, "the command's processes to exit", func() bool { return processGone(pid) })
+	}
+	assert.Contains(t, logs.String(), "stopping the command: SIGTERM to its process group")
+	assert.NotContains(t, logs.String(), "SIGKILL")
+}
+
+// Processes that ignore SIGTERM get SIGKILL after the kill grace.
+func TestCommandKillAfterGrace(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	c, logs := newCommand("sh", "-c", `trap "" TERM; sleep 30 & echo $! > "$0"; echo $$ >> "$0"; wait`, pidFile)
+	c.killGrace = 200 * time.Millisecond
+	ctx, cancel := context.WithCancelCause(runCtx(time.Now(), 1))
+	go func() {
+		eventually(t, "the pid file", func() bool { b, _ := os.ReadFile(pidFile); return strings.Count(string(b), "\n") == 2 })
+		cancel(redlock.ErrLeaseLost)
+	}()
+	err := c.run(ctx)
+	require.Error(t, err)
+	assert.ErrorIs(t, err, redlock.ErrLeaseLost)
+	assert.Equal(t, job.OutcomeLeaseLost, job.Outcome(err))
+	assert.Contains(t, err.Error(), "killed by signal killed")
+	for _, pid := range readPIDs(t, pidFile) {
+		eventually(t, "the command's processes to exit", func() bool { return processGone(pid) })
+	}
+	assert.Contains(t, logs.String(), "processes left after the kill grace: SIGKILL to the process group")
+}
+
+// Processes a command leaves behind in its group when it exits are stopped: nothing outlives
+// the run (and its lock).
+func TestCommandLeftoversStopped(t *testing.T) {
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	c, logs := newCommand("sh", "-c", `sleep 30 > /dev/null 2>&1 & echo $! > "$0"`, pidFile)
+	require.NoError(t, c.run(runCtx(time.Now(), 1)))
+	pids := readPIDs(t, pidFile)
+	require.Len(t, pids, 1)
+	eventually(t, "the left-over process to exit", func() bool { return processGone(pids[0]) })
+	assert.Contains(t, logs.String(), "the command exited but left processes running in its process group: stopping them")
+}
+
+// A process that left the group but keeps the output open does not hold the run forever.
+func TestCommandOutputHeldOpen(t *testing.T) {
+	if _, err := os.Stat("/usr/bin/setsid"); err != nil {
+		t.Skip("setsid not installed")
+	}
+	pidFile := filepath.Join(t.TempDir(), "pids")
+	// The parent exits once the child runs in a session of its own, out of the group.
+	c, logs := newCommand("sh", "-c", `setsid sh -c 'echo $$ > "$0"; exec sleep 30' "$0" & while [ ! -s "$0" ]; do sleep 0.01; done`, pidFile)
+	start := time.Now()
+	require.NoError(t, c.run(runCtx(time.Now(), 1)))
+	assert.Less(t, time.Since(start), 10*time.Second)
+	assert.Contains(t, logs.String(), "keeps its output open")
+	for _, pid := range readPIDs(t, pidFile) {
+		_ = syscall.Kill(pid, syscall.SIGKILL)
+	}
+}
+
+func TestTruncate(t *testing.T) {
+	assert.Equal(t, "abc", truncate("abc", 3))
+	assert.Equal(t, "ab…", truncate("abcd", 2))
+	assert.Equal(t, "é…", truncate("éé", 3), "cuts at a rune boundary")
+}
+
+func TestDescribeExitWithoutState(t *testing.T) {
+	assert.Equal(t, "boom", describeExit(nil, errors.New("boom")))
+}

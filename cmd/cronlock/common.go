@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"io/fs"
+	"net"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/config"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// parseFlags parses the flags of a command that takes no arguments. On --help it prints usage
+// and the flags to stdout and returns flag.ErrHelp; on a bad flag it returns a usageError.
+func parseFlags(fs *flag.FlagSet, usage string, args []string, stdout io.Writer) error {
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return err
+	case err != nil:
+		return usageError{fmt.Errorf("%s: %w (see 'cronlock %s --help')", fs.Name(), err, fs.Name())}
+	case fs.NArg() > 0:
+		return usageError{fmt.Errorf("%s takes no arguments, got %q (see 'cronlock %s --help')", fs.Name(), fs.Args(), fs.Name())}
+	}
+	return nil
+}
+
+// flagSet returns a flag set with the --config flag every config-reading command has.
+func flagSet(name string) (*flag.FlagSet, *string) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	path := fs.String("config", "", "the config `file` (YAML; see docs/cli.md)")
+	return fs, path
+}
+
+// loadConfig reads and checks the config file; every problem is a usageError (exit 2).
+func loadConfig(name, path string) (*config.Config, error) {
+	if path == "" {
+		return nil, usageError{fmt.Errorf("%s: give the config file with --config FILE", name)}
+	}
+	cfg, err := config.Load(path)
+	if err != nil {
+		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
+			return nil, usageError{fmt.Errorf("config: %w", err)}
+		}
+		return nil, usageError{err}
+	}
+	return cfg, nil
+}
+
+// nodeClients makes one go-redis client per node of cfg, with the options the lock needs. It
+// does not connect: go-redis dials on first use. A password variable that is not set is a
+// usageError naming it.
+func nodeClients(cfg *config.Config) ([]*redis.Client, error) {
+	var clients []*redis.Client
+	for _, n := range cfg.Nodes {
+		pw, err := n.Password(nil)
+		if err != nil {
+			closeClients(clients)
+			return nil, usageError{err}
+		}
+		opts := &redis.Options{
+			Addr:                  n.Addr,
+			Username:              n.Username,
+			Password:              pw,
+			DB:                    n.DB,
+			ContextTimeoutEnabled: true,
+			MaxRetries:            -1,
+		}
+		if n.TLS {
+			host, _, _ := net.SplitHostPort(n.Addr)
+			opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+		}
+		clients = append(clients, redis.NewClient(opts))
+	}
+	return clients, nil
+}
+
+func closeClients(clients []*redis.Client) {
+	for _, c := range clients {
+		_ = c.Close()
+	}
+}
+
+// lockClient makes the redlock client over the node clients.
+func lockClient(cfg *config.Config, clients []*redis.Client, label string) (*redlock.Client, error) {
+	nodes := make([]redlock.Node, len(clients))
+	for i, c := range clients {
+		nodes[i] = c
+	}
+	opts := []redlock.Option{redlock.WithLabel(label), redlock.WithBootKey(cfg.BootKey), redlock.WithMaxTTL(cfg.MaxTTL)}
+	if cfg.AllowEvenNodes {
+		opts = append(opts, redlock.WithEvenNodes())
+	}
+	return redlock.New(nodes, opts...)
+}
+
+// defaultReplica is this process's default replica name: hostname-pid.
+func defaultReplica() string {
+	host, _ := os.Hostname()
+	if host == "" {
+		host = "localhost"
+	}
+	return fmt.Sprintf("%s-%d", host, os.Getpid())
+}
+
+// eachNode calls f for every client in parallel, each with ctx bounded by timeout, and waits.
+func eachNode(ctx context.Context, clients []*redis.Client, timeout time.Duration, f func(ctx context.Context, i int, c *redis.Client)) {
+	var wg sync.WaitGroup
+	for i, c := range clients {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(ctx, timeout)
+			defer cancel()
+			f(ctx, i, c)
+		})
+	}
+	wg.Wait()
+}

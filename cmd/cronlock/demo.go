@@ -1,0 +1,458 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/faultproxy"
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/redlock"
+	"github.com/cronlock/cronlock/scheduler"
+)
+
+const demoUsage = `Usage: cronlock demo [flags]
+
+Runs three replicas of one job ("report", every second by default) on three lock nodes and
+prints, for each tick, which replica ran it, which skipped it and why, the run's fencing token
+and how late it started. Halfway through, the replica running the current tick is cut off
+from every node (as a long pause or a partition would): its lease runs out, its job's context
+is cancelled with redlock.ErrLeaseLost, and the other replicas take the next ticks with higher
+tokens. It ends with a summary and exits 0 when no tick ran twice.
+
+Without --nodes it starts three embedded Redis-protocol nodes (miniredis) in this process, so
+it needs no Redis installed.
+
+Flags:
+`
+
+// demoConfig is the demo's command line.
+type demoConfig struct {
+	nodes    []string
+	replicas int
+	duration time.Duration
+	every    time.Duration
+	work     time.Duration
+	ttl      time.Duration
+}
+
+func parseDemo(args []string, stderr io.Writer) (demoConfig, error) {
+	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(stderr, demoUsage); fs.PrintDefaults() }
+	var c demoConfig
+	nodes := fs.String("nodes", "", "comma-separated host:port of real Redis nodes (default: three embedded nodes)")
+	fs.IntVar(&c.replicas, "replicas", 3, "replicas to run (2 to 9)")
+	fs.DurationVar(&c.duration, "duration", 12*time.Second, "how long to run")
+	fs.DurationVar(&c.every, "every", time.Second, "the job's period (@every, aligned to the Unix epoch)")
+	fs.DurationVar(&c.work, "work", 100*time.Millisecond, "how long one run works")
+	fs.DurationVar(&c.ttl, "ttl", time.Second, "the tick lock's TTL (renewed every TTL/3 while the job runs)")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return c, err
+		}
+		return c, usageError{err}
+	}
+	if fs.NArg() > 0 {
+		return c, usageError{fmt.Errorf("demo takes no arguments, got %q", fs.Args())}
+	}
+	if *nodes != "" {
+		c.nodes = strings.Split(*nodes, ",")
+	}
+	switch {
+	case c.replicas < 2 || c.replicas > 9:
+		return c, usageError{fmt.Errorf("--replicas %d: use 2 to 9", c.replicas)}
+	case c.every < 10*time.Millisecond:
+		return c, usageError{fmt.Errorf("--every %v: use at least 10ms", c.every)}
+	case c.work <= 0 || c.work >= c.every:
+		return c, usageError{fmt.Errorf("--work %v: must be positive and shorter than --every %v", c.work, c.every)}
+	case c.ttl < 100*time.Millisecond:
+		return c, usageError{fmt.Errorf("--ttl %v: use at least 100ms", c.ttl)}
+	case c.duration < 3*c.every:
+		return c, usageError{fmt.Errorf("--duration %v: use at least three periods (3 × --every = %v)", c.duration, 3*c.every)}
+	}
+	return c, nil
+}
+
+func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	cfg, err := parseDemo(args, stderr)
+	if err != nil {
+		return err
+	}
+	addrs := cfg.nodes
+	if len(addrs) == 0 {
+		embedded, stop, err := startEmbeddedNodes(3)
+		if err != nil {
+			return err
+		}
+		defer stop()
+		addrs = embedded
+		fmt.Fprintf(stdout, "nodes: 3 embedded Redis-protocol nodes (miniredis) at %s\n", strings.Join(addrs, ", "))
+	} else {
+		fmt.Fprintf(stdout, "nodes: %s\n", strings.Join(addrs, ", "))
+	}
+	prefix := "cronlock-demo-" + randomHex(4)
+	fmt.Fprintf(stdout, "job: %q every %v (keys under %s), %d replicas, lock TTL %v, for %v\n\n",
+		"report", cfg.every, prefix, cfg.replicas, cfg.ttl, cfg.duration)
+
+	d := &demoRun{cfg: cfg, out: stdout, ticks: map[time.Time]*tickRow{}}
+	var replicas []*replica
+	defer func() {
+		for _, r := range replicas {
+			r.close()
+		}
+	}()
+	for i := range cfg.replicas {
+		r, err := d.newReplica(fmt.Sprintf("r%d", i+1), addrs, prefix)
+		if err != nil {
+			return err
+		}
+		replicas = append(replicas, r)
+	}
+	d.replicas = replicas
+	// Every replica's lock client uses the demo's own boot key, whose quarantine it may end:
+	// no lock of the demo's can have been forgotten before it started.
+	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	err = replicas[0].locks.EndQuarantine(qctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("lock nodes unreachable: %w", err)
+	}
+
+	d.cutAt = time.Now().Add(cfg.duration / 2)
+	for _, r := range replicas {
+		if err := r.sched.Start(); err != nil {
+			return err
+		}
+	}
+	printer := d.startPrinter()
+	select {
+	case <-ctx.Done():
+		fmt.Fprintln(stdout, "interrupted: stopping")
+	case <-time.After(cfg.duration):
+	}
+	stopCtx, cancel := context.WithTimeout(context.Background(), 2*cfg.ttl+time.Second)
+	defer cancel()
+	var stopErrs []error
+	for _, r := range replicas {
+		stopErrs = append(stopErrs, r.sched.Stop(stopCtx))
+	}
+	printer()
+	if err := errors.Join(stopErrs...); err != nil {
+		return err
+	}
+	return d.summary()
+}
+
+// startEmbeddedNodes starts n miniredis servers whose TTLs follow the real clock.
+func startEmbeddedNodes(n int) ([]string, func(), error) {
+	var addrs []string
+	var servers []*miniredis.Miniredis
+	stop := func() {
+		for _, m := range servers {
+			m.Close()
+		}
+	}
+	for range n {
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
+			stop()
+			return nil, nil, fmt.Errorf("embedded node: %w", err)
+		}
+		m.ClockTTL(true)
+		servers = append(servers, m)
+		addrs = append(addrs, m.Addr())
+	}
+	return addrs, stop, nil
+}
+
+// replica is one scheduler with its own connections to the nodes, each through a proxy that
+// can cut it off.
+type replica struct {
+	name    string
+	proxies []*faultproxy.Proxy
+	clients []*redis.Client
+	locks   *redlock.Client
+	sched   *scheduler.Scheduler
+}
+
+func (d *demoRun) newReplica(name string, addrs []string, prefix string) (*replica, error) {
+	r := &replica{name: name}
+	var nodes []redlock.Node
+	for _, a := range addrs {
+		p, err := faultproxy.New(a)
+		if err != nil {
+			r.close()
+			return nil, err
+		}
+		r.proxies = append(r.proxies, p)
+		c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+		r.clients = append(r.clients, c)
+		nodes = append(nodes, c)
+	}
+	var err error
+	r.locks, err = redlock.New(nodes, redlock.WithLabel(name), redlock.WithBootKey(prefix+":boot"),
+		redlock.WithNodeTimeout(100*time.Millisecond))
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	r.sched, err = scheduler.New(r.locks, scheduler.WithReplica(name), scheduler.WithPrefix(prefix),
+		scheduler.WithMiddleware(d.record(name)))
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	err = r.sched.Add(job.Job{
+		Name:    "report",
+		Spec:    fmt.Sprintf("@every %v", d.cfg.every),
+		Handler: d.work(r),
+		Options: job.Options{LockTTL: d.cfg.ttl, RenewEvery: d.cfg.ttl / 3, Overlap: job.Allow},
+	})
+	if err != nil {
+		r.close()
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *replica) close() {
+	if r.locks != nil {
+		_ = r.locks.Close()
+	}
+	for _, c := range r.clients {
+		_ = c.Close()
+	}
+	for _, p := range r.proxies {
+		_ = p.Close()
+	}
+}
+
+// cut blackholes the replica's connections to every node for d, then lets it reconnect.
+func (r *replica) cut(ctx context.Context, d time.Duration) {
+	for _, p := range r.proxies {
+		p.Blackhole(true)
+	}
+	t := time.NewTimer(d)
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	t.Stop()
+	for _, p := range r.proxies {
+		p.Blackhole(false)
+		p.ResetAll()
+	}
+}
+
+// demoRun collects what every replica did at every tick.
+type demoRun struct {
+	cfg      demoConfig
+	out      io.Writer
+	replicas []*replica
+	cutAt    time.Time
+
+	mu      sync.Mutex
+	cutDone bool
+	cutting sync.WaitGroup
+	ticks   map[time.Time]*tickRow
+}
+
+// tickRow is one tick as seen by all replicas.
+type tickRow struct {
+	tick     time.Time
+	outcomes map[string]string // replica → outcome
+	runs     []runInfo
+	cancel   string // cause of a run's cancellation, if any
+	printed  bool
+}
+
+type runInfo struct {
+	replica string
+	token   uint64
+	late    time.Duration
+}
+
+func (d *demoRun) row(tick time.Time) *tickRow {
+	row := d.ticks[tick]
+	if row == nil {
+		row = &tickRow{tick: tick, outcomes: map[string]string{}}
+		d.ticks[tick] = row
+	}
+	return row
+}
+
+// record is the outermost middleware of a replica: it notes the tick's outcome there.
+func (d *demoRun) record(name string) func(job.Handler) job.Handler {
+	return func(next job.Handler) job.Handler {
+		return func(ctx context.Context) error {
+			run, _ := job.RunFrom(ctx)
+			err := next(ctx)
+			d.mu.Lock()
+			d.row(run.Tick).outcomes[name] = job.Outcome(err)
+			d.mu.Unlock()
+			return err
+		}
+	}
+}
+
+// work is the job: it notes the run, works for a while, and — once, halfway through the
+// demo — cuts its own replica off from the nodes while it runs.
+func (d *demoRun) work(r *replica) job.Handler {
+	return func(ctx context.Context) error {
+		run, _ := job.RunFrom(ctx)
+		d.mu.Lock()
+		row := d.row(run.Tick)
+		row.runs = append(row.runs, runInfo{replica: r.name, token: run.FencingToken, late: time.Since(run.Tick)})
+		cut := !d.cutDone && time.Now().After(d.cutAt)
+		if cut {
+			d.cutDone = true
+			d.cutting.Add(1)
+		}
+		d.mu.Unlock()
+		if !cut {
+			t := time.NewTimer(d.cfg.work)
+			defer t.Stop()
+			select {
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			case <-t.C:
+				return nil
+			}
+		}
+		fmt.Fprintf(d.out, "           ✂ %s is cut off from every node while it runs tick %s\n", r.name, run.Tick.Format("15:04:05.000"))
+		go func() {
+			defer d.cutting.Done()
+			r.cut(context.Background(), 3*d.cfg.ttl)
+		}()
+		<-ctx.Done() // a job that would go on working, but watches its context
+		cause := context.Cause(ctx)
+		d.mu.Lock()
+		row.cancel = fmt.Sprintf("%s's context cancelled %v after the tick: %v", r.name, time.Since(run.Tick).Round(time.Millisecond), cause)
+		d.mu.Unlock()
+		return cause
+	}
+}
+
+// startPrinter prints each tick's row once every replica reported it (or a while has passed),
+// and returns a func that prints what is left and stops it.
+func (d *demoRun) startPrinter() func() {
+	fmt.Fprintf(d.out, "%-12s  %-6s  %-20s  %-9s  %s\n", "tick", "ran", "fencing token", "late", "others")
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				d.flush(true)
+				return
+			case <-t.C:
+				d.flush(false)
+			}
+		}
+	}()
+	return func() {
+		d.cutting.Wait()
+		close(stop)
+		<-done
+	}
+}
+
+func (d *demoRun) flush(all bool) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	var ready []*tickRow
+	for _, row := range d.ticks {
+		complete := len(row.outcomes) == len(d.replicas) || time.Since(row.tick) > 2*d.cfg.ttl+d.cfg.every
+		if !row.printed && (all || complete) {
+			ready = append(ready, row)
+		}
+	}
+	slices.SortFunc(ready, func(a, b *tickRow) int { return a.tick.Compare(b.tick) })
+	for _, row := range ready {
+		row.printed = true
+		ran, token, late := "-", "-", "-"
+		if len(row.runs) > 0 {
+			var names []string
+			for _, r := range row.runs {
+				names = append(names, r.replica)
+			}
+			ran = strings.Join(names, "+")
+			token = fmt.Sprint(row.runs[len(row.runs)-1].token)
+			late = row.runs[len(row.runs)-1].late.Round(100 * time.Microsecond).String()
+		}
+		var others []string
+		for _, r := range d.replicas {
+			if o, ok := row.outcomes[r.name]; ok && o != job.OutcomeRan {
+				others = append(others, r.name+" "+o)
+			}
+		}
+		fmt.Fprintf(d.out, "%-12s  %-6s  %-20s  %-9s  %s\n", row.tick.Format("15:04:05.000"), ran, token, late, strings.Join(others, ", "))
+		if row.cancel != "" {
+			fmt.Fprintf(d.out, "           ↳ %s\n", row.cancel)
+		}
+	}
+}
+
+// summary prints the totals and fails if a tick ran twice or tokens went backwards.
+func (d *demoRun) summary() error {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	rows := make([]*tickRow, 0, len(d.ticks))
+	for _, row := range d.ticks {
+		rows = append(rows, row)
+	}
+	slices.SortFunc(rows, func(a, b *tickRow) int { return a.tick.Compare(b.tick) })
+	var runs, dups, missed, cancelled int
+	var last uint64
+	backwards := false
+	for _, row := range rows {
+		ran := 0
+		for _, o := range row.outcomes {
+			if o == job.OutcomeRan {
+				ran++
+			}
+		}
+		runs += len(row.runs)
+		switch {
+		case ran > 1:
+			dups++
+		case row.cancel != "":
+			cancelled++
+		case ran == 0 && len(row.runs) == 0:
+			missed++
+		}
+		for _, r := range row.runs {
+			if r.token <= last {
+				backwards = true
+			}
+			last = r.token
+		}
+	}
+	fmt.Fprintf(d.out, "\nsummary: %d ticks, %d runs, %d duplicates, %d missed, %d cut short by a lost lease; fencing tokens %s\n",
+		len(rows), runs, dups, missed, cancelled, map[bool]string{false: "strictly increasing", true: "NOT increasing"}[backwards])
+	if dups > 0 || backwards {
+		return errors.New("the demo saw a tick run twice or a token go backwards: please report this")
+	}
+	return nil
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}

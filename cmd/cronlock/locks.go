@@ -1,0 +1,273 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/config"
+	"github.com/cronlock/cronlock/middleware"
+)
+
+const locksUsage = `Usage: cronlock locks --config FILE [--job NAME]
+
+Shows the lock keys of the jobs on every node: the tick keys (held by a running tick, or kept
+as done after a run succeeded), the run key (held while a run of a job with overlap: forbid is
+running) and the fencing counter; for each, per node, the holder's label (its replica name),
+the fencing token, the state (held, done, skipped) and the time left. The lock value, which
+identifies a holder to the nodes, is shown as a short prefix only. Keys are found with SCAN,
+never KEYS.
+
+Exit codes: 0 shown (a minority of nodes may not have answered), 1 fewer nodes than a quorum
+answered, 2 bad config or usage.
+
+Flags:
+`
+
+func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, path := flagSet("locks")
+	jobName := fs.String("job", "", "show only this job's keys")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long each node may take to answer")
+	if err := parseFlags(fs, locksUsage, args, stdout); err != nil {
+		return err
+	}
+	cfg, err := loadConfig("locks", *path)
+	if err != nil {
+		return err
+	}
+	if *jobName != "" && !slices.ContainsFunc(cfg.Jobs, func(j config.Job) bool { return j.Name == *jobName }) {
+		fmt.Fprintf(stderr, "warning: job %q is not in %s; showing its keys anyway\n", *jobName, cfg.File)
+	}
+	clients, err := nodeClients(cfg)
+	if err != nil {
+		return err
+	}
+	defer closeClients(clients)
+
+	match := "{" + globEscape(cfg.Prefix) + ":*}:*"
+	if *jobName != "" {
+		match = "{" + globEscape(cfg.Prefix) + ":" + globEscape(*jobName) + "}:*"
+	}
+	rows := make([][]keyRow, len(clients))
+	errs := make([]error, len(clients))
+	eachNode(ctx, clients, *timeout, func(ctx context.Context, i int, c *redis.Client) {
+		rows[i], errs[i] = scanLocks(ctx, c, cfg.Prefix, match)
+		for r := range rows[i] {
+			rows[i][r].node = i
+		}
+	})
+	var all []keyRow
+	answered := 0
+	var status []string
+	for i, c := range clients {
+		if errs[i] != nil {
+			status = append(status, fmt.Sprintf("%s (error: %v)", c.Options().Addr, errs[i]))
+			continue
+		}
+		answered++
+		status = append(status, fmt.Sprintf("%s (%d keys)", c.Options().Addr, len(rows[i])))
+		all = append(all, rows[i]...)
+	}
+	fmt.Fprintf(stdout, "keys %s on %d nodes (quorum %d): %s\n", match, len(clients), cfg.Quorum(), strings.Join(status, ", "))
+	slices.SortFunc(all, func(a, b keyRow) int {
+		return cmp.Or(strings.Compare(a.job, b.job), cmp.Compare(a.kindOrder(), b.kindOrder()),
+			a.tick.Compare(b.tick), strings.Compare(a.rest, b.rest), cmp.Compare(a.node, b.node))
+	})
+	if len(all) == 0 {
+		fmt.Fprintln(stdout, "no lock keys")
+	} else {
+		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "JOB\tKEY\tNODE\tSTATE\tHOLDER\tTOKEN\tTTL\tVALUE")
+		for _, r := range all {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.job, r.keyName(), clients[r.node].Options().Addr,
+				dash(r.state), dash(r.holder), dash(r.token), formatTTL(r.pttl), dash(r.value))
+		}
+		tw.Flush()
+	}
+	if answered < cfg.Quorum() {
+		return fmt.Errorf("only %d of %d nodes answered, fewer than the quorum of %d: what they hold does not decide any lock", answered, len(clients), cfg.Quorum())
+	}
+	return nil
+}
+
+// keyRow is one lock key on one node.
+type keyRow struct {
+	key    string
+	job    string
+	kind   string    // "tick", "run", "fence", or "" for other keys
+	tick   time.Time // for tick keys
+	rest   string    // the key after the job's hash tag
+	node   int
+	state  string // held, done, skipped
+	holder string
+	token  string
+	pttl   time.Duration // -1: no TTL, -2: gone
+	value  string        // short prefix of the lock value
+}
+
+func (r keyRow) kindOrder() int {
+	switch r.kind {
+	case "run":
+		return 0
+	case "tick":
+		return 1
+	case "fence":
+		return 2
+	}
+	return 3
+}
+
+func (r keyRow) keyName() string {
+	switch r.kind {
+	case "tick":
+		return "tick " + r.tick.UTC().Format(time.RFC3339Nano)
+	case "run", "fence":
+		return r.kind
+	}
+	return r.key
+}
+
+// valuePrefix is how much of a lock value locks shows: enough to tell holders apart at a
+// glance, far too little to act as the holder.
+const valuePrefix = 6
+
+// scanLocks reads the lock keys matching match on one node.
+func scanLocks(ctx context.Context, c *redis.Client, prefix, match string) ([]keyRow, error) {
+	seen := map[string]bool{}
+	var keys []string
+	iter := c.Scan(ctx, 0, match, 1000).Iterator()
+	for iter.Next(ctx) {
+		if k := iter.Val(); !seen[k] {
+			seen[k] = true
+			keys = append(keys, k)
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, err
+	}
+	var rows []keyRow
+	for batch := range slices.Chunk(keys, 500) {
+		pipe := c.Pipeline()
+		type cmds struct {
+			get   *redis.StringCmd
+			hash  *redis.MapStringStringCmd
+			pttl  *redis.DurationCmd
+			fence bool
+		}
+		cs := make([]cmds, len(batch))
+		for i, k := range batch {
+			if strings.HasSuffix(k, "}:fence") {
+				cs[i] = cmds{get: pipe.Get(ctx, k), fence: true}
+			} else {
+				cs[i] = cmds{hash: pipe.HGetAll(ctx, k), pttl: pipe.PTTL(ctx, k)}
+			}
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+			if _, reply := errors.AsType[redis.Error](err); !reply {
+				return nil, err // the node, not a key: nothing was read
+			}
+		}
+		for i, k := range batch {
+			r := parseLockKey(prefix, k)
+			if cs[i].fence {
+				v, err := cs[i].get.Result()
+				if errors.Is(err, redis.Nil) {
+					continue // gone since the scan
+				}
+				if err != nil {
+					r.state = "error: " + err.Error()
+				}
+				r.token, r.pttl = v, -1
+				rows = append(rows, r)
+				continue
+			}
+			h, err := cs[i].hash.Result()
+			if err != nil {
+				r.state = "error: " + err.Error()
+				rows = append(rows, r)
+				continue
+			}
+			if len(h) == 0 {
+				continue // gone since the scan
+			}
+			r.holder, r.token = h["l"], h["f"]
+			switch {
+			case h["s"] == "done" && h["m"] == middleware.SkippedMarker:
+				r.state = "skipped"
+			case h["s"] == "done":
+				r.state = "done"
+			default:
+				r.state = "held"
+				if n, _ := strconv.Atoi(h["n"]); n > 0 {
+					r.state = fmt.Sprintf("held (+%d nested)", n)
+				}
+			}
+			if v := h["v"]; v != "" {
+				r.value = v[:min(len(v), valuePrefix)] + "…"
+			}
+			r.pttl = cs[i].pttl.Val()
+			rows = append(rows, r)
+		}
+	}
+	return rows, nil
+}
+
+// parseLockKey splits {prefix:job}:rest.
+func parseLockKey(prefix, key string) keyRow {
+	r := keyRow{key: key, pttl: -2}
+	head := "{" + prefix + ":"
+	end := strings.Index(key, "}:")
+	if !strings.HasPrefix(key, head) || end < len(head) {
+		return r
+	}
+	r.job, r.rest = key[len(head):end], key[end+2:]
+	switch {
+	case r.rest == "run", r.rest == "fence":
+		r.kind = r.rest
+	case strings.HasPrefix(r.rest, "tick:"):
+		if ms, err := strconv.ParseInt(strings.TrimPrefix(r.rest, "tick:"), 10, 64); err == nil {
+			r.kind, r.tick = "tick", time.UnixMilli(ms)
+		}
+	}
+	return r
+}
+
+// globEscape escapes the characters that SCAN MATCH patterns treat specially.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\^`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+func formatTTL(d time.Duration) string {
+	switch {
+	case d == -1:
+		return "none"
+	case d < 0:
+		return "-"
+	case d < time.Second:
+		return d.Round(time.Millisecond).String()
+	}
+	return d.Round(100 * time.Millisecond).String()
+}
+
+func dash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}

@@ -1,0 +1,62 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), args, &stdout, &stderr)
+	return code, stdout.String(), stderr.String()
+}
+
+// The demo end to end, shortened: embedded nodes, three replicas, a replica cut off halfway.
+func TestDemo(t *testing.T) {
+	code, out, errOut := runCLI(t, "demo", "--duration", "3s", "--every", "250ms", "--work", "50ms", "--ttl", "400ms")
+	if code != 0 {
+		t.Fatalf("exit %d\nstdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	for _, want := range []string{
+		"3 embedded Redis-protocol nodes",
+		"is cut off from every node",
+		"lease_lost",
+		"redlock: lease lost",
+		" 0 duplicates",
+		"fencing tokens strictly increasing",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+}
+
+func TestExitCodes(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{nil, 2, "no command given"},
+		{[]string{"frobnicate"}, 2, `unknown command "frobnicate"`},
+		{[]string{"demo", "--replicas", "1"}, 2, "--replicas 1: use 2 to 9"},
+		{[]string{"demo", "--work", "2s"}, 2, "--work 2s: must be positive and shorter than --every 1s"},
+		{[]string{"demo", "--bogus"}, 2, "flag provided but not defined: -bogus"},
+		{[]string{"demo", "extra"}, 2, "demo takes no arguments"},
+		{[]string{"demo", "--help"}, 0, "Usage: cronlock demo"},
+		{[]string{"version"}, 0, "cronlock "},
+		{[]string{"help"}, 0, "Usage:"},
+	} {
+		code, out, errOut := runCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+			t.Errorf("cronlock %q: exit %d (want %d), output lacks %q:\n%s%s", tc.args, code, tc.code, tc.want, out, errOut)
+		}
+	}
+}

@@ -1,0 +1,214 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/config"
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+func get(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+type jobsDoc struct {
+	Replica string    `json:"replica"`
+	Jobs    []jobView `json:"jobs"`
+}
+
+// The daemon in this process (so that goleak sees every goroutine it starts end): HTTP
+// endpoints, then a clean stop when its context ends.
+func TestRunHTTP(t *testing.T) {
+	nodes := redistest.StartN(t, 3, redistest.Config{})
+	endQuarantine(t, nodes...)
+	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+`replica: from-config
+http: 127.0.0.1:1  # overridden by --http
+jobs:
+  - name: fast
+    schedule: "@every 200ms"
+    command: ["true"]
+  - name: later
+    schedule: "@yearly"
+    command: ["true"]
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"run", "--config", cfg, "--http", "127.0.0.1:0", "--replica", "web-1"}, &stdout, &stderr)
+	}()
+
+	addr := regexp.MustCompile(`msg="http: serving /healthz /readyz /jobs" addr=(\S+)`)
+	eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderr.String()) })
+	base := "http://" + addr.FindStringSubmatch(stderr.String())[1]
+
+	status, body := get(t, base+"/healthz")
+	assert.Equal(t, http.StatusOK, status)
+	assert.Equal(t, "ok\n", body)
+
+	status, body = get(t, base+"/readyz")
+	assert.Equal(t, http.StatusOK, status, body)
+	assert.Contains(t, body, "ready: 3 of 3 nodes answer, quorum 2")
+
+	var doc jobsDoc
+	eventually(t, "a run in /jobs", func() bool {
+		status, body := get(t, base+"/jobs")
+		require.Equal(t, http.StatusOK, status)
+		require.NoError(t, json.Unmarshal([]byte(body), &doc), body)
+		return len(doc.Jobs) == 2 && doc.Jobs[0].Last != nil && doc.Jobs[0].Last.Outcome == job.OutcomeRan
+	})
+	assert.Equal(t, "web-1", doc.Replica, "--replica overrides the config's replica")
+	fast := doc.Jobs[0]
+	assert.Equal(t, "fast", fast.Name)
+	assert.Equal(t, "@every 200ms", fast.Schedule)
+	assert.Equal(t, []string{"true"}, fast.Command)
+	assert.True(t, fast.NextTick.After(fast.Last.Tick), "next tick %v after the last %v", fast.NextTick, fast.Last.Tick)
+	assert.Equal(t, "web-1", fast.Last.Runner)
+	assert.NotZero(t, fast.Last.Token)
+	assert.False(t, fast.Last.Started.IsZero())
+	assert.Equal(t, "later", doc.Jobs[1].Name)
+	assert.Nil(t, doc.Jobs[1].Last)
+	assert.Equal(t, time.Date(time.Now().Year()+1, 1, 1, 0, 0, 0, 0, time.UTC), doc.Jobs[1].NextTick)
+
+	status, _ = get(t, base+"/metrics")
+	assert.Equal(t, http.StatusNotFound, status, "/metrics arrives with the observability work")
+
+	// Without a quorum the daemon is not ready (after the cached answer expires).
+	require.NoError(t, nodes[1].Kill())
+	require.NoError(t, nodes[2].Kill())
+	eventually(t, "/readyz to say not ready", func() bool {
+		status, body := get(t, base+"/readyz")
+		return status == http.StatusServiceUnavailable && strings.Contains(body, "not ready: 1 of 3 nodes answer, quorum 2")
+	})
+
+	cancel()
+	select {
+	case c := <-code:
+		assert.Equal(t, 0, c, "stderr:\n%s", stderr.String())
+	case <-time.After(waitLimit):
+		t.Fatalf("run did not return:\n%s", stderr.String())
+	}
+	assert.Contains(t, stderr.String(), "msg=stopped")
+	assert.Contains(t, stderr.String(), `level=WARN msg="redis: `, "go-redis's own log goes to the daemon's")
+	waitDialProbes(t)
+}
+
+// waitDialProbes waits for go-redis's dial probes to end. A pool whose node refuses
+// connections starts a goroutine that dials it again every second until it answers or the
+// pool is closed; Close does not wait for it, so it lives up to a second after Close — long
+// enough for goleak to count it as leaked.
+func waitDialProbes(t *testing.T) {
+	t.Helper()
+	eventually(t, "go-redis dial probes to end", func() bool {
+		buf := make([]byte, 1<<20)
+		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*ConnPool).tryDial")
+	})
+}
+
+// The outcome a replica records for a tick another replica ran names the runner.
+func TestJobStatusRecordsSkips(t *testing.T) {
+	st := newJobStatus()
+	tick := time.Now().Truncate(time.Second)
+	h := st.middleware("me")(func(ctx context.Context) error {
+		return fmt.Errorf("wrapped: %w", &job.SkipError{Reason: job.SkipDone, Holder: &redlock.Holder{Label: "other", Done: true}})
+	})
+	ctx := job.NewContext(context.Background(), &job.Run{Job: "j", Tick: tick})
+	require.Error(t, h(ctx))
+	st.mu.Lock()
+	last := *st.last["j"]
+	st.mu.Unlock()
+	assert.Equal(t, job.OutcomeSkippedDone, last.Outcome)
+	assert.Equal(t, "other", last.Runner)
+	assert.Zero(t, last.Token)
+
+	// An older tick that finishes later does not replace the newer one.
+	old := job.NewContext(context.Background(), &job.Run{Job: "j", Tick: tick.Add(-time.Second)})
+	require.NoError(t, st.middleware("me")(func(ctx context.Context) error { started(ctx, 7); return nil })(old))
+	st.mu.Lock()
+	assert.Equal(t, tick, st.last["j"].Tick)
+	st.mu.Unlock()
+}
+
+func TestCommandLine(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"run", "--help"}, 0, "Usage: cronlock run --config FILE [flags]"},
+		{[]string{"run", "--help"}, 0, "-kill-grace duration"},
+		{[]string{"help", "run"}, 0, "Usage: cronlock run --config FILE [flags]"},
+		{[]string{"validate", "--help"}, 0, "Usage: cronlock validate --config FILE"},
+		{[]string{"locks", "-h"}, 0, "Usage: cronlock locks --config FILE [--job NAME]"},
+		{[]string{"check", "--help"}, 0, "-end-quarantine"},
+		{[]string{"version", "--help"}, 0, "Usage: cronlock version"},
+		{[]string{"help"}, 0, "cronlock run --config FILE"},
+		{[]string{"run", "--bogus"}, 2, "run: flag provided but not defined: -bogus (see 'cronlock run --help')"},
+		{[]string{"run", "--config", "x", "extra"}, 2, `run takes no arguments, got ["extra"]`},
+		{[]string{"run", "--config", "x", "--log-level", "loud"}, 2, `invalid value "loud" for flag -log-level`},
+		{[]string{"run", "--config", "x", "--kill-grace", "-1s"}, 2, "--kill-grace -1s: must not be negative"},
+		{[]string{"run", "--config", "x", "--replica", ""}, 2, "--replica is empty"},
+		{[]string{"validate"}, 2, "validate: give the config file with --config FILE"},
+		{[]string{"locks"}, 2, "locks: give the config file with --config FILE"},
+		{[]string{"check"}, 2, "check: give the config file with --config FILE"},
+		{[]string{"check", "--config", "/nonexistent/c.yaml"}, 2, "config: open /nonexistent/c.yaml: no such file or directory"},
+		{[]string{"version", "now"}, 2, `version takes no arguments`},
+	} {
+		code, out, errOut := runCLI(t, tc.args...)
+		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
+			t.Errorf("cronlock %q: exit %d (want %d), output lacks %q:\n%s%s", tc.args, code, tc.code, tc.want, out, errOut)
+		}
+	}
+}
+
+func TestNodeClientsAndJobEnviron(t *testing.T) {
+	t.Setenv("CRONLOCK_TEST_PW", "hunter2")
+	t.Setenv("CRONLOCK_TEST_OTHER", "kept")
+	cfg, err := config.Parse("c.yaml", []byte(`nodes:
+  - {addr: "redis-1.internal:6380", username: cl, password_env: CRONLOCK_TEST_PW, tls: true, db: 3}
+  - "127.0.0.1:6379"
+  - "127.0.0.1:6380"
+jobs: [{name: j, schedule: "@hourly", command: ["true"]}]
+`))
+	require.NoError(t, err)
+	clients, err := nodeClients(cfg)
+	require.NoError(t, err)
+	defer closeClients(clients)
+	o := clients[0].Options()
+	assert.Equal(t, "redis-1.internal:6380", o.Addr)
+	assert.Equal(t, "cl", o.Username)
+	assert.Equal(t, "hunter2", o.Password)
+	assert.Equal(t, 3, o.DB)
+	require.NotNil(t, o.TLSConfig)
+	assert.Equal(t, "redis-1.internal", o.TLSConfig.ServerName)
+	assert.True(t, o.ContextTimeoutEnabled)
+	assert.Zero(t, o.MaxRetries, "MaxRetries: -1 (no retries) is stored as 0")
+	assert.Nil(t, clients[1].Options().TLSConfig)
+
+	env := strings.Join(jobEnviron(cfg), "\n")
+	assert.NotContains(t, env, "CRONLOCK_TEST_PW", "a job's command must not see the nodes' passwords")
+	assert.Contains(t, env, "CRONLOCK_TEST_OTHER=kept")
+}

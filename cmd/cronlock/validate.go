@@ -1,0 +1,64 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cronlock/cronlock/scheduler"
+)
+
+const validateUsage = `Usage: cronlock validate --config FILE
+
+Checks the config file without connecting to any node or running any command, and prints the
+nodes and the jobs with their next tick. Problems are printed one per line as FILE:LINE: FIELD:
+what is wrong and how to fix it. It also warns (without failing) about password variables
+that are not set and programs not found on this host.
+
+Exit codes: 0 valid, 2 invalid (or bad usage).
+
+Flags:
+`
+
+func validateCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, path := flagSet("validate")
+	if err := parseFlags(fs, validateUsage, args, stdout); err != nil {
+		return err
+	}
+	cfg, err := loadConfig("validate", *path)
+	if err != nil {
+		return err
+	}
+	var addrs []string
+	for _, n := range cfg.Nodes {
+		addrs = append(addrs, n.Addr)
+		if _, err := n.Password(nil); err != nil {
+			fmt.Fprintf(stderr, "warning: %v\n", err)
+		}
+	}
+	fmt.Fprintf(stdout, "%s: ok\n", cfg.File)
+	fmt.Fprintf(stdout, "nodes: %d, quorum %d: %s\n", len(cfg.Nodes), cfg.Quorum(), strings.Join(addrs, ", "))
+	fmt.Fprintf(stdout, "prefix: %s\n", cfg.Prefix)
+	now := time.Now()
+	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "job\tschedule\tnext tick (UTC)\tcommand\n")
+	for _, j := range cfg.Jobs {
+		next := "-"
+		if s, err := scheduler.ParseSpec(j.Schedule, time.UTC); err == nil {
+			next = s.Next(now).UTC().Format(time.RFC3339Nano)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%q\n", j.Name, j.Schedule, next, j.Command)
+		if _, err := exec.LookPath(j.Command[0]); err != nil {
+			fmt.Fprintf(stderr, "warning: %s:%d: job %q: %v (on this host)\n", cfg.File, j.Line, j.Name, err)
+		}
+	}
+	tw.Flush()
+	if cfg.Tracing.OTLPEndpoint != "" {
+		fmt.Fprintf(stderr, "warning: %s: tracing.otlp_endpoint is set, but this version of cronlock exports no traces yet\n", cfg.File)
+	}
+	return nil
+}

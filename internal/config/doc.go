@@ -1,0 +1,28 @@
+// Package config reads the YAML file of `cronlock run`, `validate`, `locks` and `check`: the
+// lock nodes, the key prefix, this replica's name, the HTTP address, tracing settings, and the
+// shell-command jobs.
+//
+//	nodes: ["10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"]
+//	jobs:
+//	  - name: backup
+//	    schedule: "0 */5 * * * *"
+//	    command: ["/usr/local/bin/backup", "--fast"]
+//	    timeout: 10m
+//
+// Parse checks everything it can without talking to a node or running a command, and refuses
+// the file with errors that each name the file, the line and the field, and say how to fix it:
+//
+//	cronlock.yaml:12: jobs[1].timeout: "10x" is not a duration (e.g. 10m, 90s)
+//
+// It reports unknown keys (with the closest known one), keys given twice, values of the wrong
+// type, bad durations, cron specs that package scheduler refuses (with the scheduler's own
+// message), jobs that job.Job.Validate refuses, duplicate job names and node lists whose size
+// cannot make a safe quorum. Every problem in the file is reported at once (up to a limit), one
+// per line.
+//
+// Secrets are not in the file: a node names the environment variable that holds its password
+// (password_env), and Node.Password reads it when the daemon connects. Nothing in this package
+// prints a password.
+//
+// Anchors, aliases and merge keys ("<<: *defaults") may be used, e.g. to share job settings.
+package config

@@ -1,0 +1,76 @@
+package config_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/config"
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/scheduler"
+)
+
+// FuzzParse: Parse never panics; a file it accepts holds what the daemon needs (nodes in a
+// count that makes a safe quorum, jobs with unique valid names, specs and commands); a file it
+// refuses gets errors that each start with the file's name.
+func FuzzParse(f *testing.F) {
+	for _, seed := range []string{
+		issueExample,
+		good,
+		"",
+		"nodes: [a:1]\njobs: [{name: j, schedule: '@every 1s', command: [true]}]\n",
+		"allow_even_nodes: true\nnodes: [a:1, {addr: 'b:2', tls: true, db: 3, username: u, password_env: PW}]\njobs: [{name: j, schedule: '*/5 * * * *', command: [sh, -c, x], timeout: 1m, lock_ttl: 10s, renew_every: 3s, overlap: allow, retries: 2, catch_up: 1h}]\n",
+		"x-d: &d {timeout: 5m, command: [x]}\nnodes: &n [a:1]\njobs:\n  - <<: *d\n    name: a\n    schedule: '@hourly'\n  - {<<: [*d, *d], name: b, schedule: '@daily'}\n",
+		"nodes: [a:1, b, a:1]\njobs:\n  - name: my job\n    schedule: */5\n",
+		"---\nnodes: []\n---\n",
+		"jobs:\n  - *missing\n",
+		"nodes: [a:1]\njobs: [{name: j, schedule: 'CRON_TZ=Nowhere/Zone 0 9 * * *', command: [x]}]\n",
+		"max_ttl: 1s\nkill_grace: -1s\nhttp: x\ntracing: {otlp_endpoint: 'ftp://x', service_name: ''}\nprefix: ' '\n",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		c, err := config.Parse("f.yaml", []byte(s))
+		if err != nil {
+			if c != nil {
+				t.Errorf("Parse returned a config with an error")
+			}
+			for line := range strings.SplitSeq(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "f.yaml") {
+					t.Errorf("error line does not name the file: %q", line)
+				}
+			}
+			var ce *config.Error
+			if !errors.As(err, &ce) {
+				t.Errorf("error is not a *config.Error: %v", err)
+			}
+			return
+		}
+		if n := len(c.Nodes); n == 0 || (n%2 == 0 && !c.AllowEvenNodes) {
+			t.Errorf("accepted %d nodes (allow_even_nodes %v)", n, c.AllowEvenNodes)
+		}
+		if len(c.Jobs) == 0 {
+			t.Errorf("accepted no jobs")
+		}
+		names := map[string]bool{}
+		for _, j := range c.Jobs {
+			if names[j.Name] {
+				t.Errorf("accepted job name %q twice", j.Name)
+			}
+			names[j.Name] = true
+			if err := job.ValidateName(j.Name); err != nil {
+				t.Errorf("accepted a bad name: %v", err)
+			}
+			if _, err := scheduler.ParseSpec(j.Schedule, time.UTC); err != nil {
+				t.Errorf("accepted a bad spec: %v", err)
+			}
+			if len(j.Command) == 0 || strings.TrimSpace(j.Command[0]) == "" {
+				t.Errorf("accepted command %q", j.Command)
+			}
+			if ttl := j.Options().WithDefaults().LockTTL; ttl > c.MaxTTL {
+				t.Errorf("accepted lock_ttl %v above max_ttl %v", ttl, c.MaxTTL)
+			}
+		}
+	})
+}
