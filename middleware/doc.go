@@ -15,6 +15,18 @@
 //   - Timeout bounds one attempt. Recover turns a panic into an error (*PanicError), so the
 //     lock is released and the process lives on.
 //
+// Two more are yours to add, outermost, with scheduler.WithMiddleware:
+//
+//   - Trace records each tick on each replica as an OpenTelemetry span, "cronlock.tick", with
+//     its outcome; Lock adds under it a span per acquire attempt, the run (with the lease's
+//     renewals and loss as events) and the release. A replica that skips a tick links its
+//     span to the span of the replica that holds or ran it.
+//   - Metrics records OpenTelemetry metrics: ticks by outcome, job duration, acquire latency
+//     and failures, lock hold time, renewal failures, runs cut short.
+//
+// Both use the OpenTelemetry API only; without them, Lock records nothing and allocates
+// nothing for it. docs/observability.md lists every span, attribute, event and instrument.
+//
 // FromJobWrapper and ToJobWrapper adapt robfig/cron's JobWrapper, where that makes sense (see
 // each for what does not carry over).
 //

@@ -60,8 +60,8 @@ type LockConfig struct {
 	// scheduler. Default nil: no bound. (The scheduler gives its jobs one, see
 	// scheduler.WithLockConcurrency.)
 	Limiter *Limiter
-	// Logger receives the abnormal events: a lock that could not be released or marked done.
-	// Default: discard.
+	// Logger receives the abnormal events, one line each at Warn: a lease renewal that failed,
+	// a lock that could not be released or marked done. Default: discard.
 	Logger *slog.Logger
 }
 
@@ -123,6 +123,14 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // request is bounded by the lock client's node timeout). When the lease was lost, the error
 // matches redlock.ErrLeaseLost (unless the handler succeeded and the tick could still be
 // marked done on a quorum, which proves that no one else took it).
+//
+// When ctx carries a recording span (Trace starts one per tick), Lock adds children to it: one
+// "cronlock.lock.acquire" span per attempt, "cronlock.job.run" around the handler (whose
+// context carries it) with the lease's renewals and loss as events, and
+// "cronlock.lock.release"; and it stores the span's context beside the lock, for the replicas
+// it refuses to link to. When ctx carries Metrics' instruments, it measures the attempts, the
+// hold, the failed renewals and the run. Without either, it records nothing and allocates
+// nothing for it. Each failed renewal is also logged to cfg.Logger.
 func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 	cfg = cfg.withDefaults()
 	return func(next job.Handler) job.Handler {
@@ -131,21 +139,30 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 			if !ok {
 				return ErrNoRun
 			}
-			lease, err := cfg.acquire(ctx, locks, run)
+			p := newLockProbe(ctx) // nil unless traced or measured
+			l, err := cfg.acquire(ctx, locks, run, p)
 			if err != nil {
 				return err
 			}
 			r := *run
-			r.FencingToken = lease.Lock().Token()
+			r.FencingToken = l.Token()
+			lease, err := l.Lease(p.startRun(ctx, &r), cfg.leaseOptions(p, &r)...)
+			if err != nil {
+				p.endRun(err, false, nil, time.Time{})
+				return errors.Join(err, l.Release(context.Background()))
+			}
 			finished := false
 			defer func() {
 				if !finished { // the handler panicked: release, and let the panic go on
-					cfg.release(lease, &r, false)
+					p.endRun(nil, true, lease.Err(), l.ValidUntil())
+					cfg.release(lease, &r, false, p)
 				}
 			}()
 			herr := next(job.NewContext(lease.Context(), &r))
 			finished = true
-			return cfg.finish(lease, &r, herr)
+			err = cfg.finish(lease, &r, herr, p)
+			p.done(err)
+			return err
 		}
 	}
 }
@@ -157,12 +174,20 @@ const (
 	maxOverlapRechecks = 2
 )
 
-// acquire takes the tick's lock and starts its lease.
-func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run) (*redlock.Lease, error) {
+// acquire takes the tick's lock, reporting each attempt to p.
+func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run, p *lockProbe) (*redlock.Lock, error) {
 	tickKey, runKey := TickKey(c.Prefix, run.Job, run.Tick), RunKey(c.Prefix, run.Job)
-	opts := []redlock.AcquireOption{redlock.FenceKey(FenceKey(c.Prefix, run.Job))}
+	opts := make([]redlock.AcquireOption, 0, 5) // room for every option below
+	opts = append(opts, redlock.FenceKey(FenceKey(c.Prefix, run.Job)))
 	if run.Replica != "" {
 		opts = append(opts, redlock.Label(run.Replica))
+	}
+	if p != nil {
+		p.tickKey = tickKey
+		// The tick span's context, for the replicas that will be refused to link to.
+		if md := p.metadata(); md != "" {
+			opts = append(opts, redlock.Metadata(md))
+		}
 	}
 	if c.Overlap == job.Forbid {
 		opts = append(opts, redlock.Also(runKey))
@@ -175,7 +200,7 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 		settle   time.Duration // added to the next wait
 		last     redlock.Attempt
 	)
-	opts = append(opts, redlock.OnAttempt(func(a redlock.Attempt) { last = a }))
+	opts = append(opts, redlock.OnAttempt(func(a redlock.Attempt) { last = a; p.attempt(a) }))
 	for {
 		if !run.Deadline.IsZero() && !c.Clock.Now().Before(run.Deadline) {
 			if lastErr != nil {
@@ -186,14 +211,12 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 		if err := c.Limiter.wait(ctx); err != nil {
 			return nil, err
 		}
+		p.beginAttempt()
 		l, err := locks.TryAcquire(ctx, tickKey, c.TTL, opts...)
+		p.endAttempt(err) // if the attempt was refused before it was made
 		c.Limiter.done()
 		if err == nil {
-			lease, err := l.Lease(ctx, redlock.RenewEvery(c.RenewEvery))
-			if err != nil {
-				return nil, errors.Join(err, l.Release(context.Background()))
-			}
-			return lease, nil
+			return l, nil
 		}
 		if ae, ok := errors.AsType[*redlock.AcquireError](err); ok && errors.Is(err, redlock.ErrNotAcquired) {
 			se := skip(ae, runKey, err)
@@ -307,12 +330,30 @@ func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
 	return se
 }
 
+// leaseOptions returns the options of a run's lease: the renewal interval, and a hook that
+// reports each renewal to p and logs the failed ones.
+func (c LockConfig) leaseOptions(p *lockProbe, run *job.Run) []redlock.LeaseOption {
+	opts := append(make([]redlock.LeaseOption, 0, 2), redlock.RenewEvery(c.RenewEvery))
+	logger := c.Logger
+	if p == nil && !logger.Enabled(context.Background(), slog.LevelWarn) {
+		return opts
+	}
+	return append(opts, redlock.OnRenew(func(rn redlock.Renewal) {
+		p.renewal(rn)
+		if rn.Err != nil {
+			logger.Warn("cronlock: lease renewal failed", "job", run.Job, "tick", run.Tick, "token", run.FencingToken,
+				"renewal", rn.Number, "err", rn.Err)
+		}
+	}))
+}
+
 // finish closes the lease after the handler returned herr, and returns the run's error.
-func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error) error {
+func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error, p *lockProbe) error {
 	lost := lease.Err() // nil while the lease holds
 	leaseLost := errors.Is(lost, redlock.ErrLeaseLost)
+	p.endRun(herr, false, lost, lease.Lock().ValidUntil())
 	if herr == nil {
-		cerr := c.release(lease, run, true)
+		cerr := c.release(lease, run, true, p)
 		switch {
 		case cerr == nil:
 			// Marked done on a quorum: our value was on a quorum all along, so the run was
@@ -324,7 +365,7 @@ func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error) error
 		}
 		return nil // the run succeeded; release logged why the tick could not be marked done
 	}
-	c.release(lease, run, false)
+	c.release(lease, run, false, p)
 	if leaseLost && !errors.Is(herr, redlock.ErrLeaseLost) {
 		return fmt.Errorf("%w (%w)", herr, lost)
 	}
@@ -337,14 +378,16 @@ func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error) error
 // lock client's node timeout anyway, and Release returns once a quorum answered while the
 // requests to the other nodes go on under this context — cancelling it on return (the usual
 // defer cancel()) would abort them and leave the lock on those nodes until its TTL.
-func (c LockConfig) release(lease *redlock.Lease, run *job.Run, done bool) error {
+func (c LockConfig) release(lease *redlock.Lease, run *job.Run, done bool, p *lockProbe) error {
 	ctx := context.Background()
 	var err error
+	p.startRelease(done)
 	if done {
 		err = lease.Close(ctx, redlock.KeepDone(c.KeepDone))
 	} else {
 		err = lease.Close(ctx)
 	}
+	p.endRelease(err)
 	if err != nil {
 		msg := "cronlock: could not release tick; its lock expires after its TTL"
 		if done {
