@@ -29,8 +29,11 @@ type redisLogKind struct {
 	dropped int
 }
 
-// logRedisTo sends go-redis's own log to l (nil: discard it).
+// logRedisTo sends go-redis's own log to l (nil: discard it), with fresh rate limits.
 func logRedisTo(l *slog.Logger) {
+	redisLogMu.Lock()
+	clear(redisLogSeen)
+	redisLogMu.Unlock()
 	redisLogger.Store(l)
 	redisLogOnce.Do(func() { redis.SetLogger(redisLog{}) })
 }

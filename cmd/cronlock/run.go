@@ -21,6 +21,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/config"
 	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -60,7 +61,7 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 	fs, path := flagSet("run")
 	var f runFlags
 	fs.StringVar(&f.replica, "replica", "", "this replica's `name`, shown as the holder of its locks (default: the config's replica:, else hostname-pid)")
-	fs.StringVar(&f.http, "http", "", "`address` of the HTTP server for /healthz, /readyz and /jobs, e.g. 127.0.0.1:9464 (default: the config's http:; \"off\" for none)")
+	fs.StringVar(&f.http, "http", "", "`address` of the HTTP server for /healthz, /readyz, /jobs and /metrics, e.g. 127.0.0.1:9464 (default: the config's http:; \"off\" for none)")
 	fs.Var((*optionalDuration)(&f.killGrace), "kill-grace", "`duration` between SIGTERM and SIGKILL to a job's process group (default: the config's kill_grace:, else 10s)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long running jobs may finish before they are stopped")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug (every tick's outcome), info, warn or error")
@@ -106,6 +107,7 @@ type daemon struct {
 
 	clients    []*redis.Client
 	closeLocks func() error
+	tel        *telemetry
 	sched      *scheduler.Scheduler
 	status     *jobStatus
 	ready      *readiness
@@ -144,7 +146,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			d.close()
 			return fmt.Errorf("http: %w", err)
 		}
-		d.log.Info("http: serving /healthz /readyz /jobs", "addr", ln.Addr().String())
+		d.log.Info("http: serving /healthz /readyz /jobs /metrics", "addr", ln.Addr().String())
 		d.serveWG.Go(func() {
 			if err := d.server.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 				serveErr <- err
@@ -235,11 +237,15 @@ func (d *daemon) start() error {
 	if err != nil {
 		return usageError{fmt.Errorf("%s: nodes: %w", cfg.File, err)}
 	}
+	if d.tel, err = newTelemetry(cfg); err != nil {
+		_ = locks.Close()
+		return usageError{err}
+	}
 	d.sched, err = scheduler.New(locks,
 		scheduler.WithReplica(d.replica),
 		scheduler.WithPrefix(cfg.Prefix),
 		scheduler.WithLogger(d.log),
-		scheduler.WithMiddleware(d.status.middleware(d.replica)),
+		scheduler.WithMiddleware(append([]middleware.Middleware{d.status.middleware(d.replica)}, d.tel.middleware()...)...),
 	)
 	if err != nil {
 		_ = locks.Close()
@@ -260,7 +266,7 @@ func (d *daemon) start() error {
 	if addr != "" {
 		d.server = &http.Server{
 			Addr:              addr,
-			Handler:           statusHandler(cfg, d.replica, d.sched, d.status, d.ready),
+			Handler:           statusHandler(cfg, d.replica, d.sched, d.status, d.ready, d.tel.metrics),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 	}
@@ -294,6 +300,13 @@ func (d *daemon) close() {
 	}
 	if d.closeLocks != nil {
 		_ = d.closeLocks()
+	}
+	if d.tel != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		if err := d.tel.shutdown(ctx); err != nil {
+			d.log.Warn("telemetry: could not flush", "err", err)
+		}
+		cancel()
 	}
 	closeClients(d.clients)
 }

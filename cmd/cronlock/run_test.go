@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"regexp"
 	"runtime"
 	"strings"
@@ -61,7 +62,7 @@ jobs:
 		code <- run(ctx, []string{"run", "--config", cfg, "--http", "127.0.0.1:0", "--replica", "web-1"}, &stdout, &stderr)
 	}()
 
-	addr := regexp.MustCompile(`msg="http: serving /healthz /readyz /jobs" addr=(\S+)`)
+	addr := regexp.MustCompile(`msg="http: serving /healthz /readyz /jobs /metrics" addr=(\S+)`)
 	eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderr.String()) })
 	base := "http://" + addr.FindStringSubmatch(stderr.String())[1]
 
@@ -93,8 +94,12 @@ jobs:
 	assert.Nil(t, doc.Jobs[1].Last)
 	assert.Equal(t, time.Date(time.Now().Year()+1, 1, 1, 0, 0, 0, 0, time.UTC), doc.Jobs[1].NextTick)
 
-	status, _ = get(t, base+"/metrics")
-	assert.Equal(t, http.StatusNotFound, status, "/metrics arrives with the observability work")
+	// The middleware's OpenTelemetry metrics, in the Prometheus exposition format.
+	status, body = get(t, base+"/metrics")
+	assert.Equal(t, http.StatusOK, status)
+	for _, name := range []string{`cronlock_job_runs_total{`, `cronlock_outcome="ran"`, "cronlock_lock_acquire_duration_seconds_bucket", "cronlock_job_duration_seconds"} {
+		assert.Contains(t, body, name)
+	}
 
 	// Without a quorum the daemon is not ready (after the cached answer expires).
 	require.NoError(t, nodes[1].Kill())
@@ -211,4 +216,45 @@ jobs: [{name: j, schedule: "@hourly", command: ["true"]}]
 	env := strings.Join(jobEnviron(cfg), "\n")
 	assert.NotContains(t, env, "CRONLOCK_TEST_PW", "a job's command must not see the nodes' passwords")
 	assert.Contains(t, env, "CRONLOCK_TEST_OTHER=kept")
+}
+
+// With tracing.otlp_endpoint set, the daemon exports its spans over OTLP/HTTP (here to a
+// stand-in collector that counts the export requests), and flushes them when it stops.
+func TestRunExportsTraces(t *testing.T) {
+	nodes := redistest.StartN(t, 3, redistest.Config{})
+	endQuarantine(t, nodes...)
+	exports := make(chan string, 100)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case exports <- r.URL.Path:
+		default:
+		}
+		w.WriteHeader(http.StatusOK)
+	}))
+	defer collector.Close()
+	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+fmt.Sprintf(`http: ""
+tracing:
+  otlp_endpoint: %s
+jobs:
+  - name: fast
+    schedule: "@every 100ms"
+    command: ["true"]
+`, collector.URL))
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, []string{"run", "--config", cfg}, &stdout, &stderr) }()
+	eventually(t, "a tick run and marked done", func() bool {
+		keys, err := nodes[0].Client().Keys(context.Background(), "*:tick:*").Result()
+		return err == nil && len(keys) > 0
+	})
+	cancel()
+	require.Equal(t, 0, <-code, "stderr:\n%s", stderr.String())
+	// Stopping flushed the batch: at least one export reached the collector.
+	select {
+	case path := <-exports:
+		assert.Equal(t, "/v1/traces", path)
+	default:
+		t.Fatalf("no span export reached the collector; stderr:\n%s", stderr.String())
+	}
 }

@@ -165,9 +165,11 @@ func (r *readiness) check(ctx context.Context) (ok int, detail []string) {
 	return r.ok, r.detail
 }
 
-// handler serves /healthz, /readyz and /jobs.
-func statusHandler(cfg *config.Config, replica string, sched *scheduler.Scheduler, st *jobStatus, ready *readiness) http.Handler {
+// handler serves /healthz, /readyz, /jobs and /metrics (the Prometheus exposition of the
+// daemon's OpenTelemetry metrics).
+func statusHandler(cfg *config.Config, replica string, sched *scheduler.Scheduler, st *jobStatus, ready *readiness, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})

@@ -50,10 +50,11 @@ type Config struct {
 // Quorum returns how many nodes must agree: a majority.
 func (c *Config) Quorum() int { return len(c.Nodes)/2 + 1 }
 
-// Tracing holds the tracing: keys. The daemon does not export traces yet; the keys are
-// accepted so that files written for the observability release stay valid.
+// Tracing holds the tracing: keys: where the daemon exports its spans over OTLP/HTTP.
 type Tracing struct {
-	// OTLPEndpoint is the OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318 ("": no export).
+	// OTLPEndpoint is the OTLP/HTTP endpoint, e.g. http://127.0.0.1:4318 ("": no export). A
+	// URL without a path is a base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT: /v1/traces is
+	// appended.
 	OTLPEndpoint string
 	// ServiceName is the service.name of the spans. Default "cronlock".
 	ServiceName string

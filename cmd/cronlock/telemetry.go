@@ -1,0 +1,79 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
+	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
+
+	"github.com/cronlock/cronlock/internal/config"
+	"github.com/cronlock/cronlock/middleware"
+)
+
+// telemetry is the daemon's OpenTelemetry: metrics read by a Prometheus exporter and served
+// on /metrics, and, when tracing.otlp_endpoint is set, spans exported over OTLP/HTTP.
+type telemetry struct {
+	meters  *sdkmetric.MeterProvider
+	metrics http.Handler
+	tracers *sdktrace.TracerProvider // nil: tracing off
+}
+
+func newTelemetry(cfg *config.Config) (*telemetry, error) {
+	reg := prometheus.NewRegistry()
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	res := resource.NewSchemaless(semconv.ServiceName(cfg.Tracing.ServiceName))
+	t := &telemetry{
+		meters:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res)),
+		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
+	}
+	if ep := cfg.Tracing.OTLPEndpoint; ep != "" {
+		u, err := url.Parse(ep)
+		if err != nil {
+			_ = t.meters.Shutdown(context.Background())
+			return nil, fmt.Errorf("%s: tracing.otlp_endpoint: %w", cfg.File, err)
+		}
+		if u.Path == "" || u.Path == "/" {
+			u.Path = "/v1/traces" // a base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT
+		}
+		spans, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(u.String()))
+		if err != nil {
+			_ = t.meters.Shutdown(context.Background())
+			return nil, fmt.Errorf("%s: tracing.otlp_endpoint: %w", cfg.File, err)
+		}
+		t.tracers = sdktrace.NewTracerProvider(sdktrace.WithBatcher(spans), sdktrace.WithResource(res))
+	}
+	return t, nil
+}
+
+// middleware returns the scheduler's outermost middleware: Trace (when tracing is on), then
+// Metrics.
+func (t *telemetry) middleware() []middleware.Middleware {
+	ms := make([]middleware.Middleware, 0, 2)
+	if t.tracers != nil {
+		ms = append(ms, middleware.Trace(middleware.WithTracerProvider(t.tracers)))
+	}
+	return append(ms, middleware.Metrics(middleware.WithMeterProvider(t.meters)))
+}
+
+// shutdown flushes the spans still buffered and stops the providers.
+func (t *telemetry) shutdown(ctx context.Context) error {
+	var errs []error
+	if t.tracers != nil {
+		errs = append(errs, t.tracers.Shutdown(ctx))
+	}
+	errs = append(errs, t.meters.Shutdown(ctx))
+	return errors.Join(errs...)
+}
