@@ -96,7 +96,8 @@ type AcquireError struct {
 	Key string
 	// Reason is ErrNotAcquired or ErrQuorumUnavailable.
 	Reason error
-	// Holder is the holder reported by a node that refused, nil if none did.
+	// Holder is the holder reported by the most nodes that refused (the first of them on a
+	// tie), nil if none did.
 	Holder *Holder
 	// OK, Refused, Quarantined and Failed count the nodes' answers that had arrived when the
 	// outcome was decided.

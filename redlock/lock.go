@@ -277,7 +277,8 @@ type tally struct {
 	ok, refused, quarantined, failed int
 	oks                              []reply
 	refusedNodes                     []int
-	holder                           *Holder
+	holder                           *Holder // reported by the most refusing nodes
+	holders                          []holderVotes
 	errs                             []*NodeError
 }
 
@@ -290,9 +291,7 @@ func (t *tally) add(c *Client, r reply) bool {
 	case OutcomeRefused:
 		t.refused++
 		t.refusedNodes = append(t.refusedNodes, r.node)
-		if t.holder == nil {
-			t.holder = r.holder
-		}
+		t.noteHolder(r.holder)
 	case OutcomeQuarantined:
 		t.quarantined++
 		t.errs = append(t.errs, c.nodeError(r.node, r.err))
@@ -301,6 +300,42 @@ func (t *tally) add(c *Client, r reply) bool {
 		t.errs = append(t.errs, c.nodeError(r.node, r.err))
 	}
 	return t.ok >= t.quorum || t.lost()
+}
+
+// holderVotes counts the refusing nodes that reported one holder.
+type holderVotes struct {
+	holder *Holder
+	votes  int
+}
+
+// noteHolder counts h and keeps as t.holder the holder that the most refusing nodes reported:
+// when racers split the vote, a node may report a racer that does not win, while the winner
+// holds more of the nodes.
+func (t *tally) noteHolder(h *Holder) {
+	if h == nil {
+		return
+	}
+	i := slices.IndexFunc(t.holders, func(v holderVotes) bool {
+		return v.holder.Key == h.Key && v.holder.Label == h.Label && v.holder.Metadata == h.Metadata && v.holder.Done == h.Done
+	})
+	if i < 0 {
+		t.holders = append(t.holders, holderVotes{holder: h})
+		i = len(t.holders) - 1
+	}
+	t.holders[i].votes++
+	if t.holder == nil || t.holders[i].votes > t.votesFor(t.holder) {
+		t.holder = t.holders[i].holder
+	}
+}
+
+// votesFor returns how many refusing nodes reported h.
+func (t *tally) votesFor(h *Holder) int {
+	for _, v := range t.holders {
+		if v.holder == h {
+			return v.votes
+		}
+	}
+	return 0
 }
 
 // takeRefused returns the nodes that refused, and forgets their refusals so that they can be

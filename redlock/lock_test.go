@@ -414,3 +414,23 @@ func TestReleaseCleansUpLateAcquisitions(t *testing.T) {
 		assert.Zero(t, n, "released lock %s left on the slow node", key)
 	}
 }
+
+// The holder reported with a refusal is the one most refusing nodes name: when racers split
+// the vote, a loser's leftover on one node does not hide the winner. (Five nodes: the outcome
+// is decided at three refusals, of which the winner's four nodes give at least two.)
+func TestRefusalNamesTheMajorityHolder(t *testing.T) {
+	c := newCluster(t, 5, false)
+	lc := c.client(t, redlock.WithContentionWindow(0))
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	winner, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("winner"))
+	require.NoError(t, err)
+	// A loser's leftover replaces the winner's lock on node 0 only.
+	require.NoError(t, c.servers[0].Client().HSet(ctx, key, "v", "leftover", "l", "loser").Err())
+	_, err = lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("late"))
+	var ae *redlock.AcquireError
+	require.ErrorAs(t, err, &ae)
+	assert.Equal(t, "winner", ae.Holder.Label)
+	require.NoError(t, winner.Release(ctx))
+}
