@@ -16,13 +16,13 @@ import (
 // localNodes starts n throwaway redis-server processes for an example and returns them as
 // nodes, with a func that stops them.
 func localNodes(n int) ([]redlock.Node, func()) {
+	servers, err := redistest.NewN(n, redistest.Config{})
+	if err != nil {
+		panic(err)
+	}
 	var nodes []redlock.Node
 	var stops []func()
-	for range n {
-		s, err := redistest.New(redistest.Config{})
-		if err != nil {
-			panic(err)
-		}
+	for _, s := range servers {
 		rc := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true})
 		nodes = append(nodes, rc)
 		stops = append(stops, func() { rc.Close(); s.Close() })

@@ -16,15 +16,11 @@ import (
 	"os"
 	"os/signal"
 	"sort"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
-	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/examples/internal/local"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -41,7 +37,7 @@ func main() {
 }
 
 func run(ctx context.Context, out io.Writer, nodeList string, duration time.Duration) error {
-	addrs, cleanup, err := nodeAddrs(nodeList)
+	addrs, cleanup, err := local.NodeAddrs(nodeList)
 	if err != nil {
 		return err
 	}
@@ -78,7 +74,7 @@ func run(ctx context.Context, out io.Writer, nodeList string, duration time.Dura
 
 	var scheds []*scheduler.Scheduler
 	for i := range 3 {
-		locks, closeLocks, err := lockClient(ctx, addrs)
+		locks, closeLocks, err := local.LockClient(ctx, addrs)
 		if err != nil {
 			return err
 		}
@@ -124,57 +120,4 @@ func run(ctx context.Context, out io.Writer, nodeList string, duration time.Dura
 		fmt.Fprintf(out, "%s: %d ticks, each once (by replica: %v)\n", name, len(ran[name]), per)
 	}
 	return nil
-}
-
-// nodeAddrs returns the node addresses given, or starts three throwaway redis-servers.
-func nodeAddrs(list string) ([]string, func(), error) {
-	if list != "" {
-		return strings.Split(list, ","), func() {}, nil
-	}
-	var addrs []string
-	var servers []*redistest.Server
-	cleanup := func() {
-		for _, s := range servers {
-			_ = s.Close()
-		}
-	}
-	for range 3 {
-		s, err := redistest.New(redistest.Config{})
-		if err != nil {
-			cleanup()
-			return nil, nil, err
-		}
-		servers = append(servers, s)
-		addrs = append(addrs, s.Addr())
-	}
-	return addrs, cleanup, nil
-}
-
-// lockClient returns a redlock client of one replica over the nodes. New nodes refuse locks
-// for a minute (quarantine) unless told they are new; EndQuarantine is safe here because no
-// lock can have been forgotten on them — do not call it on every start in production.
-func lockClient(ctx context.Context, addrs []string) (*redlock.Client, func(), error) {
-	var nodes []redlock.Node
-	var clients []*redis.Client
-	for _, a := range addrs {
-		rc := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
-		clients = append(clients, rc)
-		nodes = append(nodes, rc)
-	}
-	closeAll := func() {
-		for _, rc := range clients {
-			_ = rc.Close()
-		}
-	}
-	c, err := redlock.New(nodes)
-	if err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	if err := c.EndQuarantine(ctx); err != nil {
-		_ = c.Close()
-		closeAll()
-		return nil, nil, err
-	}
-	return c, func() { _ = c.Close(); closeAll() }, nil
 }

@@ -82,20 +82,19 @@ func run(out io.Writer) error {
 		}
 	}()
 	// Three lock nodes; replica-a reaches them through fault proxies, replica-b directly.
-	var servers []*redistest.Server
+	servers, err := redistest.NewN(3, redistest.Config{})
+	if err != nil {
+		return err
+	}
 	var proxies []*faultproxy.Proxy
-	for range 3 {
-		s, err := redistest.New(redistest.Config{})
-		if err != nil {
-			return err
-		}
+	for _, s := range servers {
 		closers = append(closers, func() { _ = s.Close() })
 		p, err := faultproxy.New(s.Addr())
 		if err != nil {
 			return err
 		}
 		closers = append(closers, func() { _ = p.Close() })
-		servers, proxies = append(servers, s), append(proxies, p)
+		proxies = append(proxies, p)
 	}
 	lockClient := func(viaProxy bool) (*redlock.Client, error) {
 		var nodes []redlock.Node

@@ -49,12 +49,10 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -62,10 +60,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/examples/internal/local"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
-	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -84,7 +81,7 @@ func main() {
 
 func run(ctx context.Context, w io.Writer, nodeList, otlp string, duration time.Duration) error {
 	out := &syncWriter{w: w} // jobs write from their own goroutines
-	addrs, cleanup, err := nodeAddrs(nodeList)
+	addrs, cleanup, err := local.NodeAddrs(nodeList)
 	if err != nil {
 		return err
 	}
@@ -129,7 +126,7 @@ func run(ctx context.Context, w io.Writer, nodeList, otlp string, duration time.
 				fmt.Fprintln(out, "telemetry shutdown:", err)
 			}
 		}()
-		locks, closeLocks, err := lockClient(ctx, addrs)
+		locks, closeLocks, err := local.LockClient(ctx, addrs)
 		if err != nil {
 			return err
 		}
@@ -202,57 +199,4 @@ func telemetry(ctx context.Context, endpoint, replica string) (*sdktrace.TracerP
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res))
 	return tp, mp, nil
-}
-
-// nodeAddrs returns the node addresses given, or starts three throwaway redis-servers.
-func nodeAddrs(list string) ([]string, func(), error) {
-	if list != "" {
-		return strings.Split(list, ","), func() {}, nil
-	}
-	var addrs []string
-	var servers []*redistest.Server
-	cleanup := func() {
-		for _, s := range servers {
-			_ = s.Close()
-		}
-	}
-	for range 3 {
-		s, err := redistest.New(redistest.Config{})
-		if err != nil {
-			cleanup()
-			return nil, nil, err
-		}
-		servers = append(servers, s)
-		addrs = append(addrs, s.Addr())
-	}
-	return addrs, cleanup, nil
-}
-
-// lockClient returns a redlock client of one replica over the nodes. EndQuarantine is safe
-// here because the nodes are new (see examples/basic); do not call it on every start in
-// production.
-func lockClient(ctx context.Context, addrs []string) (*redlock.Client, func(), error) {
-	var nodes []redlock.Node
-	var clients []*redis.Client
-	for _, a := range addrs {
-		rc := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true})
-		clients = append(clients, rc)
-		nodes = append(nodes, rc)
-	}
-	closeAll := func() {
-		for _, rc := range clients {
-			_ = rc.Close()
-		}
-	}
-	c, err := redlock.New(nodes)
-	if err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	if err := c.EndQuarantine(ctx); err != nil {
-		_ = c.Close()
-		closeAll()
-		return nil, nil, err
-	}
-	return c, func() { _ = c.Close(); closeAll() }, nil
 }

@@ -41,19 +41,15 @@ const (
 )
 
 func run(out io.Writer) error {
-	var servers []*redistest.Server
+	servers, err := redistest.NewN(3, redistest.Config{})
+	if err != nil {
+		return err
+	}
 	defer func() {
 		for _, s := range servers {
 			_ = s.Close()
 		}
 	}()
-	for range 3 {
-		s, err := redistest.New(redistest.Config{})
-		if err != nil {
-			return err
-		}
-		servers = append(servers, s)
-	}
 
 	start := time.Now()
 	var outMu sync.Mutex // jobs print from their own goroutines

@@ -568,3 +568,31 @@ func withoutEnv(env []string, names ...string) []string {
 		return slices.Contains(names, name)
 	})
 }
+
+// NewN starts n servers like New, concurrently; with cfg.Dir, server i uses Dir/node<i>.
+// If any cannot be started, the others are closed and the first error is returned. The
+// caller must Close every server.
+func NewN(n int, cfg Config) ([]*Server, error) {
+	servers := make([]*Server, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		c := cfg
+		if cfg.Dir != "" {
+			c.Dir = filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i))
+		}
+		wg.Go(func() { servers[i], errs[i] = New(c) })
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			for _, s := range servers {
+				if s != nil {
+					_ = s.Close()
+				}
+			}
+			return nil, fmt.Errorf("starting server %d of %d: %w", i, n, err)
+		}
+	}
+	return servers, nil
+}

@@ -3,10 +3,7 @@ package redistest
 import (
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
-	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 )
 
@@ -32,31 +29,16 @@ func Start(tb testing.TB, cfg Config) *Server {
 // the subdirectory cfg.Dir/node<i>.
 func StartN(tb testing.TB, n int, cfg Config) []*Server {
 	tb.Helper()
-	servers := make([]*Server, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		c := cfg
-		if cfg.Dir != "" {
-			c.Dir = filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i))
-		}
-		wg.Go(func() { servers[i], errs[i] = New(c) })
+	servers, err := NewN(n, cfg)
+	if err != nil {
+		tb.Fatalf("%v", err)
 	}
-	wg.Wait()
 	for _, s := range servers {
-		if s == nil {
-			continue
-		}
 		tb.Cleanup(func() {
 			if err := s.Close(); err != nil {
 				tb.Errorf("%v", err)
 			}
 		})
-	}
-	for i, err := range errs {
-		if err != nil {
-			tb.Fatalf("starting server %d of %d: %v", i, n, err)
-		}
 	}
 	return servers
 }
