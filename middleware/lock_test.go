@@ -13,60 +13,32 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cronlock/cronlock/internal/faultproxy"
-	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/internal/locktest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 )
 
-// nodes starts n real redis-server nodes, optionally each behind a fault proxy.
-type nodes struct {
-	servers []*redistest.Server
-	proxies []*faultproxy.Proxy
-}
+// nodes is a set of real redis-server nodes, optionally each behind a fault proxy.
+type nodes struct{ *locktest.Cluster }
 
 func startNodes(t *testing.T, n int, proxied bool) *nodes {
 	t.Helper()
-	ns := &nodes{servers: redistest.StartN(t, n, redistest.Config{})}
-	if proxied {
-		for _, s := range ns.servers {
-			ns.proxies = append(ns.proxies, faultproxy.Start(t, s.Addr()))
-		}
-	}
-	return ns
+	return &nodes{locktest.Start(t, n, proxied)}
 }
 
 // client returns a redlock client with its own connections (through the proxies if there
 // are), the nodes' quarantine ended.
 func (ns *nodes) client(t *testing.T, opts ...redlock.Option) *redlock.Client {
 	t.Helper()
-	var list []redlock.Node
-	for i, s := range ns.servers {
-		addr := s.Addr()
-		if ns.proxies != nil {
-			addr = ns.proxies[i].Addr()
-		}
-		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-		t.Cleanup(func() { _ = rc.Close() })
-		list = append(list, rc)
-	}
-	// A node timeout well above the default TTL/50 keeps renewals of short TTLs from timing
-	// out on a loaded machine; tests that want another one pass it.
-	lc, err := redlock.New(list, append([]redlock.Option{redlock.WithNodeTimeout(100 * time.Millisecond)}, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = lc.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	require.NoError(t, lc.EndQuarantine(ctx))
-	return lc
+	return ns.Client(t, ns.Proxies != nil, opts...)
 }
 
 // count returns on how many nodes key exists, read directly (not through the proxies).
 func (ns *nodes) count(t *testing.T, key string) int {
 	t.Helper()
 	n := 0
-	for _, s := range ns.servers {
+	for _, s := range ns.Servers {
 		v, err := s.Client().Exists(context.Background(), key).Result()
 		require.NoError(t, err)
 		n += int(v)
@@ -225,14 +197,14 @@ func TestLockLeaseLost(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var cause error
 			err := lock(func(ctx context.Context) error {
-				for _, p := range ns.proxies {
+				for _, p := range ns.Proxies {
 					p.Blackhole(true)
 				}
 				<-ctx.Done()
 				cause = context.Cause(ctx)
 				return tc.ret(ctx)
 			})(runAs("r", "lost-"+tc.name, time.Time{}))
-			for _, p := range ns.proxies {
+			for _, p := range ns.Proxies {
 				p.Blackhole(false)
 			}
 			require.ErrorIs(t, cause, redlock.ErrLeaseLost)
@@ -246,8 +218,8 @@ func TestLockLeaseLost(t *testing.T) {
 func TestLockQuorumUnavailable(t *testing.T) {
 	ns := startNodes(t, 3, true)
 	lc := ns.client(t, redlock.WithNodeTimeout(20*time.Millisecond))
-	ns.proxies[0].Blackhole(true)
-	ns.proxies[1].Blackhole(true)
+	ns.Proxies[0].Blackhole(true)
+	ns.Proxies[1].Blackhole(true)
 	err := middleware.Lock(lc, middleware.LockConfig{TTL: time.Second})(func(context.Context) error {
 		t.Error("ran without a quorum")
 		return nil
@@ -260,8 +232,8 @@ func TestLockQuorumUnavailable(t *testing.T) {
 	err = middleware.Lock(lc, middleware.LockConfig{})(func(context.Context) error { return nil })(
 		job.NewContext(context.Background(), &job.Run{Job: "q", Tick: tick, Deadline: time.Now().Add(-time.Second)}))
 	assert.Equal(t, job.OutcomeSkippedLate, job.Outcome(err))
-	ns.proxies[0].Blackhole(false)
-	ns.proxies[1].Blackhole(false)
+	ns.Proxies[0].Blackhole(false)
+	ns.Proxies[1].Blackhole(false)
 }
 
 func TestKeys(t *testing.T) {
@@ -304,7 +276,7 @@ func TestLockLimiter(t *testing.T) {
 	ns := startNodes(t, 1, false)
 	flight := &inFlight{}
 	var list []redlock.Node
-	for _, s := range ns.servers {
+	for _, s := range ns.Servers {
 		rc := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 		rc.AddHook(flight)
 		t.Cleanup(func() { _ = rc.Close() })

@@ -64,10 +64,10 @@ func (tm *telemetry) wrap(ms ...middleware.Middleware) middleware.Middleware {
 func lockClient(t *testing.T, ns *nodes, opts ...redlock.Option) *redlock.Client {
 	t.Helper()
 	var list []redlock.Node
-	for i, s := range ns.servers {
+	for i, s := range ns.Servers {
 		addr := s.Addr()
-		if ns.proxies != nil {
-			addr = ns.proxies[i].Addr()
+		if ns.Proxies != nil {
+			addr = ns.Proxies[i].Addr()
 		}
 		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
 		t.Cleanup(func() { _ = rc.Close() })
@@ -343,14 +343,14 @@ func TestTraceLeaseLost(t *testing.T) {
 	lock := middleware.Lock(lc, middleware.LockConfig{TTL: 500 * time.Millisecond, Logger: slog.New(logs)})
 	var cancelled time.Time
 	err := tm.wrap(lock)(func(ctx context.Context) error {
-		for _, p := range ns.proxies {
+		for _, p := range ns.Proxies {
 			p.Blackhole(true)
 		}
 		<-ctx.Done()
 		cancelled = time.Now()
 		return context.Cause(ctx)
 	})(runAs("r1", "lost", time.Time{}))
-	for _, p := range ns.proxies {
+	for _, p := range ns.Proxies {
 		p.Blackhole(false)
 	}
 	require.ErrorIs(t, err, redlock.ErrLeaseLost)
@@ -390,8 +390,8 @@ func TestTraceQuorumUnavailable(t *testing.T) {
 	ns := startNodes(t, 3, false)
 	tm := newTelemetry(t)
 	lc := lockClient(t, ns, redlock.WithNodeTimeout(20*time.Millisecond))
-	require.NoError(t, ns.servers[0].Kill())
-	require.NoError(t, ns.servers[1].Kill())
+	require.NoError(t, ns.Servers[0].Kill())
+	require.NoError(t, ns.Servers[1].Kill())
 	ctx := job.NewContext(context.Background(), &job.Run{Job: "q", Tick: tick, Replica: "r1", Attempt: 1, Deadline: time.Now().Add(300 * time.Millisecond)})
 	err := tm.wrap(middleware.Lock(lc, middleware.LockConfig{TTL: time.Second}))(func(context.Context) error {
 		t.Error("ran without a quorum")

@@ -105,7 +105,7 @@ func benchScheduler(b *testing.B, jobs, warmupRuns int, spec func(i int) string)
 	c := newCluster(b, 3, false)
 	counter := newRoundTrips(b)
 	var nodes []redlock.Node
-	for _, s := range c.servers {
+	for _, s := range c.Servers {
 		rc := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
 		rc.AddHook(counter)
 		b.Cleanup(func() { _ = rc.Close() })
@@ -190,7 +190,7 @@ func benchScheduler(b *testing.B, jobs, warmupRuns int, spec func(i int) string)
 	b.ReportMetric(ms(percentile(started, 0.50)), "start-p50-ms")
 	b.ReportMetric(ms(percentile(started, 0.99)), "start-p99-ms")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(max(n, 1)), "cpu-µs/run")
-	perNodeRun := func(v int64) float64 { return float64(v) / float64(max(n, 1)) / float64(len(c.servers)) }
+	perNodeRun := func(v int64) float64 { return float64(v) / float64(max(n, 1)) / float64(len(c.Servers)) }
 	b.ReportMetric(perNodeRun(rts), "roundtrips/node/run")
 	for name, v := range perScript {
 		if v > 0 {

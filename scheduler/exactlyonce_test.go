@@ -122,7 +122,7 @@ func TestLeaseLossCancelsBeforeTakeover(t *testing.T) {
 	require.NoError(t, a.Add(cut))
 	require.NoError(t, a.Start())
 	<-started
-	for _, p := range c.proxies {
+	for _, p := range c.Proxies {
 		p.Blackhole(true)
 	}
 	evA := led.waitEvent(t, "a's job cancelled", func(e event) bool { return e.Replica == "a" })
@@ -144,7 +144,7 @@ func TestLeaseLossCancelsBeforeTakeover(t *testing.T) {
 	assert.True(t, evA.Deadline.Before(evB.Start), "a's lease deadline passed before b took the tick")
 	oB := led.waitOutcome(t, "b's outcome", func(o outcome) bool { return o.Replica == "b" })
 	assert.Equal(t, job.OutcomeRan, oB.Outcome)
-	for _, p := range c.proxies {
+	for _, p := range c.Proxies {
 		p.Blackhole(false)
 	}
 }

@@ -13,8 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
-	"github.com/cronlock/cronlock/internal/faultproxy"
-	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/internal/locktest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -29,45 +28,18 @@ const waitLimit = 30 * time.Second
 
 // cluster is a set of real redis-server lock nodes for one test, each optionally behind a
 // fault proxy.
-type cluster struct {
-	servers []*redistest.Server
-	proxies []*faultproxy.Proxy
-}
+type cluster struct{ *locktest.Cluster }
 
 func newCluster(t testing.TB, n int, proxied bool) *cluster {
 	t.Helper()
-	c := &cluster{servers: redistest.StartN(t, n, redistest.Config{})}
-	if proxied {
-		for _, s := range c.servers {
-			c.proxies = append(c.proxies, faultproxy.Start(t, s.Addr()))
-		}
-	}
-	return c
+	return &cluster{locktest.Start(t, n, proxied)}
 }
 
 // client returns a redlock client of its own (own connections, like a separate replica) over
 // the nodes, through the proxies if viaProxy; the nodes' quarantine is ended (they are new).
 func (c *cluster) client(t testing.TB, viaProxy bool, opts ...redlock.Option) *redlock.Client {
 	t.Helper()
-	var nodes []redlock.Node
-	for i, s := range c.servers {
-		addr := s.Addr()
-		if viaProxy {
-			addr = c.proxies[i].Addr()
-		}
-		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
-		t.Cleanup(func() { _ = rc.Close() })
-		nodes = append(nodes, rc)
-	}
-	// A node timeout well above the default TTL/50 keeps renewals of the short TTLs of these
-	// tests from timing out on a loaded machine; tests that want another one pass it.
-	lc, err := redlock.New(nodes, append([]redlock.Option{redlock.WithNodeTimeout(100 * time.Millisecond)}, opts...)...)
-	require.NoError(t, err)
-	t.Cleanup(func() { _ = lc.Close() })
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	require.NoError(t, lc.EndQuarantine(ctx))
-	return lc
+	return c.Client(t, viaProxy, opts...)
 }
 
 // exists counts the nodes on which key exists; a node that cannot be read counts as having it.
@@ -75,7 +47,7 @@ func (c *cluster) client(t testing.TB, viaProxy bool, opts ...redlock.Option) *r
 func (c *cluster) exists(t testing.TB, key string) int {
 	t.Helper()
 	n := 0
-	for _, s := range c.servers {
+	for _, s := range c.Servers {
 		v, err := s.Client().Exists(context.Background(), key).Result()
 		if err != nil {
 			t.Logf("EXISTS %s on %s: %v", key, s.Addr(), err)
@@ -101,7 +73,7 @@ func (c *cluster) doneOnQuorum(t testing.TB, key string) bool {
 			return false
 		}
 	}
-	return done > len(c.servers)/2
+	return done > len(c.Servers)/2
 }
 
 // states returns the "s" field of key's hash on each node ("done" for a done marker, "" for
@@ -109,7 +81,7 @@ func (c *cluster) doneOnQuorum(t testing.TB, key string) bool {
 func (c *cluster) states(t testing.TB, key string) []string {
 	t.Helper()
 	var out []string
-	for _, s := range c.servers {
+	for _, s := range c.Servers {
 		v, err := s.Client().HGet(context.Background(), key, "s").Result()
 		switch {
 		case errors.Is(err, redis.Nil):

@@ -140,7 +140,7 @@ func processCluster(t *testing.T) (*cluster, *redistest.Server, string) {
 	c.client(t, false) // ends the nodes' quarantine
 	ledger := redistest.Start(t, redistest.Config{})
 	var addrs []string
-	for _, s := range c.servers {
+	for _, s := range c.Servers {
 		addrs = append(addrs, s.Addr())
 	}
 	return c, ledger, strings.Join(addrs, ",")

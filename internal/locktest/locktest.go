@@ -1,0 +1,64 @@
+// Package locktest sets up redlock clients over real redis-server nodes, for the tests of the
+// packages built on redlock.
+package locktest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/faultproxy"
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// Cluster is a set of real redis-server lock nodes for one test, each optionally behind a
+// fault proxy.
+type Cluster struct {
+	Servers []*redistest.Server
+	Proxies []*faultproxy.Proxy // nil unless started proxied
+}
+
+// Start starts n nodes, each behind a fault proxy if proxied; all are stopped at cleanup.
+func Start(tb testing.TB, n int, proxied bool) *Cluster {
+	tb.Helper()
+	c := &Cluster{Servers: redistest.StartN(tb, n, redistest.Config{})}
+	if proxied {
+		for _, s := range c.Servers {
+			c.Proxies = append(c.Proxies, faultproxy.Start(tb, s.Addr()))
+		}
+	}
+	return c
+}
+
+// Client returns a redlock client of its own (own connections, like a separate replica) over
+// the nodes, through the proxies if viaProxy, with the nodes' quarantine ended (they are new);
+// it is closed at cleanup. Its node timeout is 100ms unless opts say otherwise: the default
+// (TTL/50) is a few milliseconds for the short TTLs of tests, too tight for renewals on a
+// loaded machine.
+func (c *Cluster) Client(tb testing.TB, viaProxy bool, opts ...redlock.Option) *redlock.Client {
+	tb.Helper()
+	var nodes []redlock.Node
+	for i, s := range c.Servers {
+		addr := s.Addr()
+		if viaProxy {
+			addr = c.Proxies[i].Addr()
+		}
+		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		tb.Cleanup(func() { _ = rc.Close() })
+		nodes = append(nodes, rc)
+	}
+	lc, err := redlock.New(nodes, append([]redlock.Option{redlock.WithNodeTimeout(100 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = lc.Close() })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := lc.EndQuarantine(ctx); err != nil {
+		tb.Fatal(err)
+	}
+	return lc
+}
