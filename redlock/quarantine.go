@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"errors"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,7 +24,8 @@ var (
 // MaxTTL. It returns the errors of the nodes it could not reach.
 func (c *Client) EndQuarantine(ctx context.Context) error {
 	var errs []error
-	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(c.cfg.maxTTL), func(ctx context.Context, i int) reply {
+	// An operator's call, not on any lock's clock: a node gets at least a second to answer.
+	_, err := c.fanout(ctx, c.all(), max(c.nodeTimeout(c.cfg.maxTTL), time.Second), func(ctx context.Context, i int) reply {
 		return reply{node: i, err: bootScript.Run(ctx, c.nodes[i], []string{c.cfg.bootKey}).Err()}
 	}, func(r reply) bool {
 		if r.err != nil {
