@@ -1,8 +1,9 @@
-# The whole test suite: tools the tests need, static checks, then every test with the race
-# detector against real redis-server processes.
-.PHONY: test deps lint unit bench demo e2e
+# The whole test suite: tools the tests need, static checks, every test with the race detector
+# against real redis-server processes, then a short seeded run of the fault-injection suite.
+.PHONY: test deps lint unit chaos bench demo e2e
 
 test: deps lint unit
+	@$(MAKE) --no-print-directory chaos DURATION=90s SEED=1 FAULTS=all CHAOS_TIMEOUT=15m
 
 deps:
 	@scripts/deps.sh
@@ -14,6 +15,17 @@ lint:
 
 unit:
 	go test -race -count=1 -timeout 20m ./...
+
+# The fault-injection suite (internal/chaos, docs/reliability.md): 5 real nodes behind fault
+# proxies, 4 worker processes, a seeded fault schedule, then the checker. SEED=0 draws a seed
+# (printed, with the command that replays it); FAULTS is "all" or a comma-separated list.
+DURATION ?= 2m
+SEED ?= 0
+FAULTS ?= all
+CHAOS_TIMEOUT ?= 3h
+chaos: deps
+	go test -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./internal/chaos \
+		-chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.faults=$(FAULTS)
 
 bench:
 	go test -run '^$$' -bench . -benchmem -count 6 ./redlock/ | tee bench.txt

@@ -1,6 +1,7 @@
 // Package clocktest provides clocks for tests of the scheduler and middleware: a fake clock
 // that moves only when the test says so, and an offset clock (the real clock shifted by a
-// fixed amount) to skew one replica against the others.
+// fixed amount, or by an amount that can be stepped while it runs) to skew one replica against
+// the others.
 //
 // Both implement middleware.Clock (= scheduler.Clock).
 package clocktest
@@ -9,6 +10,7 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cronlock/cronlock/middleware"
@@ -157,12 +159,30 @@ func (t *fakeTimer) Stop() bool {
 // Offset returns the real clock shifted by d: Now is time.Now().Add(d), and timers are real
 // timers. It models a replica whose wall clock is off by d. Go reads the clock through the
 // vDSO, so faketime cannot skew a Go process; inject this clock instead.
-func Offset(d time.Duration) middleware.Clock { return offsetClock{d: d} }
+func Offset(d time.Duration) middleware.Clock { return NewShifted(d) }
 
-type offsetClock struct{ d time.Duration }
+// Shifted is the real clock shifted by an offset that can change while it is in use, which
+// models a wall clock that is stepped (by NTP or an operator) under a running process: Now is
+// time.Now() plus the current offset, and timers are real timers, so a step changes what Now
+// says but not when pending timers fire. It is safe for concurrent use.
+type Shifted struct{ d atomic.Int64 }
 
-func (c offsetClock) Now() time.Time { return time.Now().Add(c.d) }
+var _ middleware.Clock = (*Shifted)(nil)
 
-func (c offsetClock) NewTimer(d time.Duration) middleware.Timer {
+// NewShifted returns the real clock shifted by d.
+func NewShifted(d time.Duration) *Shifted {
+	c := &Shifted{}
+	c.d.Store(int64(d))
+	return c
+}
+
+// Set steps the clock: from now on Now is time.Now().Add(d).
+func (c *Shifted) Set(d time.Duration) { c.d.Store(int64(d)) }
+
+// Now returns the real time shifted by the current offset.
+func (c *Shifted) Now() time.Time { return time.Now().Add(time.Duration(c.d.Load())) }
+
+// NewTimer returns a real timer.
+func (c *Shifted) NewTimer(d time.Duration) middleware.Timer {
 	return middleware.SystemClock().NewTimer(d)
 }

@@ -3,6 +3,8 @@ package redistest
 import (
 	"bufio"
 	"bytes"
+	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -32,6 +34,10 @@ const (
 
 	logName    = "redis.log"
 	stdoutName = "redis.stdout.log"
+	// clockName is the file a LiveClock server reads its clock offset from.
+	clockName = "faketime.spec"
+	// clockSettle bounds how long SetClockOffset waits for the server to see a new offset.
+	clockSettle = 3 * time.Second
 )
 
 // errPortInUse marks a start that failed because the port was taken.
@@ -48,6 +54,11 @@ type Config struct {
 	// wall clock only. Change it for the next Restart with
 	// [Server.SetFaketime].
 	Faketime string
+	// LiveClock runs redis-server under libfaketime with its clock offset read from a file
+	// in Dir (re-read at most once a second), so that SetClockOffset steps the running
+	// server's wall clock — a clock jump without a restart. The first offset is Faketime's,
+	// if set, else zero.
+	LiveClock bool
 	// Args are extra redis-server arguments appended after the defaults,
 	// so they can override them, e.g. "--maxmemory-policy", "noeviction".
 	// Do not override --port, --bind or --dir, which Server relies on.
@@ -301,6 +312,45 @@ func (s *Server) SetFaketime(spec string) {
 	s.faketime = spec
 }
 
+// SetClockOffset steps the wall clock of a LiveClock server to the real time plus d while it
+// runs, and returns once the server's TIME shows it (within 250ms; libfaketime re-reads the
+// offset once a second). Keys expire by the server's wall clock, so a forward step expires
+// them early and a backward step keeps them longer. The offset also holds after Restart.
+func (s *Server) SetClockOffset(d time.Duration) error {
+	if !s.cfg.LiveClock {
+		return fmt.Errorf("redistest: SetClockOffset on %s: start the server with Config.LiveClock", s.addr)
+	}
+	if err := writeClockSpec(filepath.Join(s.dir, clockName), fmt.Sprintf("%+.3fs", d.Seconds())); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(clockSettle)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+		t, err := s.Client().Time(ctx).Result()
+		cancel()
+		off := time.Until(t) - d
+		if err == nil && off.Abs() < 250*time.Millisecond {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("redistest: redis-server %s did not take clock offset %v within %v (TIME: %v, %v)", s.addr, d, clockSettle, t, err)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// writeClockSpec replaces the libfaketime spec file at path atomically.
+func writeClockSpec(path, spec string) error {
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(spec+"\n"), 0o644); err != nil {
+		return fmt.Errorf("redistest: writing clock offset: %w", err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("redistest: writing clock offset: %w", err)
+	}
+	return nil
+}
+
 // Close kills the server if it is running, closes the client returned by
 // Client and removes the temporary directory (if New created it). It is
 // idempotent.
@@ -350,16 +400,26 @@ func (s *Server) args() []string {
 // s is shared).
 func (s *Server) start() (*process, error) {
 	env := os.Environ()
-	if s.faketime != "" {
+	if s.faketime != "" || s.cfg.LiveClock {
 		preload, err := faketimePreload()
 		if err != nil {
 			return nil, err
 		}
-		env = append(withoutEnv(env, "LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_FAKE_MONOTONIC"),
+		env = append(withoutEnv(env, "LD_PRELOAD", "FAKETIME", "FAKETIME_DONT_FAKE_MONOTONIC", "FAKETIME_TIMESTAMP_FILE", "FAKETIME_CACHE_DURATION"),
 			"LD_PRELOAD="+preload,
-			"FAKETIME="+s.faketime,
 			"FAKETIME_DONT_FAKE_MONOTONIC=1",
 		)
+		if s.cfg.LiveClock {
+			spec := filepath.Join(s.dir, clockName)
+			if fileSize(spec) == 0 {
+				if err := writeClockSpec(spec, cmp.Or(s.faketime, "+0")); err != nil {
+					return nil, err
+				}
+			}
+			env = append(env, "FAKETIME_TIMESTAMP_FILE="+spec, "FAKETIME_CACHE_DURATION=1")
+		} else {
+			env = append(env, "FAKETIME="+s.faketime)
+		}
 	}
 	logOff := fileSize(filepath.Join(s.dir, logName))
 	outOff := fileSize(filepath.Join(s.dir, stdoutName))

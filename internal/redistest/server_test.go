@@ -347,3 +347,26 @@ func TestRestartOnTakenPort(t *testing.T) {
 	must(t, s.Restart())
 	must(t, s.Client().Ping(context.Background()).Err())
 }
+
+func TestLiveClockJumpsWhileRunning(t *testing.T) {
+	s := Start(t, Config{LiveClock: true})
+	checkOffset(t, s, 0)
+	ctx := context.Background()
+	must(t, s.Client().Set(ctx, "k", "v", time.Hour).Err())
+
+	// A forward step past the key's TTL expires it without a restart.
+	must(t, s.SetClockOffset(2*time.Hour))
+	checkOffset(t, s, 2*time.Hour)
+	if n, err := s.Client().Exists(ctx, "k").Result(); err != nil || n != 0 {
+		t.Errorf("EXISTS k after a 2h forward step = %d, %v; want 0 (expired)", n, err)
+	}
+
+	must(t, s.SetClockOffset(-time.Hour))
+	checkOffset(t, s, -time.Hour)
+	must(t, s.Restart())
+	checkOffset(t, s, -time.Hour) // the offset holds across Restart
+
+	if err := Start(t, Config{}).SetClockOffset(time.Second); err == nil || !strings.Contains(err.Error(), "LiveClock") {
+		t.Errorf("SetClockOffset without LiveClock: err = %v, want one naming Config.LiveClock", err)
+	}
+}

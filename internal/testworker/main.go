@@ -1,18 +1,30 @@
 // Command testworker is one replica of a cronlock worker, for the multi-process tests of
-// package scheduler: it runs one job with a scheduler whose clock may be offset, and records
-// every run in a ledger list on a separate Redis node.
+// package scheduler and the fault-injection suite (internal/chaos): it runs jobs with a
+// scheduler whose clock may be offset, and records every run in a ledger on a separate Redis
+// node.
 //
 // Each run RPUSHes to the list -ledger-key:
 //
-//	job|tick|replica|token|start|end|ctxCancelled|deadline|cause
+//	job|tick|replica|token|start|end|ctxCancelled|deadline|cause|write|writeAt|liveAfterWrite
 //
-// with tick in Unix milliseconds, start, end and deadline (the run's context deadline when the
-// job returned) in Unix nanoseconds of the real clock, ctxCancelled 0 or 1, and cause the
-// context's cause (empty if not cancelled). When a run starts, it also RPUSHes
-// job|tick|replica|token|start to -ledger-key + ":started".
+// with tick in Unix milliseconds, start, end, writeAt and deadline (the run's context deadline
+// when the job returned) in Unix nanoseconds of the real clock, ctxCancelled 0 or 1, and cause
+// the context's cause (empty if not cancelled). When a run starts, it also RPUSHes
+// job|tick|replica|token|start to -ledger-key + ":started". Every tick's outcome on this
+// replica (job.Outcome) is RPUSHed to -ledger-key + ":outcomes" as
+// job|tick|replica|outcome|fired|returned (Unix nanoseconds).
 //
-// The job sleeps -work, or until its context ends. The worker stops gracefully after
-// -duration, or on SIGTERM or SIGINT, with a -grace period for running jobs.
+// A run works a random time between -work and -work-max, or until its context ends. With
+// -fenced, runs of Forbid jobs then write their fencing token to a fenced store on the ledger
+// node — whether or not their context is still live, as careless code would — and the record's
+// write field says whether the store took it ("accepted", "rejected"; empty without -fenced).
+// The store keeps the largest token per job in -fenced + ":" + job and refuses any token not
+// larger, logging accepted writes to that key + ":accepted" and refused ones to ":rejected"
+// (token|replica|tick|Unix nanoseconds).
+//
+// The worker stops gracefully after -duration, or on SIGTERM or SIGINT, with a -grace period
+// for running jobs; with -check-leaks it then exits with status 3 if any goroutine is left. On SIGHUP it re-reads its clock offset from -offset-file (a Go duration),
+// which steps its clock while it runs.
 package main
 
 import (
@@ -21,48 +33,82 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"os/signal"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.uber.org/goleak"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
+
+// fencedWrite stores ARGV[1] in KEYS[1] if it is larger than the number there, and logs ARGV[2]
+// to KEYS[2] (accepted) or KEYS[3] (refused). Tokens are below 2^53, exact in Lua numbers.
+var fencedWrite = redis.NewScript(`
+local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tonumber(ARGV[1]) > cur then
+  redis.call('SET', KEYS[1], ARGV[1])
+  redis.call('RPUSH', KEYS[2], ARGV[2])
+  return 1
+end
+redis.call('RPUSH', KEYS[3], ARGV[2])
+return 0`)
+
+var checkLeaks = flag.Bool("check-leaks", false, "after a graceful stop, exit with status 3 if goroutines are left")
 
 func main() {
 	if err := run(); err != nil {
 		fmt.Fprintln(os.Stderr, "testworker:", err)
 		os.Exit(1)
 	}
+	if *checkLeaks {
+		if err := goleak.Find(); err != nil {
+			fmt.Fprintln(os.Stderr, "testworker: goroutines left after stopping:", err)
+			os.Exit(3)
+		}
+	}
+}
+
+type config struct {
+	ledgerKey, fenced string
+	work, workMax     time.Duration
 }
 
 func run() error {
 	var (
-		nodes     = flag.String("nodes", "", "comma-separated addresses of the lock nodes")
-		ledger    = flag.String("ledger", "", "address of the ledger node")
-		ledgerKey = flag.String("ledger-key", "ledger", "ledger list key")
-		name      = flag.String("job", "job", "job name")
-		spec      = flag.String("spec", "@every 1s", "job spec")
-		replica   = flag.String("replica", "", "replica name (default hostname-pid)")
-		offset    = flag.Duration("offset", 0, "offset of this replica's clock")
-		work      = flag.Duration("work", 5*time.Millisecond, "how long each run works")
-		ttl       = flag.Duration("ttl", 0, "lock TTL (default 30s)")
-		catchUp   = flag.Duration("catchup", 0, "catch-up window")
-		nodeTO    = flag.Duration("node-timeout", 0, "per-node request timeout (default: the lock client's, TTL/50)")
-		duration  = flag.Duration("duration", 10*time.Second, "how long to run before stopping")
-		grace     = flag.Duration("grace", 5*time.Second, "how long Stop lets running jobs finish")
-		verbose   = flag.Bool("v", false, "log at debug level to stderr")
+		nodes      = flag.String("nodes", "", "comma-separated addresses of the lock nodes")
+		ledger     = flag.String("ledger", "", "address of the ledger node")
+		ledgerKey  = flag.String("ledger-key", "ledger", "ledger list key")
+		jobs       = flag.String("job", "job", "comma-separated job names, each optionally followed by :allow (default :forbid)")
+		spec       = flag.String("spec", "@every 1s", "job spec")
+		replica    = flag.String("replica", "", "replica name (default hostname-pid)")
+		offset     = flag.Duration("offset", 0, "offset of this replica's clock")
+		offsetFile = flag.String("offset-file", "", "file with this replica's clock offset, re-read on SIGHUP")
+		work       = flag.Duration("work", 5*time.Millisecond, "how long each run works (at least)")
+		workMax    = flag.Duration("work-max", 0, "if above -work, each run works a random time up to this")
+		fenced     = flag.String("fenced", "", "key prefix of the fenced store Forbid jobs write their tokens to")
+		ttl        = flag.Duration("ttl", 0, "lock TTL (default 30s)")
+		maxTTL     = flag.Duration("max-ttl", 0, "lock client MaxTTL, also the quarantine (default 1m)")
+		catchUp    = flag.Duration("catchup", 0, "catch-up window")
+		nodeTO     = flag.Duration("node-timeout", 0, "per-node request timeout (default: the lock client's, TTL/50)")
+		duration   = flag.Duration("duration", 10*time.Second, "how long to run before stopping")
+		grace      = flag.Duration("grace", 5*time.Second, "how long Stop lets running jobs finish")
+		verbose    = flag.Bool("v", false, "log at debug level to stderr")
 	)
 	flag.Parse()
 	if *nodes == "" || *ledger == "" {
 		return errors.New("-nodes and -ledger are required")
 	}
+	cfg := config{ledgerKey: *ledgerKey, fenced: *fenced, work: *work, workMax: max(*workMax, *work)}
 
 	var lockNodes []redlock.Node
 	for _, addr := range strings.Split(*nodes, ",") {
@@ -73,6 +119,9 @@ func run() error {
 	var lockOpts []redlock.Option
 	if *nodeTO > 0 {
 		lockOpts = append(lockOpts, redlock.WithNodeTimeout(*nodeTO))
+	}
+	if *maxTTL > 0 {
+		lockOpts = append(lockOpts, redlock.WithMaxTTL(*maxTTL))
 	}
 	locks, err := redlock.New(lockNodes, lockOpts...)
 	if err != nil {
@@ -86,7 +135,12 @@ func run() error {
 	if *verbose {
 		logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}
-	opts := []scheduler.Option{scheduler.WithClock(clocktest.Offset(*offset)), scheduler.WithLogger(logger)}
+	clock := clocktest.NewShifted(*offset)
+	opts := []scheduler.Option{
+		scheduler.WithClock(clock),
+		scheduler.WithLogger(logger),
+		scheduler.WithMiddleware(recordOutcomes(led, cfg.ledgerKey+":outcomes")),
+	}
 	if *replica != "" {
 		opts = append(opts, scheduler.WithReplica(*replica))
 	}
@@ -94,14 +148,98 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	handler := func(ctx context.Context) error {
-		r, _ := job.RunFrom(ctx)
-		start := time.Now()
-		head := fmt.Sprintf("%s|%d|%s|%d", r.Job, r.Tick.UnixMilli(), r.Replica, r.FencingToken)
-		if err := led.RPush(context.WithoutCancel(ctx), *ledgerKey+":started", fmt.Sprintf("%s|%d", head, start.UnixNano())).Err(); err != nil {
+	for _, j := range strings.Split(*jobs, ",") {
+		name, overlap, _ := strings.Cut(j, ":")
+		o := job.Forbid
+		switch overlap {
+		case "", "forbid":
+		case "allow":
+			o = job.Allow
+		default:
+			return fmt.Errorf("-job %q: overlap %q is unknown, use forbid or allow", j, overlap)
+		}
+		handler := cfg.handler(led, o == job.Forbid)
+		if err := s.Add(job.Job{Name: name, Spec: *spec, Handler: handler, Options: job.Options{LockTTL: *ttl, CatchUp: *catchUp, Overlap: o}}); err != nil {
 			return err
 		}
-		t := time.NewTimer(*work)
+	}
+	if err := s.Start(); err != nil {
+		return err
+	}
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	if *offsetFile != "" {
+		hup := make(chan os.Signal, 1)
+		signal.Notify(hup, syscall.SIGHUP)
+		defer signal.Stop(hup)
+		wg.Go(func() { followOffset(ctx, hup, *offsetFile, clock, logger) })
+	}
+	t := time.NewTimer(*duration)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
+	}
+	stop()
+	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	defer cancel()
+	return s.Stop(sctx)
+}
+
+// followOffset steps clock to the offset in file on every SIGHUP until ctx ends.
+func followOffset(ctx context.Context, hup <-chan os.Signal, file string, clock *clocktest.Shifted, logger *slog.Logger) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+		}
+		data, err := os.ReadFile(file)
+		if err == nil {
+			var d time.Duration
+			if d, err = time.ParseDuration(strings.TrimSpace(string(data))); err == nil {
+				clock.Set(d)
+				continue
+			}
+		}
+		logger.Error("testworker: reading clock offset", "file", file, "err", err)
+	}
+}
+
+// recordOutcomes is middleware that logs each tick's outcome on this replica to key.
+func recordOutcomes(led *redis.Client, key string) middleware.Middleware {
+	return func(next job.Handler) job.Handler {
+		return func(ctx context.Context) error {
+			fired := time.Now()
+			err := next(ctx)
+			r, _ := job.RunFrom(ctx)
+			rec := fmt.Sprintf("%s|%d|%s|%s|%d|%d", r.Job, r.Tick.UnixMilli(), r.Replica, job.Outcome(err), fired.UnixNano(), time.Now().UnixNano())
+			if lerr := led.RPush(context.WithoutCancel(ctx), key, rec).Err(); lerr != nil {
+				return errors.Join(err, lerr)
+			}
+			return err
+		}
+	}
+}
+
+// handler returns the job's handler: work, write to the fenced store if asked, log the run.
+func (cfg config) handler(led *redis.Client, fenced bool) job.Handler {
+	return func(ctx context.Context) error {
+		r, _ := job.RunFrom(ctx)
+		start := time.Now()
+		bg := context.WithoutCancel(ctx)
+		head := fmt.Sprintf("%s|%d|%s|%d", r.Job, r.Tick.UnixMilli(), r.Replica, r.FencingToken)
+		if err := led.RPush(bg, cfg.ledgerKey+":started", fmt.Sprintf("%s|%d", head, start.UnixNano())).Err(); err != nil {
+			return err
+		}
+		work := cfg.work
+		if cfg.workMax > cfg.work {
+			work += rand.N(cfg.workMax - cfg.work)
+		}
+		t := time.NewTimer(work)
 		defer t.Stop()
 		select {
 		case <-t.C:
@@ -113,8 +251,23 @@ func run() error {
 		if ctx.Err() != nil {
 			cancelled, cause = 1, context.Cause(ctx).Error()
 		}
-		rec := fmt.Sprintf("%s|%d|%d|%d|%d|%s", head, start.UnixNano(), end.UnixNano(), cancelled, deadline.UnixNano(), strings.ReplaceAll(cause, "|", "/"))
-		if err := led.RPush(context.WithoutCancel(ctx), *ledgerKey, rec).Err(); err != nil {
+		write, writeAt, liveAfter := "", int64(0), 0
+		if fenced && cfg.fenced != "" {
+			key := cfg.fenced + ":" + r.Job
+			writeAt = time.Now().UnixNano()
+			entry := fmt.Sprintf("%d|%s|%d|%d", r.FencingToken, r.Replica, r.Tick.UnixMilli(), writeAt)
+			ok, err := fencedWrite.Run(bg, led, []string{key, key + ":accepted", key + ":rejected"}, r.FencingToken, entry).Int()
+			if err != nil {
+				return err
+			}
+			write = map[int]string{0: "rejected", 1: "accepted"}[ok]
+			if ctx.Err() == nil {
+				liveAfter = 1
+			}
+		}
+		rec := fmt.Sprintf("%s|%d|%d|%d|%d|%s|%s|%d|%d", head, start.UnixNano(), end.UnixNano(), cancelled, deadline.UnixNano(),
+			strings.ReplaceAll(cause, "|", "/"), write, writeAt, liveAfter)
+		if err := led.RPush(bg, cfg.ledgerKey, rec).Err(); err != nil {
 			return err
 		}
 		if cancelled == 1 {
@@ -122,23 +275,4 @@ func run() error {
 		}
 		return nil
 	}
-	j := job.Job{Name: *name, Spec: *spec, Handler: handler, Options: job.Options{LockTTL: *ttl, CatchUp: *catchUp}}
-	if err := s.Add(j); err != nil {
-		return err
-	}
-	if err := s.Start(); err != nil {
-		return err
-	}
-
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	t := time.NewTimer(*duration)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-	sctx, cancel := context.WithTimeout(context.Background(), *grace)
-	defer cancel()
-	return s.Stop(sctx)
 }

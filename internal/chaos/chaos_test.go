@@ -1,0 +1,82 @@
+package chaos
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+)
+
+var (
+	duration = flag.Duration("chaos.duration", 0, "length of the fault phase; 0 skips TestChaos")
+	seed     = flag.Uint64("chaos.seed", 0, "seed of the fault schedule; 0 picks one")
+	faults   = flag.String("chaos.faults", "all", "comma-separated fault classes, or all")
+	keep     = flag.Bool("chaos.keep", false, "keep the run directory (node data, worker logs) even if the run passed")
+)
+
+// TestChaos is one chaos run (make chaos). It is skipped unless -chaos.duration is set.
+func TestChaos(t *testing.T) {
+	if *duration == 0 {
+		t.Skip("a chaos run: make chaos DURATION=2m (or go test -run TestChaos ./internal/chaos -chaos.duration=2m)")
+	}
+	defer goleak.VerifyNone(t)
+	classes, err := ParseClasses(*faults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Seed: *seed, Duration: *duration, Faults: classes, Logf: t.Logf}
+	if cfg.Seed == 0 {
+		cfg.Seed = uint64(time.Now().UnixNano()) % 1_000_000
+	}
+	if cfg.Dir, err = os.MkdirTemp("", "cronlock-chaos-*"); err != nil {
+		t.Fatal(err)
+	}
+	cfg.Worker = filepath.Join(cfg.Dir, "testworker")
+	if out, err := exec.Command("go", "build", "-o", cfg.Worker, "github.com/cronlock/cronlock/internal/testworker").CombinedOutput(); err != nil {
+		t.Fatalf("building the worker: %v\n%s", err, out)
+	}
+	t.Logf("seed %d, faults %s, duration %v, run directory %s", cfg.Seed, *faults, cfg.Duration, cfg.Dir)
+
+	rep, err := Run(context.Background(), cfg)
+	if err != nil {
+		t.Fatalf("chaos run: %v\nrun directory: %s\nreplay: %s", err, cfg.Dir, ReplayCommand(cfg))
+	}
+	t.Log("\n" + rep.Summary())
+	if leftovers := processesUnder(cfg.Dir); len(leftovers) > 0 {
+		rep.Problems = append(rep.Problems, "processes left running: "+strings.Join(leftovers, ", "))
+	}
+	if !rep.OK() {
+		for _, v := range rep.Result.Violations {
+			t.Error(v)
+		}
+		for _, p := range rep.Problems {
+			t.Error(p)
+		}
+		t.Fatalf("chaos run failed; run directory: %s\nreplay: %s", cfg.Dir, ReplayCommand(cfg))
+	}
+	if !*keep {
+		os.RemoveAll(cfg.Dir)
+	}
+}
+
+// processesUnder lists the processes whose command line mentions dir: the nodes and workers
+// of a run, which must all be gone once it returned.
+func processesUnder(dir string) []string {
+	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	var out []string
+	for _, path := range cmdlines {
+		data, err := os.ReadFile(path)
+		if err != nil || !strings.Contains(string(data), dir) {
+			continue
+		}
+		out = append(out, fmt.Sprintf("pid %s: %s", filepath.Base(filepath.Dir(path)), strings.ReplaceAll(string(data), "\x00", " ")))
+	}
+	return out
+}

@@ -1,0 +1,337 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// Params describes a chaos run to the checker.
+type Params struct {
+	Jobs     []JobSpec
+	Interval time.Duration // every job's ticks are the multiples of Interval since the epoch
+	// Ticks in [From, To) are counted; runs are checked whenever they happened.
+	From, To time.Time
+	TTL      time.Duration // the tick locks' TTL
+	// Replicas maps a replica name (the ledger's) to its worker's index in the timeline.
+	Replicas map[string]int
+}
+
+// JobSpec is one job the workers run.
+type JobSpec struct {
+	Name   string
+	Forbid bool // Overlap Forbid; its runs write to the fenced store
+}
+
+// Ways a missed tick is explained; see Check.
+const (
+	MissOverlap  = "previous run still running"
+	MissRunLost  = "run lost its lease or worker"
+	MissHolder   = "holder paused or killed before it ran"
+	MissNoQuorum = "no quorum reachable"
+)
+
+// Result is what Check found. The counts are the rows of docs/reliability.md.
+type Result struct {
+	Ticks int // ticks in [From, To), over all jobs
+	Ran   int // of them, ticks with a run that finished with its context live
+	Runs  int // runs started (any tick, any outcome)
+
+	Duplicates    int // ticks with more than one run finished with its context live
+	Overlaps      int // runs that started before an earlier conflicting run's context ended
+	StaleAccepted int // writes the fenced store accepted with a token not above the last one
+	// FencingBroken counts writes the store refused from runs whose context was live before
+	// and after the write: a token that went backwards.
+	FencingBroken int
+	Accepted      int // writes the fenced store accepted
+	Refused       int // stale writes it refused (from runs that had lost their lease)
+	Unfinished    int // runs that neither finished nor were killed
+
+	Missed      map[string]int // missed ticks per explanation
+	Unexplained int            // missed ticks no fault explains
+
+	LeasesLost            int // runs whose lease was lost (context cancelled with ErrLeaseLost)
+	LeasesLostUnexplained int // of them, those no fault on the worker explains
+	Killed                int // runs whose worker was killed under them
+
+	StartedWithoutQuorum int // runs that started while a majority of nodes was down
+
+	Outcomes map[string]int // tick outcomes reported by the replicas
+
+	// Violations describes every failed check, for the log.
+	Violations []string
+}
+
+// OK reports whether every check passed.
+func (r *Result) OK() bool { return len(r.Violations) == 0 }
+
+// quorumStretchMin is how long a worker must have had a quorum within a tick's window for
+// the tick to have been takeable: the longest backoff between attempts (500ms) and an attempt.
+const quorumStretchMin = 700 * time.Millisecond
+
+// leaseLostCause is redlock.ErrLeaseLost's text as a run's cause shows it.
+const leaseLostCause = "lease lost"
+
+// Check verifies the guarantees of docs/guarantees.md on one chaos run:
+//
+//   - no tick ran twice: at most one run per tick finished with its context live;
+//   - runs that exclude each other (of one tick; of one Forbid job) never overlapped, unless
+//     the older run's context had ended (its exclusive section ends at the earlier of its
+//     end and its context's deadline; a killed run's at the kill);
+//   - the fenced store accepted only increasing tokens, and refused no write from a run whose
+//     context was live before and after it;
+//   - every tick in [From, To) without a finished run is explained by the timeline: a run of
+//     its job still running or holding its lock (Forbid), a run of it that lost its lease or
+//     worker to a fault, a holder paused or killed before it started, or no worker able to
+//     reach a quorum for long enough in its window;
+//   - every lease lost had a fault on its worker (pause, kill, or fewer than a quorum of
+//     nodes reachable) while it ran;
+//   - no run started while a majority of nodes was down or in quarantine.
+func Check(p Params, tl *Timeline, d Data) *Result {
+	r := &Result{Missed: map[string]int{}, Outcomes: map[string]int{}, Runs: len(d.Runs)}
+	violate := func(format string, args ...any) { r.Violations = append(r.Violations, fmt.Sprintf(format, args...)) }
+
+	type tickID struct {
+		job  string
+		tick int64
+	}
+	byTick := map[tickID][]*JobRun{}
+	byJob := map[string][]*JobRun{}
+	for i := range d.Runs {
+		run := &d.Runs[i]
+		byTick[tickID{run.Job, run.Tick.UnixMilli()}] = append(byTick[tickID{run.Job, run.Tick.UnixMilli()}], run)
+		byJob[run.Job] = append(byJob[run.Job], run)
+	}
+	outcomes := map[tickID][]Outcome{}
+	for _, o := range d.Outcomes {
+		outcomes[tickID{o.Job, o.Tick.UnixMilli()}] = append(outcomes[tickID{o.Job, o.Tick.UnixMilli()}], o)
+		r.Outcomes[o.Outcome]++
+	}
+
+	// Each run's exclusive section ends where its context ended or it stopped working.
+	excEnd := map[*JobRun]time.Time{}
+	lockEnd := map[*JobRun]time.Time{} // when its locks may have left the nodes, at the latest
+	leaseOK := map[*JobRun]bool{}      // a lost run's loss is explained by a fault
+	for i := range d.Runs {
+		run := &d.Runs[i]
+		w := p.Replicas[run.Replica]
+		switch {
+		case !run.Finished:
+			kill, ok := tl.killAfter(w, run.Start)
+			if !ok {
+				r.Unfinished++
+				violate("run %s never finished and its worker was not killed", describe(run))
+				kill = run.Start.Add(p.TTL)
+			}
+			r.Killed++
+			excEnd[run], lockEnd[run], leaseOK[run] = kill, kill.Add(p.TTL), ok
+		default:
+			end := run.End
+			if !run.Deadline.IsZero() && run.Deadline.Before(end) {
+				end = run.Deadline
+			}
+			excEnd[run], lockEnd[run] = end, run.End
+			if run.Cancelled {
+				lockEnd[run] = later(run.End, run.Deadline).Add(p.TTL)
+			}
+			if run.Cancelled && strings.Contains(run.Cause, leaseLostCause) {
+				r.LeasesLost++
+				leaseOK[run] = tl.lostQuorum(w, run.Start, later(run.End, run.Deadline))
+				if !leaseOK[run] {
+					r.LeasesLostUnexplained++
+					violate("run %s lost its lease without a fault on %s (%s)", describe(run), run.Replica, run.Cause)
+				}
+			}
+		}
+		if tl.hardDownThrough(run.Start.Add(-time.Second), run.Start) {
+			r.StartedWithoutQuorum++
+			violate("run %s started while a majority of nodes was down or in quarantine", describe(run))
+		}
+	}
+	checkExclusive := func(what string, runs []*JobRun) {
+		runs = slices.Clone(runs)
+		slices.SortFunc(runs, func(a, b *JobRun) int { return a.Start.Compare(b.Start) })
+		var prev *JobRun
+		for _, run := range runs {
+			if prev != nil && run.Start.Before(excEnd[prev]) {
+				r.Overlaps++
+				violate("%s: run %s started %v before the context of run %s ended", what, describe(run), excEnd[prev].Sub(run.Start), describe(prev))
+			}
+			if prev == nil || excEnd[run].After(excEnd[prev]) {
+				prev = run
+			}
+		}
+	}
+	for id, runs := range byTick {
+		live := 0
+		for _, run := range runs {
+			if run.Finished && !run.Cancelled {
+				live++
+			}
+		}
+		if live > 1 {
+			r.Duplicates++
+			violate("tick %s of %s ran %d times: %s", fmtTime(time.UnixMilli(id.tick)), id.job, live, describeAll(runs))
+		}
+		checkExclusive("tick "+fmtTime(time.UnixMilli(id.tick))+" of "+id.job, runs)
+	}
+	for _, j := range p.Jobs {
+		if j.Forbid {
+			checkExclusive("Forbid job "+j.Name, byJob[j.Name])
+		}
+	}
+
+	// The fenced store.
+	for _, j := range p.Jobs {
+		acc := d.Accepted[j.Name]
+		r.Accepted += len(acc)
+		r.Refused += len(d.Rejected[j.Name])
+		for i := 1; i < len(acc); i++ {
+			if acc[i].Token <= acc[i-1].Token {
+				r.StaleAccepted++
+				violate("fenced store of %s accepted token %d (%s) after %d (%s)", j.Name, acc[i].Token, acc[i].Replica, acc[i-1].Token, acc[i-1].Replica)
+			}
+		}
+	}
+	for i := range d.Runs {
+		run := &d.Runs[i]
+		if run.Write == "rejected" && !run.Cancelled && run.LiveAfter {
+			r.FencingBroken++
+			violate("fenced store refused token %d of run %s, whose lease was live: a later holder wrote a larger token first", run.Token, describe(run))
+		}
+	}
+
+	// Missed ticks.
+	for _, j := range p.Jobs {
+		for tick := firstTick(p.From, p.Interval); tick.Before(p.To); tick = tick.Add(p.Interval) {
+			r.Ticks++
+			id := tickID{j.Name, tick.UnixMilli()}
+			runs := byTick[id]
+			if slices.ContainsFunc(runs, func(run *JobRun) bool { return run.Finished && !run.Cancelled }) {
+				r.Ran++
+				continue
+			}
+			why := explainMiss(p, tl, j, tick, runs, byJob[j.Name], outcomes[id], lockEnd, leaseOK)
+			if why == "" {
+				r.Unexplained++
+				violate("tick %s of %s was missed and no fault explains it; outcomes: %s; runs: %s; faults near it: %s",
+					fmtTime(tick), j.Name, describeOutcomes(outcomes[id]), describeAll(runs), tl.near(tick, p.Interval+p.TTL))
+				continue
+			}
+			r.Missed[why]++
+		}
+	}
+	return r
+}
+
+// explainMiss returns why tick of j has no finished run, or "" if nothing explains it.
+func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRuns []*JobRun, outcomes []Outcome,
+	lockEnd map[*JobRun]time.Time, leaseOK map[*JobRun]bool) string {
+	if len(runs) > 0 {
+		for _, run := range runs {
+			if !leaseOK[run] {
+				return ""
+			}
+		}
+		return MissRunLost
+	}
+	// Replicas fire the tick within MaxSkew of it and try until the next one.
+	from, to := tick.Add(-time.Second/2), tick.Add(p.Interval+time.Second/2)
+	if j.Forbid {
+		for _, run := range jobRuns {
+			if run.Start.Before(to) && lockEnd[run].After(from) {
+				return MissOverlap
+			}
+		}
+	}
+	if slices.ContainsFunc(outcomes, func(o Outcome) bool { return o.Outcome == "skipped_held" }) {
+		if _, ok := tl.workerFault(-1, from, to.Add(p.TTL)); ok {
+			return MissHolder
+		}
+	}
+	for w := range tl.Workers {
+		fire := tick.Add(-tl.offset(w, tick))
+		if tl.quorumStretch(w, fire, fire.Add(p.Interval)) >= quorumStretchMin {
+			return ""
+		}
+	}
+	return MissNoQuorum
+}
+
+// hardDownThrough reports whether more than a minority of nodes was down or in quarantine
+// throughout [from, to].
+func (tl *Timeline) hardDownThrough(from, to time.Time) bool {
+	for t := from; !t.After(to); t = t.Add(step) {
+		if tl.hardDown(t) <= tl.Nodes-tl.Quorum {
+			return false
+		}
+	}
+	return true
+}
+
+// near lists the episodes that overlap [t-d, t+d].
+func (tl *Timeline) near(t time.Time, d time.Duration) string {
+	var out []string
+	for _, e := range tl.Episodes {
+		if e.Start.Before(t.Add(d)) && e.End.After(t.Add(-d)) {
+			out = append(out, e.String())
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, "; ")
+}
+
+func firstTick(from time.Time, interval time.Duration) time.Time {
+	t := from.Truncate(interval)
+	if t.Before(from) {
+		t = t.Add(interval)
+	}
+	return t
+}
+
+func later(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
+
+func fmtTime(t time.Time) string { return t.UTC().Format("15:04:05.000") }
+
+func describe(run *JobRun) string {
+	s := fmt.Sprintf("%s@%s by %s (token %d, start %s", run.Job, fmtTime(run.Tick), run.Replica, run.Token, fmtTime(run.Start))
+	switch {
+	case !run.Finished:
+		s += ", never finished"
+	case run.Cancelled:
+		s += fmt.Sprintf(", end %s, cancelled: %s, deadline %s", fmtTime(run.End), run.Cause, fmtTime(run.Deadline))
+	default:
+		s += ", end " + fmtTime(run.End)
+	}
+	return s + ")"
+}
+
+func describeAll(runs []*JobRun) string {
+	if len(runs) == 0 {
+		return "none"
+	}
+	out := make([]string, len(runs))
+	for i, run := range runs {
+		out[i] = describe(run)
+	}
+	return strings.Join(out, ", ")
+}
+
+func describeOutcomes(os []Outcome) string {
+	if len(os) == 0 {
+		return "none"
+	}
+	out := make([]string, len(os))
+	for i, o := range os {
+		out[i] = o.Replica + ":" + o.Outcome
+	}
+	return strings.Join(out, " ")
+}

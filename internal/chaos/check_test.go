@@ -1,0 +1,261 @@
+package chaos
+
+// The checker and the schedule are pure logic, tested here on ledgers and timelines written
+// by hand: each check is shown to fail on the history it must reject, and to pass on the one
+// next to it that it must accept.
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
+
+func at(d time.Duration) time.Time { return t0.Add(d) }
+
+const ms = time.Millisecond
+
+func params(ticks int) Params {
+	return Params{
+		Jobs:     []JobSpec{{Name: "f", Forbid: true}},
+		Interval: time.Second,
+		From:     t0, To: at(time.Duration(ticks) * time.Second),
+		TTL:      3 * time.Second,
+		Replicas: map[string]int{"w0": 0, "w1": 1, "w2": 2},
+	}
+}
+
+func timeline() *Timeline { return &Timeline{Nodes: 5, Workers: 3, Quorum: 3, Grace: time.Second} }
+
+// run is a finished run of job f's tick i by replica, from start to end (offsets from t0).
+func run(i int, replica string, token uint64, start, end time.Duration) JobRun {
+	return JobRun{Job: "f", Replica: replica, Tick: at(time.Duration(i) * time.Second), Token: token,
+		Start: at(start), Finished: true, End: at(end), Deadline: at(start + 3*time.Second)}
+}
+
+// clean is three ticks, each run once, one after the other, tokens increasing.
+func clean() Data {
+	return Data{Runs: []JobRun{
+		run(0, "w0", 1, 10*ms, 300*ms),
+		run(1, "w1", 2, 1010*ms, 1200*ms),
+		run(2, "w2", 3, 2010*ms, 2500*ms),
+	}}
+}
+
+func TestCheckPassesACleanRun(t *testing.T) {
+	r := Check(params(3), timeline(), clean())
+	assert.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, 3, r.Ticks)
+	assert.Equal(t, 3, r.Ran)
+}
+
+func TestCheckFindsADuplicateTick(t *testing.T) {
+	d := clean()
+	d.Runs = append(d.Runs, run(1, "w2", 4, 1600*ms, 1700*ms))
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.Duplicates)
+	assert.Zero(t, r.Overlaps, "one after the other: a duplicate all the same")
+	assert.False(t, r.OK())
+}
+
+func TestCheckOverlapOfForbidRuns(t *testing.T) {
+	d := clean()
+	d.Runs[0].End = at(1100 * ms) // still running when tick 1's run started
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.Overlaps)
+
+	// The same, but the first run had lost its lease (context deadline passed) before.
+	d.Runs[0].Cancelled, d.Runs[0].Cause, d.Runs[0].Deadline = true, "redlock: lease lost", at(900*ms)
+	tl := timeline()
+	tl.add(effect{kind: workerPaused, worker: 0, node: -1, from: at(100 * ms), to: at(1000 * ms)})
+	r = Check(params(3), tl, d)
+	assert.Zero(t, r.Overlaps)
+	assert.Equal(t, 1, r.LeasesLost)
+	assert.Equal(t, 1, r.Missed[MissRunLost], "tick 0's only run was cancelled")
+	assert.True(t, r.OK(), "%v", r.Violations)
+}
+
+func TestCheckFencedStore(t *testing.T) {
+	d := clean()
+	d.Accepted = map[string][]Write{"f": {{Token: 1}, {Token: 3}, {Token: 2}}}
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.StaleAccepted)
+
+	d = clean()
+	d.Runs[1].Write, d.Runs[1].LiveAfter = "rejected", true
+	r = Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.FencingBroken, "a live holder's write was refused")
+
+	d.Runs[1].LiveAfter = false // it lost its lease during the write: a stale write, refused
+	r = Check(params(3), timeline(), d)
+	assert.Zero(t, r.FencingBroken)
+	assert.True(t, r.OK(), "%v", r.Violations)
+}
+
+func TestCheckMissedTicks(t *testing.T) {
+	d := clean()
+	d.Runs = d.Runs[:2] // tick 2 never ran
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.Unexplained)
+	require.Len(t, r.Violations, 1)
+	assert.Contains(t, r.Violations[0], "no fault explains")
+
+	// A majority of nodes down over the tick's window explains it.
+	tl := timeline()
+	for _, n := range []int{0, 1, 2} {
+		tl.add(effect{kind: nodeDown, worker: -1, node: n, from: at(1500 * ms), to: at(3500 * ms)})
+	}
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Missed[MissNoQuorum])
+	assert.True(t, r.OK(), "%v", r.Violations)
+
+	// Two down and one worker cut off from a third: the other workers still had a quorum.
+	tl = timeline()
+	for _, n := range []int{0, 1} {
+		tl.add(effect{kind: nodeDown, worker: -1, node: n, from: at(1500 * ms), to: at(3500 * ms)})
+	}
+	tl.add(effect{kind: linkCut, worker: 0, node: 2, from: at(1500 * ms), to: at(3500 * ms)})
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Unexplained)
+
+	// A Forbid job's tick skipped because the previous run was still running.
+	d = clean()
+	d.Runs = d.Runs[:2]
+	d.Runs[1].End = at(2300 * ms)
+	r = Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.Missed[MissOverlap])
+	assert.True(t, r.OK(), "%v", r.Violations)
+}
+
+func TestCheckLeaseLossNeedsAFault(t *testing.T) {
+	d := clean()
+	d.Runs[2].Cancelled, d.Runs[2].Cause, d.Runs[2].Deadline = true, "redlock: lease lost", at(2400*ms)
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.LeasesLostUnexplained)
+	assert.Equal(t, 1, r.Unexplained, "the tick's only run was lost for no reason")
+
+	tl := timeline()
+	tl.add(effect{kind: linkCut, worker: 2, node: -1, from: at(2100 * ms), to: at(2200 * ms)})
+	r = Check(params(3), tl, d)
+	assert.Zero(t, r.LeasesLostUnexplained)
+	assert.True(t, r.OK(), "%v", r.Violations)
+}
+
+func TestCheckKilledRuns(t *testing.T) {
+	d := clean()
+	d.Runs[1].Finished, d.Runs[1].End = false, time.Time{}
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.Unfinished, "a run that never finished without a kill")
+
+	tl := timeline()
+	tl.add(effect{kind: workerKilled, worker: 1, node: -1, from: at(1100 * ms), to: at(3 * time.Second)})
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Killed)
+	assert.Equal(t, 1, r.Missed[MissRunLost])
+	assert.True(t, r.OK(), "%v", r.Violations)
+
+	// Its locks stay until its TTL ran out: a run of the job starting before is an overlap
+	// only if it starts before the kill.
+	d.Runs[2].Start = at(1050 * ms)
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Overlaps)
+}
+
+func TestCheckRunStartedWithoutQuorum(t *testing.T) {
+	tl := timeline()
+	for _, n := range []int{0, 1} {
+		tl.add(effect{kind: nodeDown, worker: -1, node: n, from: at(-time.Minute), to: at(time.Minute)})
+	}
+	tl.add(effect{kind: nodeQuarantined, worker: -1, node: 4, from: at(-time.Minute), to: at(time.Minute)})
+	r := Check(params(3), tl, clean())
+	assert.Equal(t, 3, r.StartedWithoutQuorum)
+	assert.False(t, r.OK())
+}
+
+func TestParseLedger(t *testing.T) {
+	runs, err := parseRuns(
+		[]string{"f|1000|w0|7|2000", "f|2000|w1|8|3000"},
+		[]string{"f|1000|w0|7|2000|2500|1|2400|redlock: lease lost|rejected|2450|0"},
+	)
+	require.NoError(t, err)
+	require.Len(t, runs, 2)
+	assert.Equal(t, JobRun{Job: "f", Replica: "w0", Tick: time.UnixMilli(1000), Token: 7, Start: time.Unix(0, 2000),
+		Finished: true, End: time.Unix(0, 2500), Cancelled: true, Deadline: time.Unix(0, 2400), Cause: "redlock: lease lost",
+		Write: "rejected", WriteAt: time.Unix(0, 2450)}, runs[0])
+	assert.False(t, runs[1].Finished)
+
+	_, err = parseRuns(nil, []string{"f|1000|w0|7|2000|2500|1|2400|x||0|0"})
+	assert.ErrorContains(t, err, "never started")
+	_, err = parseRuns([]string{"f|x|w0|7|2000"}, nil)
+	assert.ErrorContains(t, err, "field 1")
+	_, err = parseOutcomes([]string{"f|1000|w0|ran|1"})
+	assert.ErrorContains(t, err, "5 fields, want 6")
+}
+
+func TestParseClasses(t *testing.T) {
+	all, err := ParseClasses("all")
+	require.NoError(t, err)
+	assert.Equal(t, Classes, all)
+	got, err := ParseClasses("pause, skew,pause")
+	require.NoError(t, err)
+	assert.Equal(t, []Class{Pause, Skew}, got)
+	_, err = ParseClasses("pause,meteor")
+	assert.ErrorContains(t, err, `fault class "meteor" is unknown`)
+}
+
+func TestPlanIsSeededAndKeepsItsLimits(t *testing.T) {
+	s := defaults
+	a := plan(42, 10*time.Minute, Classes, s)
+	assert.Equal(t, a, plan(42, 10*time.Minute, Classes, s), "same seed, same schedule")
+	assert.NotEqual(t, a, plan(43, 10*time.Minute, Classes, s))
+
+	seen := map[Class]bool{}
+	for _, e := range a {
+		seen[e.class] = true
+		assert.LessOrEqual(t, e.end(), 10*time.Minute)
+	}
+	assert.Len(t, seen, len(Classes), "ten minutes draw every class")
+
+	// At every instant: at most a minority of nodes faulty (except MajorityKill), one worker
+	// away at most, and exclusive episodes alone.
+	for ms := range 10 * 60 * 1000 / 50 {
+		now := time.Duration(ms) * 50 * time.Millisecond
+		var active []planned
+		for _, e := range a {
+			if e.at <= now && now <= e.end() {
+				active = append(active, e)
+			}
+		}
+		var nodes []int
+		absent := 0
+		for _, e := range active {
+			if e.exclusive() {
+				assert.Len(t, active, 1, "at +%v: %v is not alone", now, e)
+			}
+			if e.absence() {
+				absent++
+			}
+			if len(e.workers) == 0 && e.class != MajorityKill {
+				for _, n := range e.nodes {
+					if !slices.Contains(nodes, n) {
+						nodes = append(nodes, n)
+					}
+				}
+			}
+		}
+		assert.LessOrEqual(t, len(nodes), s.nodes-s.quorum, "at +%v: %v", now, active)
+		assert.LessOrEqual(t, absent, 1, "at +%v: %v", now, active)
+	}
+}
+
+func TestReplayCommand(t *testing.T) {
+	cfg := Config{Seed: 9, Duration: 2 * time.Minute, Faults: Classes}
+	assert.Equal(t, "make chaos DURATION=2m0s SEED=9 FAULTS=all", ReplayCommand(cfg))
+	cfg.Faults = []Class{Pause, NodeClock}
+	assert.True(t, strings.HasSuffix(ReplayCommand(cfg), "FAULTS=pause,node-clock"))
+}

@@ -1,0 +1,627 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/cronlock/cronlock/internal/faultproxy"
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// settings are the fixed parameters of a chaos run.
+type settings struct {
+	nodes, quorum, workers int
+	ttl, maxTTL            time.Duration // tick lock TTL; lock client MaxTTL (= quarantine)
+	nodeTimeout            time.Duration
+	interval               time.Duration // every job runs @every interval
+	workMin, workMax       time.Duration
+	maxOffset              time.Duration // worker clocks are within ±maxOffset
+	warmup, settle         time.Duration
+	grace                  time.Duration // see Timeline.Grace
+	aofNodes               int           // nodes 0..aofNodes-1 keep their data across kills
+}
+
+var defaults = settings{
+	nodes: 5, quorum: 3, workers: 4,
+	ttl: 3 * time.Second, maxTTL: 10 * time.Second, nodeTimeout: 150 * time.Millisecond,
+	interval: time.Second, workMin: 20 * time.Millisecond, workMax: 1200 * time.Millisecond,
+	maxOffset: 500 * time.Millisecond,
+	warmup:    5 * time.Second, settle: 15 * time.Second, // settle > maxTTL: a last quarantine ends
+	grace:    time.Second,
+	aofNodes: 2,
+}
+
+// The jobs every worker runs.
+var jobs = []JobSpec{{Name: "forbid", Forbid: true}, {Name: "allow"}}
+
+const (
+	ledgerKey = "ledger"
+	fencedKey = "fenced"
+)
+
+// Config configures one chaos run.
+type Config struct {
+	Seed     uint64
+	Duration time.Duration // of the fault phase
+	Faults   []Class
+	Worker   string // the testworker binary
+	Dir      string // run directory: node data, worker logs
+	Logf     func(format string, args ...any)
+}
+
+// Report is the outcome of a run: the checker's result, the faults applied, and what the
+// harness itself found wrong (workers that did not exit cleanly, locks or processes left).
+type Report struct {
+	Config   Config
+	Result   *Result
+	Episodes map[Class]int
+	Problems []string
+}
+
+// OK reports whether the run found nothing wrong.
+func (r *Report) OK() bool { return r.Result != nil && r.Result.OK() && len(r.Problems) == 0 }
+
+type harness struct {
+	cfg     Config
+	s       settings
+	tl      *Timeline
+	ledger  *redistest.Server
+	nodes   []*redistest.Server
+	proxies [][]*faultproxy.Proxy // [worker][node]
+	workers []*worker
+	rng     *rand.Rand
+}
+
+// Run runs one chaos run: it starts the nodes, proxies and workers, applies the seeded fault
+// schedule for cfg.Duration, heals everything, lets the cluster settle, stops the workers and
+// checks the ledger. Everything it started is stopped when it returns.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	s := defaults
+	h := &harness{
+		cfg: cfg, s: s,
+		tl:  &Timeline{Nodes: s.nodes, Workers: s.workers, Quorum: s.quorum, Grace: s.grace},
+		rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
+	}
+	defer h.close()
+	if err := h.start(ctx); err != nil {
+		return nil, err
+	}
+	rep := &Report{Config: cfg, Episodes: map[Class]int{}}
+
+	schedule := plan(cfg.Seed, cfg.Duration, cfg.Faults, s)
+	from := time.Now()
+	cfg.Logf("fault phase: %d episodes over %v", len(schedule), cfg.Duration)
+	if err := h.apply(ctx, from, schedule); err != nil {
+		return nil, err
+	}
+	if !sleepCtx(ctx, time.Until(from.Add(cfg.Duration))) {
+		return nil, ctx.Err()
+	}
+	for _, e := range h.tl.Episodes {
+		rep.Episodes[e.Class]++
+	}
+	cfg.Logf("healed; settling for %v", s.settle)
+	if !sleepCtx(ctx, s.settle) {
+		return nil, ctx.Err()
+	}
+	to := time.Now().Add(-2 * s.interval)
+	rep.Problems = append(rep.Problems, h.stopWorkers()...)
+	rep.Problems = append(rep.Problems, h.leftLocks(ctx)...)
+
+	d, err := readData(ctx, h.ledger.Client(), ledgerKey, fencedKey, jobNames())
+	if err != nil {
+		return nil, fmt.Errorf("reading the ledger: %w", err)
+	}
+	replicas := map[string]int{}
+	for i, w := range h.workers {
+		replicas[w.name] = i
+	}
+	rep.Result = Check(Params{Jobs: jobs, Interval: s.interval, From: from, To: to, TTL: s.ttl, Replicas: replicas}, h.tl, d)
+	return rep, nil
+}
+
+func jobNames() []string {
+	var out []string
+	for _, j := range jobs {
+		out = append(out, j.Name)
+	}
+	return out
+}
+
+// start starts the ledger node, the lock nodes (their quarantine ended), a proxy per worker
+// and node, and the workers, and waits for the warm-up.
+func (h *harness) start(ctx context.Context) error {
+	var err error
+	if h.ledger, err = redistest.New(redistest.Config{Dir: filepath.Join(h.cfg.Dir, "ledger")}); err != nil {
+		return err
+	}
+	for i := range h.s.nodes {
+		n, err := redistest.New(redistest.Config{
+			Dir:       filepath.Join(h.cfg.Dir, fmt.Sprintf("node%d", i)),
+			AOF:       i < h.s.aofNodes,
+			LiveClock: true,
+			Args:      []string{"--maxmemory-policy", "noeviction"},
+		})
+		if err != nil {
+			return err
+		}
+		h.nodes = append(h.nodes, n)
+	}
+	if err := h.endQuarantine(ctx); err != nil {
+		return err
+	}
+	h.proxies = make([][]*faultproxy.Proxy, h.s.workers)
+	for w := range h.s.workers {
+		for _, n := range h.nodes {
+			p, err := faultproxy.New(n.Addr())
+			if err != nil {
+				return err
+			}
+			h.proxies[w] = append(h.proxies[w], p)
+		}
+	}
+	for i := range h.s.workers {
+		w := &worker{h: h, idx: i, name: fmt.Sprintf("w%d", i)}
+		h.workers = append(h.workers, w)
+		if err := w.setOffset(time.Duration(h.rng.Int64N(int64(2*h.s.maxOffset))) - h.s.maxOffset); err != nil {
+			return err
+		}
+		if err := w.start(); err != nil {
+			return err
+		}
+	}
+	h.cfg.Logf("%d nodes, %d workers up; warming up for %v", h.s.nodes, h.s.workers, h.s.warmup)
+	if !sleepCtx(ctx, h.s.warmup) {
+		return ctx.Err()
+	}
+	return nil
+}
+
+// endQuarantine marks the new nodes as booted, as an operator does on first deployment.
+func (h *harness) endQuarantine(ctx context.Context) error {
+	var nodes []redlock.Node
+	for _, n := range h.nodes {
+		nodes = append(nodes, n.Client())
+	}
+	lc, err := redlock.New(nodes, redlock.WithMaxTTL(h.s.maxTTL))
+	if err != nil {
+		return err
+	}
+	defer lc.Close()
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return lc.EndQuarantine(ctx)
+}
+
+// apply runs the schedule from start: each episode begins and ends at its planned time (or as
+// soon as the actions before it are done), recording what it did in the timeline.
+func (h *harness) apply(ctx context.Context, start time.Time, schedule []planned) error {
+	type action struct {
+		at    time.Duration
+		begin bool
+		i     int
+	}
+	var actions []action
+	for i, e := range schedule {
+		actions = append(actions, action{e.at, true, i}, action{e.end(), false, i})
+	}
+	slices.SortStableFunc(actions, func(a, b action) int { return int(a.at - b.at) })
+	undo := make([]func() error, len(schedule))
+	episode := make([]int, len(schedule))
+	for _, a := range actions {
+		if !sleepCtx(ctx, time.Until(start.Add(a.at))) {
+			return ctx.Err()
+		}
+		e := schedule[a.i]
+		if a.begin {
+			what, u, err := h.begin(e)
+			if err != nil {
+				return fmt.Errorf("%v: %w", e, err)
+			}
+			undo[a.i] = u
+			episode[a.i] = len(h.tl.Episodes)
+			h.tl.Episodes = append(h.tl.Episodes, Episode{Class: e.class, What: what, Start: time.Now()})
+			h.cfg.Logf("+%v %s %s", time.Since(start).Truncate(time.Millisecond), e.class, what)
+			continue
+		}
+		if err := undo[a.i](); err != nil {
+			return fmt.Errorf("ending %v: %w", e, err)
+		}
+		h.tl.Episodes[episode[a.i]].End = time.Now()
+	}
+	return nil
+}
+
+// cut records a linkCut effect for each (worker, node) pair and returns a func that ends them.
+func (h *harness) cut(workers, nodes []int) func() {
+	var idx []int
+	for _, w := range orAll(workers) {
+		for _, n := range orAll(nodes) {
+			idx = append(idx, len(h.tl.effects))
+			h.tl.add(effect{kind: linkCut, worker: w, node: n, from: time.Now()})
+		}
+	}
+	return func() {
+		for _, i := range idx {
+			h.tl.effects[i].to = time.Now()
+		}
+	}
+}
+
+// orAll turns "no targets" into the wildcard -1.
+func orAll(xs []int) []int {
+	if len(xs) == 0 {
+		return []int{-1}
+	}
+	return xs
+}
+
+// links returns the proxies between the workers and nodes (empty: all).
+func (h *harness) links(workers, nodes []int) []*faultproxy.Proxy {
+	var out []*faultproxy.Proxy
+	for w := range h.s.workers {
+		for n := range h.s.nodes {
+			if (len(workers) == 0 || slices.Contains(workers, w)) && (len(nodes) == 0 || slices.Contains(nodes, n)) {
+				out = append(out, h.proxies[w][n])
+			}
+		}
+	}
+	return out
+}
+
+// begin starts episode e and returns what it hit and how to end it.
+func (h *harness) begin(e planned) (string, func() error, error) {
+	target := fmt.Sprintf("nodes %v workers %v", e.nodes, e.workers)
+	switch e.class {
+	case NodeKill, MajorityKill:
+		var ends []func()
+		for _, n := range e.nodes {
+			if err := h.nodes[n].Kill(); err != nil {
+				return "", nil, err
+			}
+			i := len(h.tl.effects)
+			h.tl.add(effect{kind: nodeDown, worker: -1, node: n, from: time.Now()})
+			ends = append(ends, func() { h.tl.effects[i].to = time.Now() })
+		}
+		return fmt.Sprintf("nodes %v", e.nodes), func() error {
+			for j, n := range e.nodes {
+				if err := h.nodes[n].Restart(); err != nil {
+					return err
+				}
+				ends[j]()
+				if n >= h.s.aofNodes { // came back empty: quarantined until its first request + MaxTTL
+					now := time.Now()
+					h.tl.add(effect{kind: nodeQuarantined, worker: -1, node: n, from: now, to: now.Add(h.s.maxTTL + 2*time.Second)})
+				}
+			}
+			return nil
+		}, nil
+	case Latency:
+		for _, p := range h.links(e.workers, e.nodes) {
+			p.SetLatency(e.latency)
+		}
+		end := func() {}
+		if 2*e.latency >= h.s.nodeTimeout {
+			end = h.cut(e.workers, e.nodes)
+		}
+		return fmt.Sprintf("%s latency %v", target, e.latency), func() error {
+			for _, p := range h.links(e.workers, e.nodes) {
+				p.SetLatency(0)
+			}
+			end()
+			return nil
+		}, nil
+	case Blackhole:
+		for _, p := range h.links(e.workers, e.nodes) {
+			p.Blackhole(true)
+		}
+		end := h.cut(e.workers, e.nodes)
+		return target, func() error {
+			for _, p := range h.links(e.workers, e.nodes) {
+				p.Blackhole(false)
+			}
+			end()
+			return nil
+		}, nil
+	case Reset:
+		end := h.cut(e.workers, e.nodes)
+		for _, p := range h.links(e.workers, e.nodes) {
+			p.ResetAll()
+		}
+		end()
+		return target, func() error { return nil }, nil
+	case Pause, WorkerKill:
+		w, holding := h.busyWorker()
+		what := fmt.Sprintf("%s (running a job: %v)", w.name, holding)
+		if e.class == Pause {
+			if err := w.signal(syscall.SIGSTOP); err != nil {
+				return "", nil, err
+			}
+			i := len(h.tl.effects)
+			h.tl.add(effect{kind: workerPaused, worker: w.idx, node: -1, from: time.Now()})
+			return what, func() error {
+				err := w.signal(syscall.SIGCONT)
+				h.tl.effects[i].to = time.Now()
+				return err
+			}, nil
+		}
+		i := len(h.tl.effects)
+		h.tl.add(effect{kind: workerKilled, worker: w.idx, node: -1, from: time.Now()})
+		if err := w.kill(); err != nil {
+			return "", nil, err
+		}
+		return what, func() error {
+			h.tl.effects[i].to = time.Now()
+			return w.start()
+		}, nil
+	case Skew:
+		w := h.workers[e.workers[0]]
+		return fmt.Sprintf("%s to %v", w.name, e.offset), func() error { return nil }, w.setOffset(e.offset)
+	case NodeClock:
+		n := h.nodes[e.nodes[0]]
+		if err := n.SetClockOffset(e.offset); err != nil {
+			return "", nil, err
+		}
+		return fmt.Sprintf("node %d by %v", e.nodes[0], e.offset), func() error { return n.SetClockOffset(0) }, nil
+	}
+	return "", nil, fmt.Errorf("unknown fault class %q", e.class)
+}
+
+// busyWorker returns a worker, picked at random, among those running a job (a run started
+// and not finished in the ledger's latest entries), waiting up to two job intervals for one;
+// else a random worker.
+func (h *harness) busyWorker() (*worker, bool) {
+	ctx := context.Background()
+	rc := h.ledger.Client()
+	for deadline := time.Now().Add(2 * h.s.interval); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		started, err1 := rc.LRange(ctx, ledgerKey+":started", -8, -1).Result()
+		finished, err2 := rc.LRange(ctx, ledgerKey, -16, -1).Result()
+		if err := errors.Join(err1, err2); err != nil {
+			break
+		}
+		var busy []*worker
+		for _, s := range started {
+			f := strings.Split(s, "|")
+			if len(f) != 5 || slices.ContainsFunc(finished, func(l string) bool { return strings.HasPrefix(l, s+"|") }) {
+				continue
+			}
+			for _, w := range h.workers {
+				if w.name == f[2] && w.running() && !slices.Contains(busy, w) {
+					busy = append(busy, w)
+				}
+			}
+		}
+		if len(busy) > 0 {
+			return busy[h.rng.IntN(len(busy))], true
+		}
+	}
+	return h.workers[h.rng.IntN(len(h.workers))], false
+}
+
+// stopWorkers stops every worker with SIGTERM (after SIGCONT) and reports those that did not
+// exit cleanly in time.
+func (h *harness) stopWorkers() []string {
+	var problems []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, w := range h.workers {
+		wg.Go(func() {
+			if err := w.stop(); err != nil {
+				mu.Lock()
+				problems = append(problems, err.Error())
+				mu.Unlock()
+			}
+		})
+	}
+	wg.Wait()
+	return problems
+}
+
+// leftLocks waits until every lock a killed or paused worker may have left has expired and
+// reports the run keys still on the nodes: a run that ended must not leave its lock behind.
+func (h *harness) leftLocks(ctx context.Context) []string {
+	if !sleepCtx(ctx, h.s.ttl+h.s.grace) {
+		return nil
+	}
+	var problems []string
+	for i, n := range h.nodes {
+		keys, err := n.Client().Keys(ctx, "*:run").Result()
+		if err != nil {
+			problems = append(problems, fmt.Sprintf("node %d: listing run keys: %v", i, err))
+			continue
+		}
+		for _, k := range keys {
+			problems = append(problems, fmt.Sprintf("node %d: lock %s left behind after every worker stopped", i, k))
+		}
+	}
+	return problems
+}
+
+// close stops everything the harness started.
+func (h *harness) close() {
+	for _, w := range h.workers {
+		w.kill()
+	}
+	for _, ps := range h.proxies {
+		for _, p := range ps {
+			p.Close()
+		}
+	}
+	for _, n := range h.nodes {
+		n.Close()
+	}
+	if h.ledger != nil {
+		h.ledger.Close()
+	}
+}
+
+// worker is one testworker process (and its successors after kills).
+type worker struct {
+	h    *harness
+	idx  int
+	name string
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has been reaped
+	err  error
+}
+
+func (w *worker) offsetFile() string { return filepath.Join(w.h.cfg.Dir, w.name+".offset") }
+
+// setOffset writes the worker's clock offset and, if it runs, tells it to re-read it.
+func (w *worker) setOffset(d time.Duration) error {
+	if err := os.WriteFile(w.offsetFile(), []byte(d.String()), 0o644); err != nil {
+		return err
+	}
+	w.h.tl.setOffset(w.idx, time.Now(), d)
+	if w.running() {
+		return w.signal(syscall.SIGHUP)
+	}
+	return nil
+}
+
+func (w *worker) start() error {
+	h := w.h
+	var addrs []string
+	for _, p := range h.proxies[w.idx] {
+		addrs = append(addrs, p.Addr())
+	}
+	var names []string
+	for _, j := range jobs {
+		if j.Forbid {
+			names = append(names, j.Name)
+		} else {
+			names = append(names, j.Name+":allow")
+		}
+	}
+	data, err := os.ReadFile(w.offsetFile())
+	if err != nil {
+		return err
+	}
+	log, err := os.OpenFile(filepath.Join(h.cfg.Dir, w.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer log.Close()
+	cmd := exec.Command(h.cfg.Worker,
+		"-nodes", strings.Join(addrs, ","),
+		"-ledger", h.ledger.Addr(), "-ledger-key", ledgerKey, "-fenced", fencedKey,
+		"-job", strings.Join(names, ","), "-spec", "@every "+h.s.interval.String(),
+		"-replica", w.name, "-offset", string(data), "-offset-file", w.offsetFile(),
+		"-work", h.s.workMin.String(), "-work-max", h.s.workMax.String(),
+		"-ttl", h.s.ttl.String(), "-max-ttl", h.s.maxTTL.String(), "-node-timeout", h.s.nodeTimeout.String(),
+		"-duration", "24h", "-grace", "5s", "-check-leaks", "-v")
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return fmt.Errorf("starting worker %s: %w", w.name, err)
+	}
+	done := make(chan struct{})
+	w.mu.Lock()
+	w.cmd, w.done = cmd, done
+	w.mu.Unlock()
+	go func() {
+		err := cmd.Wait()
+		w.mu.Lock()
+		w.err = err
+		w.mu.Unlock()
+		close(done)
+	}()
+	return nil
+}
+
+func (w *worker) running() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.done == nil {
+		return false
+	}
+	select {
+	case <-w.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (w *worker) signal(sig syscall.Signal) error {
+	w.mu.Lock()
+	cmd := w.cmd
+	w.mu.Unlock()
+	if cmd == nil {
+		return fmt.Errorf("worker %s never started", w.name)
+	}
+	return cmd.Process.Signal(sig)
+}
+
+// kill kills the worker and waits until it is reaped.
+func (w *worker) kill() error {
+	if !w.running() {
+		return nil
+	}
+	_ = w.signal(syscall.SIGKILL)
+	<-w.done
+	return nil
+}
+
+// stop asks the worker to stop (SIGCONT, SIGTERM) and waits for a clean exit within its
+// grace and some; a worker that does not exit is killed and reported.
+func (w *worker) stop() error {
+	if !w.running() {
+		return fmt.Errorf("worker %s was not running at the end", w.name)
+	}
+	_ = w.signal(syscall.SIGCONT)
+	_ = w.signal(syscall.SIGTERM)
+	select {
+	case <-w.done:
+	case <-time.After(15 * time.Second):
+		w.kill()
+		return fmt.Errorf("worker %s did not exit within 15s of SIGTERM: killed", w.name)
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return fmt.Errorf("worker %s exited with %v (see %s.log)", w.name, w.err, w.name)
+	}
+	return nil
+}
+
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return ctx.Err() == nil
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// ReplayCommand returns the make command that runs cfg again.
+func ReplayCommand(cfg Config) string {
+	var faults []string
+	for _, c := range cfg.Faults {
+		faults = append(faults, string(c))
+	}
+	f := "all"
+	if !slices.Equal(cfg.Faults, Classes) {
+		f = strings.Join(faults, ",")
+	}
+	return "make chaos DURATION=" + cfg.Duration.String() + " SEED=" + strconv.FormatUint(cfg.Seed, 10) + " FAULTS=" + f
+}

@@ -1,0 +1,77 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Summary describes the run for a log: the faults applied, the checker's counts, and the
+// report's table row.
+func (r *Report) Summary() string {
+	var b strings.Builder
+	res := r.Result
+	fmt.Fprintf(&b, "replay: %s\n", ReplayCommand(r.Config))
+	fmt.Fprintf(&b, "faults applied: %s\n", r.episodes())
+	fmt.Fprintf(&b, "ticks %d, ran %d, runs %d; duplicates %d, overlaps %d, stale writes accepted %d (refused %d, accepted %d), fencing broken %d\n",
+		res.Ticks, res.Ran, res.Runs, res.Duplicates, res.Overlaps, res.StaleAccepted, res.Refused, res.Accepted, res.FencingBroken)
+	fmt.Fprintf(&b, "missed: %s; unexplained %d\n", counts(res.Missed), res.Unexplained)
+	fmt.Fprintf(&b, "leases lost %d (unexplained %d), runs killed %d, unfinished %d, started without quorum %d\n",
+		res.LeasesLost, res.LeasesLostUnexplained, res.Killed, res.Unfinished, res.StartedWithoutQuorum)
+	fmt.Fprintf(&b, "outcomes: %s\n", counts(res.Outcomes))
+	fmt.Fprintf(&b, "harness problems (leaks, unclean exits): %d\n", len(r.Problems))
+	fmt.Fprintf(&b, "row: %s\n", r.Row())
+	return b.String()
+}
+
+// Row is the run's row in docs/reliability.md's table.
+func (r *Report) Row() string {
+	res := r.Result
+	missed := 0
+	for _, n := range res.Missed {
+		missed += n
+	}
+	return fmt.Sprintf("| %s | %s | %d | %d | %d | %d | %d | %d | %d of %d | %d | %d (%d) | %d | `%s` |",
+		r.faults(), r.episodes(), res.Runs, res.Ticks, res.Duplicates, res.Overlaps, res.StaleAccepted, res.Refused,
+		missed, missed+res.Unexplained, res.Unexplained, res.LeasesLost, res.LeasesLostUnexplained, len(r.Problems), ReplayCommand(r.Config))
+}
+
+func (r *Report) faults() string {
+	if slices.Equal(r.Config.Faults, Classes) {
+		return "all"
+	}
+	var out []string
+	for _, c := range r.Config.Faults {
+		out = append(out, string(c))
+	}
+	return strings.Join(out, ", ")
+}
+
+func (r *Report) episodes() string {
+	var out []string
+	for _, c := range Classes {
+		if n := r.Episodes[c]; n > 0 {
+			out = append(out, fmt.Sprintf("%s %d", c, n))
+		}
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}
+
+func counts(m map[string]int) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	var out []string
+	for _, k := range keys {
+		out = append(out, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	if len(out) == 0 {
+		return "none"
+	}
+	return strings.Join(out, ", ")
+}

@@ -1,0 +1,199 @@
+package chaos
+
+import (
+	"fmt"
+	"time"
+)
+
+// An effect is what a fault does to the cluster over an interval, as the checker models it:
+// which workers cannot reach which nodes, which nodes are down or refuse locks, which workers
+// are not running. The harness records effects as it applies faults, with the real times.
+type effect struct {
+	kind     effectKind
+	worker   int // -1: every worker
+	node     int // -1: every node
+	from, to time.Time
+}
+
+type effectKind int
+
+const (
+	// nodeDown: the node's process is killed.
+	nodeDown effectKind = iota
+	// nodeQuarantined: the node came back without its data and refuses locks (an upper
+	// bound of the interval: the quarantine starts at the first request after the restart).
+	nodeQuarantined
+	// linkCut: the worker's requests to the node fail (blackhole, reset, or a latency above
+	// the node timeout).
+	linkCut
+	// workerPaused: the worker's process is stopped (SIGSTOP).
+	workerPaused
+	// workerKilled: the worker's process was killed and is not running.
+	workerKilled
+)
+
+func (k effectKind) String() string {
+	return [...]string{"node down", "node quarantined", "link cut", "worker paused", "worker killed"}[k]
+}
+
+// Timeline is the record of one chaos run's faults: the episodes the schedule applied and
+// their effects. Its queries answer "what could worker w reach at time t".
+type Timeline struct {
+	Nodes, Workers, Quorum int
+	// Grace extends the effects of link faults and restarts past their end, for the
+	// reconnections that follow them (pooled connections that broke fail once).
+	Grace time.Duration
+
+	Episodes []Episode
+	effects  []effect
+	offsets  map[int][]offsetStep
+}
+
+// An Episode is one fault as applied: its class, what it hit, and when.
+type Episode struct {
+	Class      Class
+	What       string
+	Start, End time.Time
+}
+
+func (e Episode) String() string {
+	return fmt.Sprintf("%s %s [%s, %s]", e.Class, e.What, e.Start.Format("15:04:05.000"), e.End.Format("15:04:05.000"))
+}
+
+func (tl *Timeline) add(e effect) { tl.effects = append(tl.effects, e) }
+
+func (e effect) covers(t time.Time, grace time.Duration) bool {
+	to := e.to
+	if e.kind == linkCut || e.kind == nodeDown {
+		to = to.Add(grace)
+	}
+	return !t.Before(e.from) && t.Before(to)
+}
+
+// reachable counts the nodes worker w can get an answer from at t.
+func (tl *Timeline) reachable(w int, t time.Time) int {
+	n := 0
+	for node := range tl.Nodes {
+		if tl.nodeUsable(w, node, t) {
+			n++
+		}
+	}
+	return n
+}
+
+func (tl *Timeline) nodeUsable(w, node int, t time.Time) bool {
+	for _, e := range tl.effects {
+		switch e.kind {
+		case nodeDown, nodeQuarantined, linkCut:
+			if (e.node == -1 || e.node == node) && (e.worker == -1 || e.worker == w) && e.covers(t, tl.Grace) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// hardDown counts the nodes that no worker could lock at t without the checker's graces:
+// killed, or in quarantine for certain (the first Grace after a restart excluded).
+func (tl *Timeline) hardDown(t time.Time) int {
+	n := 0
+	for node := range tl.Nodes {
+		for _, e := range tl.effects {
+			if e.node != node {
+				continue
+			}
+			if e.kind == nodeDown && e.covers(t, 0) || e.kind == nodeQuarantined && !t.Before(e.from.Add(tl.Grace)) && t.Before(e.to.Add(-tl.Grace)) {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}
+
+// absent reports whether worker w was paused or not running at t.
+func (tl *Timeline) absent(w int, t time.Time) bool {
+	for _, e := range tl.effects {
+		if (e.kind == workerPaused || e.kind == workerKilled) && e.worker == w && e.covers(t, 0) {
+			return true
+		}
+	}
+	return false
+}
+
+// workerFault returns the first pause or kill of worker w (w = -1: any worker) that overlaps
+// [from, to].
+func (tl *Timeline) workerFault(w int, from, to time.Time) (effect, bool) {
+	for _, e := range tl.effects {
+		if (e.kind == workerPaused || e.kind == workerKilled) && (w == -1 || e.worker == w) && e.from.Before(to) && !e.to.Before(from) {
+			return e, true
+		}
+	}
+	return effect{}, false
+}
+
+// killAfter returns when worker w was killed first at or after t.
+func (tl *Timeline) killAfter(w int, t time.Time) (time.Time, bool) {
+	var at time.Time
+	for _, e := range tl.effects {
+		if e.kind == workerKilled && e.worker == w && !e.from.Before(t) && (at.IsZero() || e.from.Before(at)) {
+			at = e.from
+		}
+	}
+	return at, !at.IsZero()
+}
+
+// step is the resolution of the checker's scans of the timeline.
+const step = 10 * time.Millisecond
+
+// quorumStretch returns the longest stretch within [from, to] during which worker w was
+// present and could reach a quorum.
+func (tl *Timeline) quorumStretch(w int, from, to time.Time) time.Duration {
+	var longest, cur time.Duration
+	for t := from; !t.After(to); t = t.Add(step) {
+		if !tl.absent(w, t) && tl.reachable(w, t) >= tl.Quorum {
+			cur += step
+			longest = max(longest, cur)
+		} else {
+			cur = 0
+		}
+	}
+	return longest
+}
+
+// lostQuorum reports whether worker w was unable to reach a quorum, or was paused or killed,
+// at some time in [from, to].
+func (tl *Timeline) lostQuorum(w int, from, to time.Time) bool {
+	for t := from; !t.After(to); t = t.Add(step) {
+		if tl.absent(w, t) || tl.reachable(w, t) < tl.Quorum {
+			return true
+		}
+	}
+	return false
+}
+
+// offsetStep is a worker's clock offset from a time on.
+type offsetStep struct {
+	from time.Time
+	d    time.Duration
+}
+
+// setOffset records that worker w's clock is off by d from at on.
+func (tl *Timeline) setOffset(w int, at time.Time, d time.Duration) {
+	if tl.offsets == nil {
+		tl.offsets = map[int][]offsetStep{}
+	}
+	tl.offsets[w] = append(tl.offsets[w], offsetStep{at, d})
+}
+
+// offset returns worker w's clock offset at t.
+func (tl *Timeline) offset(w int, t time.Time) time.Duration {
+	var d time.Duration
+	for _, s := range tl.offsets[w] {
+		if s.from.After(t) {
+			break
+		}
+		d = s.d
+	}
+	return d
+}
