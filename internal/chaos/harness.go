@@ -49,6 +49,7 @@ var jobs = []JobSpec{{Name: "forbid", Forbid: true}, {Name: "allow"}}
 const (
 	ledgerKey = "ledger"
 	fencedKey = "fenced"
+	bootKey   = "cronlock:boot" // redlock's default boot marker
 )
 
 // Config configures one chaos run.
@@ -205,6 +206,33 @@ func (h *harness) endQuarantine(ctx context.Context) error {
 	return lc.EndQuarantine(ctx)
 }
 
+// quarantine starts the quarantine of node n, which came back empty, with one lock attempt
+// (as the workers' next attempt would, a moment later), and returns when it ends: the time in
+// the node's boot marker. A node that takes the lock instead is an error.
+func (h *harness) quarantine(n int) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	rc := h.nodes[n].Client()
+	lc, err := redlock.New([]redlock.Node{rc}, redlock.WithMaxTTL(h.s.maxTTL), redlock.WithNodeTimeout(time.Second))
+	if err != nil {
+		return time.Time{}, err
+	}
+	defer lc.Close()
+	l, err := lc.TryAcquire(ctx, "chaos:probe", h.s.ttl)
+	if err == nil {
+		_ = l.Release(ctx)
+		return time.Time{}, fmt.Errorf("node %d came back empty and took a lock: no quarantine", n)
+	}
+	if !errors.Is(err, redlock.ErrQuorumUnavailable) {
+		return time.Time{}, fmt.Errorf("node %d: probing its quarantine: %w", n, err)
+	}
+	until, err := rc.Get(ctx, bootKey).Int64()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("node %d: reading its boot marker: %w", n, err)
+	}
+	return time.UnixMicro(until), nil
+}
+
 // apply runs the schedule from start: each episode begins and ends at its planned time (or as
 // soon as the actions before it are done), recording what it did in the timeline.
 func (h *harness) apply(ctx context.Context, start time.Time, schedule []planned) error {
@@ -295,15 +323,25 @@ func (h *harness) begin(e planned) (string, func() error, error) {
 			h.tl.add(effect{kind: nodeDown, worker: -1, node: n, from: time.Now()})
 			ends = append(ends, func() { h.tl.effects[i].to = time.Now() })
 		}
-		return fmt.Sprintf("nodes %v", e.nodes), func() error {
+		aof := 0
+		for _, n := range e.nodes {
+			if n < h.s.aofNodes {
+				aof++
+			}
+		}
+		return fmt.Sprintf("nodes %v (%d with AOF, %d come back empty)", e.nodes, aof, len(e.nodes)-aof), func() error {
 			for j, n := range e.nodes {
 				if err := h.nodes[n].Restart(); err != nil {
 					return err
 				}
 				ends[j]()
-				if n >= h.s.aofNodes { // came back empty: quarantined until its first request + MaxTTL
-					now := time.Now()
-					h.tl.add(effect{kind: nodeQuarantined, worker: -1, node: n, from: now, to: now.Add(h.s.maxTTL + 2*time.Second)})
+				if n >= h.s.aofNodes {
+					restarted := time.Now()
+					until, err := h.quarantine(n)
+					if err != nil {
+						return err
+					}
+					h.tl.add(effect{kind: nodeQuarantined, worker: -1, node: n, from: restarted, to: until})
 				}
 			}
 			return nil

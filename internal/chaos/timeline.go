@@ -20,8 +20,8 @@ type effectKind int
 const (
 	// nodeDown: the node's process is killed.
 	nodeDown effectKind = iota
-	// nodeQuarantined: the node came back without its data and refuses locks (an upper
-	// bound of the interval: the quarantine starts at the first request after the restart).
+	// nodeQuarantined: the node came back without its data and refuses locks (from its
+	// restart to the end of the quarantine its boot marker shows).
 	nodeQuarantined
 	// linkCut: the worker's requests to the node fail (blackhole, reset, or a latency above
 	// the node timeout).
@@ -93,16 +93,13 @@ func (tl *Timeline) nodeUsable(w, node int, t time.Time) bool {
 	return true
 }
 
-// hardDown counts the nodes that no worker could lock at t without the checker's graces:
-// killed, or in quarantine for certain (the first Grace after a restart excluded).
+// hardDown counts the nodes that no worker could lock at t, without the checker's graces:
+// killed, or in quarantine.
 func (tl *Timeline) hardDown(t time.Time) int {
 	n := 0
 	for node := range tl.Nodes {
 		for _, e := range tl.effects {
-			if e.node != node {
-				continue
-			}
-			if e.kind == nodeDown && e.covers(t, 0) || e.kind == nodeQuarantined && !t.Before(e.from.Add(tl.Grace)) && t.Before(e.to.Add(-tl.Grace)) {
+			if e.node == node && (e.kind == nodeDown || e.kind == nodeQuarantined) && e.covers(t, 0) {
 				n++
 				break
 			}
