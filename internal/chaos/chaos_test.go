@@ -66,17 +66,21 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// processesUnder lists the processes whose command line mentions dir: the nodes and workers
-// of a run, which must all be gone once it returned.
+// processesUnder lists the processes whose command line mentions dir (the workers) or whose
+// working directory is in it (the nodes: redis-server rewrites its command line), which must
+// all be gone once the run returned.
 func processesUnder(dir string) []string {
-	cmdlines, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	procs, _ := filepath.Glob("/proc/[0-9]*")
 	var out []string
-	for _, path := range cmdlines {
-		data, err := os.ReadFile(path)
-		if err != nil || !strings.Contains(string(data), dir) {
+	for _, proc := range procs {
+		cmdline, err := os.ReadFile(filepath.Join(proc, "cmdline"))
+		if err != nil {
 			continue
 		}
-		out = append(out, fmt.Sprintf("pid %s: %s", filepath.Base(filepath.Dir(path)), strings.ReplaceAll(string(data), "\x00", " ")))
+		cwd, _ := os.Readlink(filepath.Join(proc, "cwd"))
+		if strings.Contains(string(cmdline), dir+"/") || strings.HasPrefix(cwd+"/", dir+"/") {
+			out = append(out, fmt.Sprintf("pid %s: %s", filepath.Base(proc), strings.ReplaceAll(string(cmdline), "\x00", " ")))
+		}
 	}
 	return out
 }

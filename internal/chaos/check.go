@@ -27,6 +27,7 @@ type JobSpec struct {
 // Ways a missed tick is explained; see Check.
 const (
 	MissOverlap  = "previous run still running"
+	MissLeftover = "previous run's lock left on a node its release missed"
 	MissRunLost  = "run lost its lease or worker"
 	MissHolder   = "holder paused or killed before it ran"
 	MissNoQuorum = "no quorum reachable"
@@ -82,8 +83,9 @@ const leaseLostCause = "lease lost"
 //   - the fenced store accepted only increasing tokens, and refused no write from a run whose
 //     context was live before and after it;
 //   - every tick in [From, To) without a finished run is explained by the timeline: a run of
-//     its job still running or holding its lock (Forbid), a run of it that lost its lease or
-//     worker to a fault, a holder paused or killed before it started, or no worker able to
+//     its job still running or holding its lock (Forbid), or that ended while its worker could
+//     not reach every node and so may have left its lock on one, where a replica found it
+//     (skipped_overlap), a run of it that lost its lease or worker to a fault, a holder paused or killed before it started, or no worker able to
 //     reach a quorum for long enough in its window;
 //   - every lease lost had a fault on its worker (pause, kill, or fewer than a quorum of
 //     nodes reachable) while it ran;
@@ -112,7 +114,12 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 	// Each run's exclusive section ends where its context ended or it stopped working.
 	excEnd := map[*JobRun]time.Time{}
 	lockEnd := map[*JobRun]time.Time{} // when its locks may have left the nodes, at the latest
-	leaseOK := map[*JobRun]bool{}      // a lost run's loss is explained by a fault
+	// leftEnd is, for a run that ended while its worker could not reach every node, when the
+	// lock it may have left on such a node expires, at the latest: a release that misses a
+	// node leaves the lock there until its TTL, and an acquisition that asks that node first
+	// (redlock's primary-first path for contended locks) is refused until then.
+	leftEnd := map[*JobRun]time.Time{}
+	leaseOK := map[*JobRun]bool{} // a lost run's loss is explained by a fault
 	for i := range d.Runs {
 		run := &d.Runs[i]
 		w := p.Replicas[run.Replica]
@@ -132,6 +139,9 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 				end = run.Deadline
 			}
 			excEnd[run], lockEnd[run] = end, run.End
+			if !tl.allUsable(w, run.End) {
+				leftEnd[run] = run.End.Add(p.TTL)
+			}
 			if run.Cancelled {
 				lockEnd[run] = later(run.End, run.Deadline).Add(p.TTL)
 			}
@@ -212,7 +222,7 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 				r.Ran++
 				continue
 			}
-			why := explainMiss(p, tl, j, tick, runs, byJob[j.Name], outcomes[id], lockEnd, leaseOK)
+			why := explainMiss(p, tl, j, tick, runs, byJob[j.Name], outcomes[id], lockEnd, leftEnd, leaseOK)
 			if why == "" {
 				r.Unexplained++
 				violate("tick %s of %s was missed and no fault explains it; outcomes: %s; runs: %s; faults near it: %s",
@@ -227,7 +237,7 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 
 // explainMiss returns why tick of j has no finished run, or "" if nothing explains it.
 func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRuns []*JobRun, outcomes []Outcome,
-	lockEnd map[*JobRun]time.Time, leaseOK map[*JobRun]bool) string {
+	lockEnd, leftEnd map[*JobRun]time.Time, leaseOK map[*JobRun]bool) string {
 	if len(runs) > 0 {
 		for _, run := range runs {
 			if !leaseOK[run] {
@@ -242,6 +252,13 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 		for _, run := range jobRuns {
 			if run.Start.Before(to) && lockEnd[run].After(from) {
 				return MissOverlap
+			}
+		}
+		if slices.ContainsFunc(outcomes, func(o Outcome) bool { return o.Outcome == "skipped_overlap" }) {
+			for _, run := range jobRuns {
+				if run.Start.Before(to) && leftEnd[run].After(from) {
+					return MissLeftover
+				}
 			}
 		}
 	}

@@ -132,6 +132,26 @@ func TestCheckMissedTicks(t *testing.T) {
 	assert.True(t, r.OK(), "%v", r.Violations)
 }
 
+func TestCheckLockLeftOnAMissedNode(t *testing.T) {
+	// Tick 1's run ended while its worker could not reach node 0: its lock may stay there for
+	// a TTL, and tick 2 was skipped as an overlap.
+	d := clean()
+	d.Runs = d.Runs[:2]
+	d.Outcomes = []Outcome{{Job: "f", Tick: at(2 * time.Second), Replica: "w0", Outcome: "skipped_overlap"}}
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.Unexplained, "no fault: the skip is not explained")
+
+	tl := timeline()
+	tl.add(effect{kind: linkCut, worker: 1, node: 0, from: at(1100 * ms), to: at(1150 * ms)})
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Missed[MissLeftover])
+	assert.True(t, r.OK(), "%v", r.Violations)
+
+	d.Outcomes[0].Outcome = "quorum_unavailable" // but nothing refused it as an overlap
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Unexplained)
+}
+
 func TestCheckLeaseLossNeedsAFault(t *testing.T) {
 	d := clean()
 	d.Runs[2].Cancelled, d.Runs[2].Cause, d.Runs[2].Deadline = true, "redlock: lease lost", at(2400*ms)
@@ -175,6 +195,14 @@ func TestCheckRunStartedWithoutQuorum(t *testing.T) {
 	r := Check(params(3), tl, clean())
 	assert.Equal(t, 3, r.StartedWithoutQuorum)
 	assert.False(t, r.OK())
+
+	// A node that is being restarted may answer before the harness sees it ready.
+	tl = timeline()
+	for _, n := range []int{0, 1, 2} {
+		tl.add(effect{kind: nodeDown, worker: -1, node: n, from: at(-time.Minute), to: at(3 * time.Second), upFrom: at(time.Second)})
+	}
+	r = Check(params(3), tl, clean())
+	assert.Equal(t, 1, r.StartedWithoutQuorum, "only tick 0's run started before the restart began")
 }
 
 func TestParseLedger(t *testing.T) {

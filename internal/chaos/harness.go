@@ -261,7 +261,7 @@ func (h *harness) apply(ctx context.Context, start time.Time, schedule []planned
 			undo[a.i] = u
 			episode[a.i] = len(h.tl.Episodes)
 			h.tl.Episodes = append(h.tl.Episodes, Episode{Class: e.class, What: what, Start: time.Now()})
-			h.cfg.Logf("+%v %s %s", time.Since(start).Truncate(time.Millisecond), e.class, what)
+			h.cfg.Logf("+%v (%s) %s %s", time.Since(start).Truncate(time.Millisecond), fmtTime(time.Now()), e.class, what)
 			continue
 		}
 		if err := undo[a.i](); err != nil {
@@ -314,14 +314,13 @@ func (h *harness) begin(e planned) (string, func() error, error) {
 	target := fmt.Sprintf("nodes %v workers %v", e.nodes, e.workers)
 	switch e.class {
 	case NodeKill, MajorityKill:
-		var ends []func()
+		var downs []int // their effects
 		for _, n := range e.nodes {
 			if err := h.nodes[n].Kill(); err != nil {
 				return "", nil, err
 			}
-			i := len(h.tl.effects)
+			downs = append(downs, len(h.tl.effects))
 			h.tl.add(effect{kind: nodeDown, worker: -1, node: n, from: time.Now()})
-			ends = append(ends, func() { h.tl.effects[i].to = time.Now() })
 		}
 		aof := 0
 		for _, n := range e.nodes {
@@ -331,10 +330,11 @@ func (h *harness) begin(e planned) (string, func() error, error) {
 		}
 		return fmt.Sprintf("nodes %v (%d with AOF, %d come back empty)", e.nodes, aof, len(e.nodes)-aof), func() error {
 			for j, n := range e.nodes {
+				h.tl.effects[downs[j]].upFrom = time.Now()
 				if err := h.nodes[n].Restart(); err != nil {
 					return err
 				}
-				ends[j]()
+				h.tl.effects[downs[j]].to = time.Now()
 				if n >= h.s.aofNodes {
 					restarted := time.Now()
 					until, err := h.quarantine(n)

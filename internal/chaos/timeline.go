@@ -13,6 +13,9 @@ type effect struct {
 	worker   int // -1: every worker
 	node     int // -1: every node
 	from, to time.Time
+	// upFrom is, for nodeDown, when the restart began: the node may answer from then on,
+	// before the harness saw it ready at to.
+	upFrom time.Time
 }
 
 type effectKind int
@@ -94,12 +97,16 @@ func (tl *Timeline) nodeUsable(w, node int, t time.Time) bool {
 }
 
 // hardDown counts the nodes that no worker could lock at t, without the checker's graces:
-// killed, or in quarantine.
+// killed (until their restart began), or in quarantine.
 func (tl *Timeline) hardDown(t time.Time) int {
 	n := 0
 	for node := range tl.Nodes {
 		for _, e := range tl.effects {
-			if e.node == node && (e.kind == nodeDown || e.kind == nodeQuarantined) && e.covers(t, 0) {
+			hard := e
+			if e.kind == nodeDown && !e.upFrom.IsZero() {
+				hard.to = e.upFrom
+			}
+			if e.node == node && (e.kind == nodeDown || e.kind == nodeQuarantined) && hard.covers(t, 0) {
 				n++
 				break
 			}
@@ -157,6 +164,9 @@ func (tl *Timeline) quorumStretch(w int, from, to time.Time) time.Duration {
 	}
 	return longest
 }
+
+// allUsable reports whether worker w could reach every node at t.
+func (tl *Timeline) allUsable(w int, t time.Time) bool { return tl.reachable(w, t) == tl.Nodes }
 
 // lostQuorum reports whether worker w was unable to reach a quorum, or was paused or killed,
 // at some time in [from, to].
