@@ -263,7 +263,7 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 		}
 	}
 	if slices.ContainsFunc(outcomes, func(o Outcome) bool { return o.Outcome == "skipped_held" }) {
-		if _, ok := tl.workerFault(-1, from, to.Add(p.TTL)); ok {
+		if tl.workerAway(from, to.Add(p.TTL)) {
 			return MissHolder
 		}
 	}

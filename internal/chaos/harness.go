@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -561,23 +562,34 @@ func (w *worker) start() error {
 		"-replica", w.name, "-offset", string(data), "-offset-file", w.offsetFile(),
 		"-work", h.s.workMin.String(), "-work-max", h.s.workMax.String(),
 		"-ttl", h.s.ttl.String(), "-max-ttl", h.s.maxTTL.String(), "-node-timeout", h.s.nodeTimeout.String(),
-		"-duration", "24h", "-grace", "5s", "-check-leaks", "-v")
+		"-duration", (h.s.warmup + h.cfg.Duration + h.s.settle + 10*time.Minute).String(), "-grace", "5s", "-check-leaks", "-v")
 	cmd.Stdout, cmd.Stderr = log, log
+	// The kernel kills the worker if the thread that started it exits: only if the harness
+	// dies, because that thread stays locked to the goroutine that waits for the worker. (A
+	// thread the runtime may retire — any other — would kill the worker with it: the runtime
+	// retires the threads of goroutines that exit locked, as redistest's do.)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
-		return fmt.Errorf("starting worker %s: %w", w.name, err)
-	}
 	done := make(chan struct{})
-	w.mu.Lock()
-	w.cmd, w.done = cmd, done
-	w.mu.Unlock()
+	started := make(chan error, 1)
 	go func() {
+		runtime.LockOSThread() // never unlocked: the thread is retired once the worker is reaped
+		if err := cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		w.mu.Lock()
+		w.cmd, w.done = cmd, done
+		w.mu.Unlock()
+		started <- nil
 		err := cmd.Wait()
 		w.mu.Lock()
 		w.err = err
 		w.mu.Unlock()
 		close(done)
 	}()
+	if err := <-started; err != nil {
+		return fmt.Errorf("starting worker %s: %w", w.name, err)
+	}
 	return nil
 }
 

@@ -35,10 +35,6 @@ const (
 	workerKilled
 )
 
-func (k effectKind) String() string {
-	return [...]string{"node down", "node quarantined", "link cut", "worker paused", "worker killed"}[k]
-}
-
 // Timeline is the record of one chaos run's faults: the episodes the schedule applied and
 // their effects. Its queries answer "what could worker w reach at time t".
 type Timeline struct {
@@ -125,15 +121,14 @@ func (tl *Timeline) absent(w int, t time.Time) bool {
 	return false
 }
 
-// workerFault returns the first pause or kill of worker w (w = -1: any worker) that overlaps
-// [from, to].
-func (tl *Timeline) workerFault(w int, from, to time.Time) (effect, bool) {
+// workerAway reports whether some worker was paused or killed at some time in [from, to].
+func (tl *Timeline) workerAway(from, to time.Time) bool {
 	for _, e := range tl.effects {
-		if (e.kind == workerPaused || e.kind == workerKilled) && (w == -1 || e.worker == w) && e.from.Before(to) && !e.to.Before(from) {
-			return e, true
+		if (e.kind == workerPaused || e.kind == workerKilled) && e.from.Before(to) && !e.to.Before(from) {
+			return true
 		}
 	}
-	return effect{}, false
+	return false
 }
 
 // killAfter returns when worker w was killed first at or after t.
