@@ -7,5 +7,6 @@
 //
 // Run it with make chaos (DURATION, SEED and FAULTS say how long, which schedule and which
 // fault classes); a failing run prints the command that replays its schedule. The figures of
-// docs/reliability.md come from it.
+// docs/reliability.md come from it. The harness needs Linux (process signals, /proc,
+// Pdeathsig, libfaketime); the checker and the schedule are portable and unit-tested anywhere.
 package chaos

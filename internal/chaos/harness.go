@@ -1,3 +1,5 @@
+//go:build linux
+
 package chaos
 
 import (
@@ -10,7 +12,6 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -21,29 +22,6 @@ import (
 	"github.com/cronlock/cronlock/redlock"
 )
 
-// settings are the fixed parameters of a chaos run.
-type settings struct {
-	nodes, quorum, workers int
-	ttl, maxTTL            time.Duration // tick lock TTL; lock client MaxTTL (= quarantine)
-	nodeTimeout            time.Duration
-	interval               time.Duration // every job runs @every interval
-	workMin, workMax       time.Duration
-	maxOffset              time.Duration // worker clocks are within ±maxOffset
-	warmup, settle         time.Duration
-	grace                  time.Duration // see Timeline.Grace
-	aofNodes               int           // nodes 0..aofNodes-1 keep their data across kills
-}
-
-var defaults = settings{
-	nodes: 5, quorum: 3, workers: 4,
-	ttl: 3 * time.Second, maxTTL: 10 * time.Second, nodeTimeout: 150 * time.Millisecond,
-	interval: time.Second, workMin: 20 * time.Millisecond, workMax: 1200 * time.Millisecond,
-	maxOffset: 500 * time.Millisecond,
-	warmup:    5 * time.Second, settle: 15 * time.Second, // settle > maxTTL: a last quarantine ends
-	grace:    time.Second,
-	aofNodes: 2,
-}
-
 // The jobs every worker runs.
 var jobs = []JobSpec{{Name: "forbid", Forbid: true}, {Name: "allow"}}
 
@@ -52,28 +30,6 @@ const (
 	fencedKey = "fenced"
 	bootKey   = "cronlock:boot" // redlock's default boot marker
 )
-
-// Config configures one chaos run.
-type Config struct {
-	Seed     uint64
-	Duration time.Duration // of the fault phase
-	Faults   []Class
-	Worker   string // the testworker binary
-	Dir      string // run directory: node data, worker logs
-	Logf     func(format string, args ...any)
-}
-
-// Report is the outcome of a run: the checker's result, the faults applied, and what the
-// harness itself found wrong (workers that did not exit cleanly, locks or processes left).
-type Report struct {
-	Config   Config
-	Result   *Result
-	Episodes map[Class]int
-	Problems []string
-}
-
-// OK reports whether the run found nothing wrong.
-func (r *Report) OK() bool { return r.Result != nil && r.Result.OK() && len(r.Problems) == 0 }
 
 type harness struct {
 	cfg     Config
@@ -661,17 +617,4 @@ func sleepCtx(ctx context.Context, d time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// ReplayCommand returns the make command that runs cfg again.
-func ReplayCommand(cfg Config) string {
-	var faults []string
-	for _, c := range cfg.Faults {
-		faults = append(faults, string(c))
-	}
-	f := "all"
-	if !slices.Equal(cfg.Faults, Classes) {
-		f = strings.Join(faults, ",")
-	}
-	return "make chaos DURATION=" + cfg.Duration.String() + " SEED=" + strconv.FormatUint(cfg.Seed, 10) + " FAULTS=" + f
 }

@@ -3,8 +3,45 @@ package chaos
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 )
+
+// Config configures one chaos run.
+type Config struct {
+	Seed     uint64
+	Duration time.Duration // of the fault phase
+	Faults   []Class
+	Worker   string // the testworker binary
+	Dir      string // run directory: node data, worker logs
+	Logf     func(format string, args ...any)
+}
+
+// Report is the outcome of a run: the checker's result, the faults applied, and what the
+// harness itself found wrong (workers that did not exit cleanly, locks or processes left).
+type Report struct {
+	Config   Config
+	Result   *Result
+	Episodes map[Class]int
+	Problems []string
+}
+
+// OK reports whether the run found nothing wrong.
+func (r *Report) OK() bool { return r.Result != nil && r.Result.OK() && len(r.Problems) == 0 }
+
+// ReplayCommand returns the make command that runs cfg again.
+func ReplayCommand(cfg Config) string {
+	var faults []string
+	for _, c := range cfg.Faults {
+		faults = append(faults, string(c))
+	}
+	f := "all"
+	if !slices.Equal(cfg.Faults, Classes) {
+		f = strings.Join(faults, ",")
+	}
+	return "make chaos DURATION=" + cfg.Duration.String() + " SEED=" + strconv.FormatUint(cfg.Seed, 10) + " FAULTS=" + f
+}
 
 // Summary describes the run for a log: the faults applied, the checker's counts, and the
 // report's table row.

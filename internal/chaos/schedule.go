@@ -61,6 +61,29 @@ func ParseClasses(s string) ([]Class, error) {
 	return out, nil
 }
 
+// settings are the fixed parameters of a chaos run.
+type settings struct {
+	nodes, quorum, workers int
+	ttl, maxTTL            time.Duration // tick lock TTL; lock client MaxTTL (= quarantine)
+	nodeTimeout            time.Duration
+	interval               time.Duration // every job runs @every interval
+	workMin, workMax       time.Duration
+	maxOffset              time.Duration // worker clocks are within ±maxOffset
+	warmup, settle         time.Duration
+	grace                  time.Duration // see Timeline.Grace
+	aofNodes               int           // nodes 0..aofNodes-1 keep their data across kills
+}
+
+var defaults = settings{
+	nodes: 5, quorum: 3, workers: 4,
+	ttl: 3 * time.Second, maxTTL: 10 * time.Second, nodeTimeout: 150 * time.Millisecond,
+	interval: time.Second, workMin: 20 * time.Millisecond, workMax: 1200 * time.Millisecond,
+	maxOffset: 500 * time.Millisecond,
+	warmup:    5 * time.Second, settle: 15 * time.Second, // settle > maxTTL: a last quarantine ends
+	grace:    time.Second,
+	aofNodes: 2,
+}
+
 // planned is one episode of the schedule, relative to the start of the fault phase.
 type planned struct {
 	class   Class
