@@ -605,16 +605,11 @@ func (w *worker) stop() error {
 	return nil
 }
 
+// sleepCtx waits for d (nothing if d ≤ 0) and reports whether ctx is still live.
 func sleepCtx(ctx context.Context, d time.Duration) bool {
-	if d <= 0 {
-		return ctx.Err() == nil
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
+	case <-time.After(d):
 	}
+	return ctx.Err() == nil
 }
