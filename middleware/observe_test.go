@@ -258,7 +258,7 @@ func TestTraceRanHeldDone(t *testing.T) {
 	assert.False(t, rel[0].StartTime().Before(run.EndTime()))
 
 	// The skips: linked to the run's tick span, with the holder, no run of their own.
-	skipAttempts := map[string]int{}
+	skipAttempts := map[string]int64{} // attempts by result
 	for replica, result := range map[string]string{"r2": "held", "r3": "done"} {
 		s := tm.tickOf(t, replica)
 		assert.Equal(t, "skipped_"+result, attr(s.Attributes(), "cronlock.outcome").AsString())
@@ -269,24 +269,31 @@ func TestTraceRanHeldDone(t *testing.T) {
 		assert.Equal(t, ran.SpanContext().SpanID(), s.Links()[0].SpanContext.SpanID())
 		assert.NotEqual(t, ran.SpanContext().TraceID(), s.SpanContext().TraceID(), "each replica's tick is a trace of its own")
 		// A refusal decided before every node answered may be tried again (it could be a
-		// split vote): one attempt or more, the last one final.
+		// split vote): one attempt or more, the last one final. Before it, r3 may still find
+		// the tick held: Release returns once a quorum and the primary answered, and the
+		// third node may apply it a moment later.
 		att := tm.children(s, "cronlock.lock.acquire")
 		require.NotEmpty(t, att, replica)
 		for i, a := range att {
+			got := attr(a.Attributes(), "cronlock.lock.result").AsString()
+			if i == len(att)-1 {
+				assert.Equal(t, result, got, replica)
+			} else {
+				assert.Contains(t, []string{"held", result}, got, replica)
+			}
 			assert.EqualValues(t, i+1, attr(a.Attributes(), "cronlock.lock.attempt").AsInt64())
-			assert.Equal(t, result, attr(a.Attributes(), "cronlock.lock.result").AsString())
 			assert.Equal(t, "r1", attr(a.Attributes(), "cronlock.holder").AsString())
-			assert.Equal(t, result == "done", attr(a.Attributes(), "cronlock.holder.done").AsBool())
+			assert.Equal(t, got == "done", attr(a.Attributes(), "cronlock.holder.done").AsBool())
 			assert.Equal(t, codes.Unset, a.Status().Code)
+			skipAttempts[got]++
 		}
-		skipAttempts[result] = len(att)
 		assert.Empty(t, tm.children(s, "cronlock.job.run"))
 		assert.Empty(t, tm.children(s, "cronlock.lock.release"))
 	}
 
 	assert.Equal(t, map[string]int64{"ran": 1, "skipped_held": 1, "skipped_done": 1}, tm.points(t, "cronlock.job.runs"))
-	assert.Equal(t, map[string]int64{"acquired": 1, "held": int64(skipAttempts["held"]), "done": int64(skipAttempts["done"])}, tm.points(t, "cronlock.lock.acquire.duration"))
-	assert.Equal(t, map[string]int64{"held": int64(skipAttempts["held"]), "done": int64(skipAttempts["done"])}, tm.points(t, "cronlock.lock.acquire.failures"))
+	assert.Equal(t, map[string]int64{"acquired": 1, "held": skipAttempts["held"], "done": skipAttempts["done"]}, tm.points(t, "cronlock.lock.acquire.duration"))
+	assert.Equal(t, map[string]int64{"held": skipAttempts["held"], "done": skipAttempts["done"]}, tm.points(t, "cronlock.lock.acquire.failures"))
 	assert.Equal(t, map[string]int64{"": 1}, tm.points(t, "cronlock.lock.hold.duration"))
 	assert.Equal(t, map[string]int64{"ran": 1}, tm.points(t, "cronlock.job.duration"))
 	assert.Empty(t, tm.points(t, "cronlock.job.timeouts"))
