@@ -354,9 +354,7 @@ func (h *harness) begin(e planned) (string, func() error, error) {
 		}
 		i := len(h.tl.effects)
 		h.tl.add(effect{kind: workerKilled, worker: w.idx, node: -1, from: time.Now()})
-		if err := w.kill(); err != nil {
-			return "", nil, err
-		}
+		w.kill()
 		return what, func() error {
 			h.tl.effects[i].to = time.Now()
 			return w.start()
@@ -574,13 +572,12 @@ func (w *worker) signal(sig syscall.Signal) error {
 }
 
 // kill kills the worker and waits until it is reaped.
-func (w *worker) kill() error {
+func (w *worker) kill() {
 	if !w.running() {
-		return nil
+		return
 	}
 	_ = w.signal(syscall.SIGKILL)
 	<-w.done
-	return nil
 }
 
 // stop asks the worker to stop (SIGCONT, SIGTERM) and waits for a clean exit within its
