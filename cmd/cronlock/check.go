@@ -12,7 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cronlock/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 )
 
 const checkUsage = `Usage: cronlock check --config FILE [--end-quarantine]

@@ -18,7 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cronlock/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"

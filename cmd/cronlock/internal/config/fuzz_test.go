@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cronlock/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/scheduler"
 )
