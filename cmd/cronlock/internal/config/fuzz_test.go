@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -10,6 +11,9 @@ import (
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/scheduler"
 )
+
+// goName matches the Go names of job.Options' fields, which messages must not show.
+var goName = regexp.MustCompile(`Options\.|\b(Timeout|LockTTL|RenewEvery|Overlap|Retries|CatchUp)\b|job\.(Forbid|Allow)`)
 
 // FuzzParse: Parse never panics; a file it accepts holds what the daemon needs (nodes in a
 // count that makes a safe quorum, jobs with unique valid names, specs and commands); a file it
@@ -26,6 +30,7 @@ func FuzzParse(f *testing.F) {
 		"---\nnodes: []\n---\n",
 		"jobs:\n  - *missing\n",
 		"nodes: [a:1]\njobs: [{name: j, schedule: 'CRON_TZ=Nowhere/Zone 0 9 * * *', command: [x]}]\n",
+		"nodes: [a:1]\njobs: [{name: j, schedule: '@hourly', command: [x], lock_ttl: 9s, renew_every: 6s}]\n",
 		"max_ttl: 1s\nkill_grace: -1s\nhttp: x\ntracing: {otlp_endpoint: 'ftp://x', service_name: ''}\nprefix: ' '\n",
 	} {
 		f.Add(seed)
@@ -39,6 +44,9 @@ func FuzzParse(f *testing.F) {
 			for line := range strings.SplitSeq(err.Error(), "\n") {
 				if !strings.HasPrefix(line, "f.yaml") {
 					t.Errorf("error line does not name the file: %q", line)
+				}
+				if goName.MatchString(line) {
+					t.Errorf("error line names a Go field, not the YAML key: %q", line)
 				}
 			}
 			var ce *config.Error

@@ -619,6 +619,13 @@ var fieldKeys = map[string]string{
 	"Options.CatchUp":    "catch_up",
 }
 
+// goNames rewrites the Go names that job.Job.Validate's problems mention (e.g. "more than half
+// of LockTTL 30s") into the keys and values the user wrote.
+var goNames = strings.NewReplacer(
+	"LockTTL", "lock_ttl", "RenewEvery", "renew_every", "CatchUp", "catch_up",
+	"job.Forbid", "forbid", "job.Allow", "allow",
+)
+
 func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool) []Job {
 	if e.val.Kind != yaml.SequenceNode {
 		p.fail(e.val.Line, "jobs", "must be a list of jobs (each with name:, schedule: and command:), not %s", kindName(e.val))
@@ -719,7 +726,7 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 		if !known {
 			p.fail(item.Line, path, "%s: %s", ie.Field, ie.Problem)
 		} else {
-			p.fail(line(key), path+"."+key, "%s", ie.Problem)
+			p.fail(line(key), path+"."+key, "%s", goNames.Replace(ie.Problem))
 		}
 		return j, false
 	} else if err != nil {
