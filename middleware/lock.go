@@ -316,8 +316,9 @@ func maybeSplit(ae *redlock.AcquireError, a redlock.Attempt, nodes int, run *job
 
 // skip turns a refusal into a *job.SkipError with its reason.
 func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
-	se := &job.SkipError{Reason: job.SkipHeld, Holder: ae.Holder, Err: err}
+	se := &job.SkipError{Reason: job.SkipHeld, Err: err}
 	if h := ae.Holder; h != nil {
+		se.Holder = &job.Holder{Key: h.Key, Label: h.Label, Metadata: h.Metadata, Done: h.Done}
 		switch {
 		case h.Done && h.Metadata == SkippedMarker:
 			se.Reason = job.SkipOverlap

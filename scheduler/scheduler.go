@@ -380,10 +380,10 @@ func (s *Scheduler) launch(e *entry, tick, next time.Time) {
 
 // report logs the outcome of a tick on this replica.
 func (s *Scheduler) report(run *job.Run, err error) {
-	outcome := job.Outcome(err)
+	outcome := middleware.Outcome(err)
 	level := slog.LevelDebug
 	switch outcome {
-	case job.OutcomeFailed, job.OutcomeLeaseLost, job.OutcomeQuorumUnavailable:
+	case middleware.OutcomeFailed, middleware.OutcomeLeaseLost, middleware.OutcomeQuorumUnavailable:
 		level = slog.LevelWarn
 	}
 	ctx := context.Background()
