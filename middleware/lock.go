@@ -108,7 +108,7 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // tick at the same instant can split the vote, each taking some nodes and none a quorum: a
 // refusal after which no one may hold the tick (the attempt took a node, or was decided with
 // replies pending, one of which may have been its own yes) is tried again after the failed
-// attempts were released (twice the attempt's duration, at most TTL/50) and a jittered wait,
+// attempts were released (twice the attempt's duration, at most the node timeout) and a jittered wait,
 // up to 5 times — the lock client then asks the lock's primary node first, which settles the
 // race. And a run key found held may be the short-lived leftover of another tick's failed
 // attempt: it is looked at twice more, as long apart. When the nodes are unavailable
@@ -242,8 +242,8 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 			// Let the failed attempts of this round (ours and the other racers') be released
 			// before the next one, or it could be refused by their leftovers.
 			// Their releases were sent when the attempts failed and take about as long as an
-			// attempt; TTL/50 is the default node timeout, by which they are over.
-			settle = min(2*last.Elapsed+time.Millisecond, max(c.TTL/50, 5*time.Millisecond))
+			// attempt, and are over within the node timeout.
+			settle = min(2*last.Elapsed+time.Millisecond, locks.NodeTimeout(c.TTL))
 		} else if !errors.Is(err, redlock.ErrQuorumUnavailable) || ctx.Err() != nil {
 			return nil, err
 		} else {

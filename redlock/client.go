@@ -243,12 +243,36 @@ func (c *Client) primary(fenceKey string) int {
 	return int(h.Sum32() % uint32(len(c.nodes)))
 }
 
-// nodeTimeout is the per-node request timeout for a lock of the given TTL.
+// MaxTTL returns the longest TTL a lock may ask for (WithMaxTTL).
+func (c *Client) MaxTTL() time.Duration { return c.cfg.maxTTL }
+
+// NodeTimeout returns how long one request to one node may take for a lock of the given TTL:
+// WithNodeTimeout's value, or by default TTL/50 and at least 5ms.
+func (c *Client) NodeTimeout(ttl time.Duration) time.Duration { return c.nodeTimeout(ttl) }
+
 func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
 	if c.cfg.nodeTimeout > 0 {
 		return c.cfg.nodeTimeout
 	}
 	return max(ttl/50, 5*time.Millisecond)
+}
+
+// CheckTTL reports whether the client accepts ttl for a lock, as a *TTLError or nil, without
+// any I/O.
+func (c *Client) CheckTTL(ttl time.Duration) error {
+	bad := func(format string, args ...any) error {
+		return &TTLError{TTL: ttl, Problem: fmt.Sprintf(format, args...)}
+	}
+	if ttl <= 0 {
+		return bad("is not positive: give e.g. 30s")
+	}
+	if ttl > c.cfg.maxTTL {
+		return bad("is above the max TTL %v: ask for less, or raise WithMaxTTL (it is also how long a node that lost its memory stays in quarantine)", c.cfg.maxTTL)
+	}
+	if least := c.drift(ttl) + c.nodeTimeout(ttl); ttl <= least {
+		return bad("leaves no validity after the drift allowance and node timeout (%v): use a longer TTL", least)
+	}
+	return nil
 }
 
 // drift is the clock drift allowance for a lock of the given TTL.

@@ -75,7 +75,7 @@ func TestBadAcquireIsRefused(t *testing.T) {
 		want string
 	}{
 		{"", time.Second, nil, "key is empty"},
-		{"k", 0, nil, "TTL 0s: must be positive"},
+		{"k", 0, nil, "TTL 0s is not positive"},
 		{"k", 2 * time.Minute, nil, "TTL 2m0s is above the max TTL 1m0s"},
 		{"k", 6 * time.Millisecond, nil, "leaves no validity"},
 		{"k", time.Second, []redlock.AcquireOption{redlock.Also("")}, "Also key is empty"},
@@ -84,7 +84,31 @@ func TestBadAcquireIsRefused(t *testing.T) {
 		_, err := c.TryAcquire(ctx, tc.key, tc.ttl, tc.opts...)
 		require.Error(t, err)
 		assert.Contains(t, err.Error(), tc.want)
+		if tc.key != "" && tc.opts == nil {
+			assert.ErrorIs(t, err, redlock.ErrInvalidTTL)
+			assert.Equal(t, err, c.CheckTTL(tc.ttl))
+		} else {
+			assert.NotErrorIs(t, err, redlock.ErrInvalidTTL)
+		}
 		_, err = c.Acquire(ctx, tc.key, tc.ttl, tc.opts...)
 		assert.Contains(t, err.Error(), tc.want)
 	}
+}
+
+func TestAccessors(t *testing.T) {
+	rc := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1", ContextTimeoutEnabled: true})
+	defer rc.Close()
+	c, err := redlock.New([]redlock.Node{rc})
+	require.NoError(t, err)
+	defer c.Close()
+	assert.Equal(t, redlock.DefaultMaxTTL, c.MaxTTL())
+	assert.Equal(t, 200*time.Millisecond, c.NodeTimeout(10*time.Second))
+	assert.Equal(t, 5*time.Millisecond, c.NodeTimeout(100*time.Millisecond))
+	assert.NoError(t, c.CheckTTL(time.Second))
+
+	c2, err := redlock.New([]redlock.Node{rc}, redlock.WithMaxTTL(time.Hour), redlock.WithNodeTimeout(time.Second))
+	require.NoError(t, err)
+	defer c2.Close()
+	assert.Equal(t, time.Hour, c2.MaxTTL())
+	assert.Equal(t, time.Second, c2.NodeTimeout(10*time.Second))
 }

@@ -26,7 +26,22 @@ var (
 	ErrLeaseClosed = errors.New("redlock: lease closed")
 	// ErrClientClosed is returned by calls on a Client after Close.
 	ErrClientClosed = errors.New("redlock: client closed")
+	// ErrInvalidTTL is matched by a *TTLError: a lock TTL the client refuses.
+	ErrInvalidTTL = errors.New("redlock: invalid TTL")
 )
+
+// TTLError is the refusal of a lock TTL, before any node is asked (see Client.CheckTTL). It
+// matches ErrInvalidTTL.
+type TTLError struct {
+	TTL time.Duration
+	// Problem says what is wrong and how to fix it.
+	Problem string
+}
+
+func (e *TTLError) Error() string { return fmt.Sprintf("redlock: TTL %v %s", e.TTL, e.Problem) }
+
+// Is reports whether target is ErrInvalidTTL.
+func (e *TTLError) Is(target error) bool { return target == ErrInvalidTTL }
 
 // Outcome is what one node answered to one request.
 type Outcome int

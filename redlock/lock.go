@@ -145,14 +145,8 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if key == "" {
 		return nil, errors.New("redlock: key is empty: give the name of the resource to lock")
 	}
-	if ttl <= 0 {
-		return nil, fmt.Errorf("redlock: TTL %v: must be positive, e.g. 30s", ttl)
-	}
-	if ttl > c.cfg.maxTTL {
-		return nil, fmt.Errorf("redlock: TTL %v is above the max TTL %v: ask for less, or raise WithMaxTTL (it is also how long a node that lost its memory stays in quarantine)", ttl, c.cfg.maxTTL)
-	}
-	if least := c.drift(ttl) + c.nodeTimeout(ttl); ttl <= least {
-		return nil, fmt.Errorf("redlock: TTL %v leaves no validity after the drift allowance and node timeout (%v): use a longer TTL", ttl, least)
+	if err := c.CheckTTL(ttl); err != nil {
+		return nil, err
 	}
 	fence := ac.fenceKey
 	if fence == "" {

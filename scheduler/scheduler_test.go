@@ -115,6 +115,9 @@ func TestAddRefusesBadJobs(t *testing.T) {
 			require.True(t, ok)
 			assert.Equal(t, tc.field, ie.Field)
 			assert.Contains(t, err.Error(), tc.want)
+			if tc.field == "Options.LockTTL" && tc.name != "negative TTL" {
+				assert.ErrorIs(t, err, redlock.ErrInvalidTTL)
+			}
 			assert.Equal(t, before, s.Entries(), "nothing half-registered")
 		})
 	}
