@@ -240,7 +240,7 @@ func TestKeys(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_123)
 	assert.Equal(t, "{cronlock:report}:tick:1700000000123", middleware.TickKey("cronlock", "report", at))
 	assert.Equal(t, "{cronlock:report}:run", middleware.RunKey("cronlock", "report"))
-	assert.Equal(t, "{cronlock:report}:fence", middleware.FenceKey("cronlock", "report"))
+	assert.Equal(t, "{cronlock:report}:fence", middleware.FenceCounterKey("cronlock", "report"))
 }
 
 // inFlight counts the acquire scripts in flight at the nodes (the acquire script's first key is

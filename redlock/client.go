@@ -147,7 +147,7 @@ func (c *Client) Close() error {
 // reply is one node's answer to one request.
 type reply struct {
 	node    int
-	outcome Outcome
+	outcome outcome
 	token   uint64
 	holder  *Holder
 	err     error

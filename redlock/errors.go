@@ -43,35 +43,35 @@ func (e *TTLError) Error() string { return fmt.Sprintf("redlock: TTL %v %s", e.T
 // Is reports whether target is ErrInvalidTTL.
 func (e *TTLError) Is(target error) bool { return target == ErrInvalidTTL }
 
-// Outcome is what one node answered to one request.
-type Outcome int
+// outcome is what one node answered to one request.
+type outcome int
 
 // The outcomes of a request to one node.
 const (
-	// OutcomeOK: the node did what was asked (took, extended or released the lock).
-	OutcomeOK Outcome = iota
-	// OutcomeRefused: the node answered, but the lock is held by another value there (acquire)
+	// outcomeOK: the node did what was asked (took, extended or released the lock).
+	outcomeOK outcome = iota
+	// outcomeRefused: the node answered, but the lock is held by another value there (acquire)
 	// or is not ours there (extend, release).
-	OutcomeRefused
-	// OutcomeQuarantined: the node lost its memory recently and refuses locks until its
+	outcomeRefused
+	// outcomeQuarantined: the node lost its memory recently and refuses locks until its
 	// quarantine ends.
-	OutcomeQuarantined
-	// OutcomeError: the node did not answer in time, or answered with an error.
-	OutcomeError
+	outcomeQuarantined
+	// outcomeError: the node did not answer in time, or answered with an error.
+	outcomeError
 )
 
-func (o Outcome) String() string {
+func (o outcome) String() string {
 	switch o {
-	case OutcomeOK:
+	case outcomeOK:
 		return "ok"
-	case OutcomeRefused:
+	case outcomeRefused:
 		return "refused"
-	case OutcomeQuarantined:
+	case outcomeQuarantined:
 		return "quarantined"
-	case OutcomeError:
+	case outcomeError:
 		return "error"
 	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
+	return fmt.Sprintf("outcome(%d)", int(o))
 }
 
 // NodeError is the failure of one node in a request, with the node's index in the list given
@@ -95,7 +95,7 @@ type Holder struct {
 	Key string
 	// Label is the holder's label (WithLabel), by default host and pid.
 	Label string
-	// Metadata is what the holder stored with WithMetadata, e.g. a trace context.
+	// Metadata is what the holder stored with the Metadata option, e.g. a trace context.
 	Metadata string
 	// Done reports that the holder released the lock with KeepDone: the key is kept as a
 	// marker that the guarded work was completed.
