@@ -114,3 +114,10 @@ func ExampleRunFrom() {
 	// Output:
 	// invoices tick 09:30:00 attempt 1 token 42
 }
+
+func TestLongNameIsCutInMessages(t *testing.T) {
+	err := job.ValidateName(strings.Repeat("n", 10_000))
+	require.ErrorIs(t, err, job.ErrInvalid)
+	assert.Less(t, len(err.Error()), 300, err.Error())
+	assert.Contains(t, err.Error(), "(10000 bytes)")
+}

@@ -125,7 +125,7 @@ type AcquireError struct {
 
 func (e *AcquireError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%v: key %q", e.Reason, e.Key)
+	fmt.Fprintf(&b, "%v: key %s", e.Reason, quote(e.Key))
 	if e.Holder != nil {
 		state := "held"
 		if e.Holder.Done {
@@ -168,7 +168,7 @@ type QuorumError struct {
 
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%v: %s key %q (nodes: %d ok, %d not ours, %d failed)", e.Reason, e.Op, e.Key, e.OK, e.Refused, e.Failed)
+	fmt.Fprintf(&b, "%v: %s key %s (nodes: %d ok, %d not ours, %d failed)", e.Reason, e.Op, quote(e.Key), e.OK, e.Refused, e.Failed)
 	for _, n := range e.Nodes {
 		fmt.Fprintf(&b, "; %v", n)
 	}

@@ -145,6 +145,9 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if key == "" {
 		return nil, errors.New("redlock: key is empty: give the name of the resource to lock")
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redlock: lock %s: %w", quote(key), err)
+	}
 	if err := c.CheckTTL(ttl); err != nil {
 		return nil, err
 	}

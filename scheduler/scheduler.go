@@ -91,7 +91,10 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 		return nil, errors.New("scheduler: the redlock client is nil: give one made by redlock.New over the lock nodes")
 	}
 	cfg := defaultConfig()
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("scheduler: option %d is nil", i)
+		}
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}

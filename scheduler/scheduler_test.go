@@ -47,6 +47,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		want string
 	}{
 		{"nil clock", []scheduler.Option{scheduler.WithClock(nil)}, "WithClock(nil)"},
+		{"nil option", []scheduler.Option{scheduler.WithPrefix("p"), nil}, "option 1 is nil"},
 		{"empty prefix", []scheduler.Option{scheduler.WithPrefix("")}, `prefix ""`},
 		{"brace in prefix", []scheduler.Option{scheduler.WithPrefix("a{b")}, "without braces"},
 		{"empty replica", []scheduler.Option{scheduler.WithReplica("")}, "replica name is empty"},
