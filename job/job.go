@@ -124,7 +124,11 @@ type InvalidError struct {
 
 func (e *InvalidError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "job %q: %s: %s", e.Job, e.Field, e.Problem)
+	name := fmt.Sprintf("%q", e.Job)
+	if len(e.Job) > 64 { // a name too long is echoed cut
+		name = fmt.Sprintf("%q… (%d bytes)", e.Job[:64], len(e.Job))
+	}
+	fmt.Fprintf(&b, "job %s: %s: %s", name, e.Field, e.Problem)
 	return b.String()
 }
 

@@ -15,7 +15,6 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/redlock"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -81,26 +80,11 @@ func TestRunInContext(t *testing.T) {
 	assert.Same(t, r, got)
 }
 
-func TestOutcome(t *testing.T) {
-	held := &redlock.AcquireError{Key: "k", Reason: redlock.ErrNotAcquired}
-	for _, tc := range []struct {
-		err  error
-		want string
-	}{
-		{nil, job.OutcomeRan},
-		{errors.New("x"), job.OutcomeFailed},
-		{&job.SkipError{Reason: job.SkipHeld, Err: held}, job.OutcomeSkippedHeld},
-		{fmt.Errorf("wrapped: %w", &job.SkipError{Reason: job.SkipDone}), job.OutcomeSkippedDone},
-		{&job.SkipError{Reason: job.SkipOverlap}, job.OutcomeSkippedOverlap},
-		{&job.SkipError{Reason: job.SkipLate}, job.OutcomeSkippedLate},
-		{fmt.Errorf("ctx: %w", redlock.ErrLeaseLost), job.OutcomeLeaseLost},
-		{&redlock.AcquireError{Reason: redlock.ErrQuorumUnavailable}, job.OutcomeQuorumUnavailable},
-	} {
-		assert.Equal(t, tc.want, job.Outcome(tc.err), "%v", tc.err)
-	}
-	se := &job.SkipError{Reason: job.SkipHeld, Holder: &redlock.Holder{Label: "w-2"}, Err: held}
+func TestSkipError(t *testing.T) {
+	held := errors.New("held")
+	se := &job.SkipError{Reason: job.SkipHeld, Holder: &job.Holder{Label: "w-2"}, Err: held}
 	assert.ErrorIs(t, se, job.ErrSkipped)
-	assert.ErrorIs(t, se, redlock.ErrNotAcquired)
+	assert.ErrorIs(t, se, held)
 	assert.Equal(t, "job: skipped: held by another replica (w-2)", se.Error())
 	assert.Equal(t, "allow", job.Allow.String())
 	assert.Equal(t, "window closed", job.SkipLate.String())
@@ -131,12 +115,9 @@ func ExampleRunFrom() {
 	// invoices tick 09:30:00 attempt 1 token 42
 }
 
-func ExampleOutcome() {
-	fmt.Println(job.Outcome(nil))
-	fmt.Println(job.Outcome(&job.SkipError{Reason: job.SkipDone}))
-	fmt.Println(job.Outcome(fmt.Errorf("sync: %w", redlock.ErrLeaseLost)))
-	// Output:
-	// ran
-	// skipped_done
-	// lease_lost
+func TestLongNameIsCutInMessages(t *testing.T) {
+	err := job.ValidateName(strings.Repeat("n", 10_000))
+	require.ErrorIs(t, err, job.ErrInvalid)
+	assert.Less(t, len(err.Error()), 300, err.Error())
+	assert.Contains(t, err.Error(), "(10000 bytes)")
 }

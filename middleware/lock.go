@@ -30,13 +30,13 @@ func TickKey(prefix, name string, tick time.Time) string {
 // {prefix:name}:run.
 func RunKey(prefix, name string) string { return "{" + prefix + ":" + name + "}:run" }
 
-// FenceKey returns the key of a job's fencing counter, shared by all its ticks so that tokens
+// FenceCounterKey returns the key of a job's fencing counter, shared by all its ticks so that tokens
 // increase from tick to tick: {prefix:name}:fence.
-func FenceKey(prefix, name string) string { return "{" + prefix + ":" + name + "}:fence" }
+func FenceCounterKey(prefix, name string) string { return "{" + prefix + ":" + name + "}:fence" }
 
 // LockConfig configures Lock. The zero value of each field means its default.
 type LockConfig struct {
-	// Prefix starts every key (TickKey, RunKey, FenceKey). Default "cronlock".
+	// Prefix starts every key (TickKey, RunKey, FenceCounterKey). Default "cronlock".
 	Prefix string
 	// TTL of the tick's lock. Default job.DefaultLockTTL (30s).
 	TTL time.Duration
@@ -97,40 +97,17 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // Lock runs the handler only on the one replica that takes the tick's lock, under the lock's
 // lease.
 //
-// It makes one attempt (redlock.Client.TryAcquire) to take the tick key, with the job's run
-// key too when Overlap is Forbid, and the job's fence key for the token. A tick held by
-// another replica, or already done, or (Forbid) a previous run still running, is a skip: a
-// *job.SkipError, final. A tick skipped because a previous run was running is also kept as
-// done, with metadata SkippedMarker, so that replicas whose clocks are behind skip it too
-// rather than run it late.
+// The lock is the tick key, with the job's run key too when Overlap is Forbid. A tick held by
+// another replica, already done, or (Forbid) whose previous run still runs is skipped with a
+// final *job.SkipError; refusals that may have split the vote, and run keys that may be
+// leftovers of a failed attempt, are looked at again first (docs/scheduler.md). Unavailable
+// nodes are retried on cfg.BackOff until the tick's deadline or ctx's end.
 //
-// Two kinds of refusal are looked at again before they are final. Replicas that race for the
-// tick at the same instant can split the vote, each taking some nodes and none a quorum: a
-// refusal after which no one may hold the tick (the attempt took a node, or was decided with
-// replies pending, one of which may have been its own yes) is tried again after the failed
-// attempts were released (twice the attempt's duration, at most TTL/50) and a jittered wait,
-// up to 5 times — the lock client then asks the lock's primary node first, which settles the
-// race. And a run key found held may be the short-lived leftover of another tick's failed
-// attempt: it is looked at twice more, as long apart. When the nodes are unavailable
-// (redlock.ErrQuorumUnavailable) it tries again on cfg.BackOff until the tick's deadline
-// (job.Run.Deadline) or ctx's end.
-//
-// Once the lock is taken, the handler runs under the lease's context — cancelled, with cause
-// redlock.ErrLeaseLost, before the lock could expire anywhere — with a copy of the job.Run
-// whose FencingToken is set. When the handler returns nil, the lock is released with the tick
-// kept as done for cfg.KeepDone; when it fails (or panics), the lock is released so that a
-// retry, here or elsewhere, may take the tick. Release uses a fresh context (each node's
-// request is bounded by the lock client's node timeout). When the lease was lost, the error
-// matches redlock.ErrLeaseLost (unless the handler succeeded and the tick could still be
-// marked done on a quorum, which proves that no one else took it).
-//
-// When ctx carries a recording span (Trace starts one per tick), Lock adds children to it: one
-// "cronlock.lock.acquire" span per attempt, "cronlock.job.run" around the handler (whose
-// context carries it) with the lease's renewals and loss as events, and
-// "cronlock.lock.release"; and it stores the span's context beside the lock, for the replicas
-// it refuses to link to. When ctx carries Metrics' instruments, it measures the attempts, the
-// hold, the failed renewals and the run. Without either, it records nothing and allocates
-// nothing for it. Each failed renewal is also logged to cfg.Logger.
+// The handler runs under the lease's context (cancelled with cause redlock.ErrLeaseLost before
+// the lock could expire anywhere), with a job.Run whose FencingToken is set. On nil the tick is
+// kept as done for cfg.KeepDone; on error it is released for a retry. The error matches
+// redlock.ErrLeaseLost if the lease was lost, unless the tick could still be marked done.
+// Lock records spans and metrics when ctx carries Trace's span or Metrics' instruments.
 func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 	cfg = cfg.withDefaults()
 	return func(next job.Handler) job.Handler {
@@ -178,7 +155,7 @@ const (
 func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run, p *lockProbe) (*redlock.Lock, error) {
 	tickKey, runKey := TickKey(c.Prefix, run.Job, run.Tick), RunKey(c.Prefix, run.Job)
 	opts := make([]redlock.AcquireOption, 0, 5) // room for every option below
-	opts = append(opts, redlock.FenceKey(FenceKey(c.Prefix, run.Job)))
+	opts = append(opts, redlock.FenceKey(FenceCounterKey(c.Prefix, run.Job)))
 	if run.Replica != "" {
 		opts = append(opts, redlock.Label(run.Replica))
 	}
@@ -242,8 +219,8 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 			// Let the failed attempts of this round (ours and the other racers') be released
 			// before the next one, or it could be refused by their leftovers.
 			// Their releases were sent when the attempts failed and take about as long as an
-			// attempt; TTL/50 is the default node timeout, by which they are over.
-			settle = min(2*last.Elapsed+time.Millisecond, max(c.TTL/50, 5*time.Millisecond))
+			// attempt, and are over within the node timeout.
+			settle = min(2*last.Elapsed+time.Millisecond, locks.NodeTimeout(c.TTL))
 		} else if !errors.Is(err, redlock.ErrQuorumUnavailable) || ctx.Err() != nil {
 			return nil, err
 		} else {
@@ -277,7 +254,7 @@ const SkippedMarker = "cronlock:skipped:overlap"
 // tick comes, and skip that one in turn. Best effort: if the tick is taken meanwhile, the
 // taker decides.
 func (c LockConfig) markSkipped(ctx context.Context, locks *redlock.Client, run *job.Run, tickKey string) {
-	opts := []redlock.AcquireOption{redlock.FenceKey(FenceKey(c.Prefix, run.Job)), redlock.Metadata(SkippedMarker)}
+	opts := []redlock.AcquireOption{redlock.FenceKey(FenceCounterKey(c.Prefix, run.Job)), redlock.Metadata(SkippedMarker)}
 	if run.Replica != "" {
 		opts = append(opts, redlock.Label(run.Replica))
 	}
@@ -316,8 +293,9 @@ func maybeSplit(ae *redlock.AcquireError, a redlock.Attempt, nodes int, run *job
 
 // skip turns a refusal into a *job.SkipError with its reason.
 func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
-	se := &job.SkipError{Reason: job.SkipHeld, Holder: ae.Holder, Err: err}
+	se := &job.SkipError{Reason: job.SkipHeld, Err: err}
 	if h := ae.Holder; h != nil {
+		se.Holder = &job.Holder{Key: h.Key, Label: h.Label, Metadata: h.Metadata, Done: h.Done}
 		switch {
 		case h.Done && h.Metadata == SkippedMarker:
 			se.Reason = job.SkipOverlap

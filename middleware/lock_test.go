@@ -79,7 +79,7 @@ func TestLockRunsOnceAndKeepsTheTickDone(t *testing.T) {
 	require.True(t, ok, "%v", err)
 	assert.Equal(t, job.SkipDone, se.Reason)
 	assert.Equal(t, "r1", se.Holder.Label)
-	assert.Equal(t, job.OutcomeSkippedDone, job.Outcome(err))
+	assert.Equal(t, middleware.OutcomeSkippedDone, middleware.Outcome(err))
 	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
 }
 
@@ -95,12 +95,12 @@ func TestLockSkipsAHeldTickAndAnOverlap(t *testing.T) {
 	<-inside
 
 	err := lock(func(context.Context) error { t.Error("ran a held tick"); return nil })(runAs("other", "busy", time.Time{}))
-	assert.Equal(t, job.OutcomeSkippedHeld, job.Outcome(err), "%v", err)
+	assert.Equal(t, middleware.OutcomeSkippedHeld, middleware.Outcome(err), "%v", err)
 
 	// The next tick finds the run key held: an overlap.
 	next := job.NewContext(context.Background(), &job.Run{Job: "busy", Tick: tick.Add(time.Minute), Attempt: 1, Replica: "other"})
 	err = lock(func(context.Context) error { t.Error("overlapped"); return nil })(next)
-	assert.Equal(t, job.OutcomeSkippedOverlap, job.Outcome(err), "%v", err)
+	assert.Equal(t, middleware.OutcomeSkippedOverlap, middleware.Outcome(err), "%v", err)
 	se, _ := errors.AsType[*job.SkipError](err)
 	assert.Equal(t, "holder", se.Holder.Label)
 	assert.Equal(t, middleware.RunKey(middleware.DefaultPrefix, "busy"), se.Holder.Key)
@@ -109,7 +109,7 @@ func TestLockSkipsAHeldTickAndAnOverlap(t *testing.T) {
 
 	// The skipped tick was kept as skipped: a replica that comes later skips it too.
 	err = lock(func(context.Context) error { t.Error("ran a skipped tick late"); return nil })(next)
-	assert.Equal(t, job.OutcomeSkippedOverlap, job.Outcome(err), "%v", err)
+	assert.Equal(t, middleware.OutcomeSkippedOverlap, middleware.Outcome(err), "%v", err)
 	se, _ = errors.AsType[*job.SkipError](err)
 	assert.True(t, se.Holder.Done)
 	assert.Equal(t, middleware.SkippedMarker, se.Holder.Metadata)
@@ -172,7 +172,7 @@ func TestLockRacersAtTheTickInstant(t *testing.T) {
 				ctx := job.NewContext(context.Background(), &job.Run{Job: fmt.Sprint("race", i), Tick: tick, Attempt: 1, Replica: fmt.Sprint("r", r)})
 				<-start
 				err := middleware.Lock(clients[r], middleware.LockConfig{})(func(context.Context) error { ran.Add(1); return nil })(ctx)
-				outcomes[r] = job.Outcome(err)
+				outcomes[r] = middleware.Outcome(err)
 			})
 		}
 		close(start)
@@ -209,7 +209,7 @@ func TestLockLeaseLost(t *testing.T) {
 			}
 			require.ErrorIs(t, cause, redlock.ErrLeaseLost)
 			require.ErrorIs(t, err, redlock.ErrLeaseLost)
-			assert.Equal(t, job.OutcomeLeaseLost, job.Outcome(err))
+			assert.Equal(t, middleware.OutcomeLeaseLost, middleware.Outcome(err))
 		})
 	}
 }
@@ -226,12 +226,12 @@ func TestLockQuorumUnavailable(t *testing.T) {
 	})(job.NewContext(context.Background(), &job.Run{Job: "q", Tick: tick, Replica: "r", Deadline: time.Now().Add(200 * time.Millisecond)}))
 	require.ErrorIs(t, err, redlock.ErrQuorumUnavailable)
 	assert.ErrorContains(t, err, "window closed while the lock nodes were unavailable")
-	assert.Equal(t, job.OutcomeQuorumUnavailable, job.Outcome(err))
+	assert.Equal(t, middleware.OutcomeQuorumUnavailable, middleware.Outcome(err))
 
 	// A tick whose window already closed is not attempted at all.
 	err = middleware.Lock(lc, middleware.LockConfig{})(func(context.Context) error { return nil })(
 		job.NewContext(context.Background(), &job.Run{Job: "q", Tick: tick, Deadline: time.Now().Add(-time.Second)}))
-	assert.Equal(t, job.OutcomeSkippedLate, job.Outcome(err))
+	assert.Equal(t, middleware.OutcomeSkippedLate, middleware.Outcome(err))
 	ns.Proxies[0].Blackhole(false)
 	ns.Proxies[1].Blackhole(false)
 }
@@ -240,7 +240,7 @@ func TestKeys(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_123)
 	assert.Equal(t, "{cronlock:report}:tick:1700000000123", middleware.TickKey("cronlock", "report", at))
 	assert.Equal(t, "{cronlock:report}:run", middleware.RunKey("cronlock", "report"))
-	assert.Equal(t, "{cronlock:report}:fence", middleware.FenceKey("cronlock", "report"))
+	assert.Equal(t, "{cronlock:report}:fence", middleware.FenceCounterKey("cronlock", "report"))
 }
 
 // inFlight counts the acquire scripts in flight at the nodes (the acquire script's first key is

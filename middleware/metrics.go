@@ -30,7 +30,7 @@ func WithMeterProvider(mp metric.MeterProvider) MetricsOption {
 // Metrics records each tick on this replica, and what Lock does for it, with OpenTelemetry
 // instruments:
 //
-//   - cronlock.job.runs (counter): ticks by job and outcome (job.Outcome);
+//   - cronlock.job.runs (counter): ticks by job and outcome (Outcome);
 //   - cronlock.job.duration (histogram, s): how long the handler ran, by job and outcome;
 //   - cronlock.job.timeouts (counter): runs whose context was cut short, by job and cause
 //     ("lease": the lease was lost; "timeout": job.Options.Timeout passed);
@@ -69,7 +69,7 @@ func Metrics(opts ...MetricsOption) Middleware {
 				last.Store(jm)
 			}
 			err := next(context.WithValue(ctx, metricsKey{}, jm))
-			ins.runs.Add(ctx, 1, jm.outcome(job.Outcome(err)).add...)
+			ins.runs.Add(ctx, 1, jm.outcome(Outcome(err)).add...)
 			return err
 		}
 	}
@@ -145,7 +145,7 @@ func newMeasureOpts(attrs ...attribute.KeyValue) measureOpts {
 type jobMetrics struct {
 	*instruments
 	job      string
-	outcomes map[string]measureOpts // by job.Outcome
+	outcomes map[string]measureOpts // by Outcome
 	results  map[string]measureOpts // by attempt result (cronlock.lock.result)
 	reasons  map[string]measureOpts // by failure reason (cronlock.reason)
 	causes   map[string]measureOpts // by timeout cause (cronlock.cause)
@@ -163,8 +163,8 @@ func (ins *instruments) forJob(name string) *jobMetrics {
 		outcomes: map[string]measureOpts{}, results: map[string]measureOpts{},
 		reasons: map[string]measureOpts{}, causes: map[string]measureOpts{},
 	}
-	for _, o := range []string{job.OutcomeRan, job.OutcomeFailed, job.OutcomeSkippedHeld, job.OutcomeSkippedDone,
-		job.OutcomeSkippedOverlap, job.OutcomeSkippedLate, job.OutcomeLeaseLost, job.OutcomeQuorumUnavailable} {
+	for _, o := range []string{OutcomeRan, OutcomeFailed, OutcomeSkippedHeld, OutcomeSkippedDone,
+		OutcomeSkippedOverlap, OutcomeSkippedLate, OutcomeLeaseLost, OutcomeQuorumUnavailable} {
 		jm.outcomes[o] = newMeasureOpts(attrJob.String(name), attrOutcome.String(o))
 	}
 	for _, r := range []string{resultAcquired, resultHeld, resultDone, resultOverlap, resultUnavailable, resultError} {

@@ -298,7 +298,7 @@ func (p *lockProbe) done(err error) {
 	if p == nil || p.m == nil || p.runStart.IsZero() {
 		return
 	}
-	p.m.jobDuration.Record(p.ctx, p.runEnd.Sub(p.runStart).Seconds(), p.m.outcome(job.Outcome(err)).record...)
+	p.m.jobDuration.Record(p.ctx, p.runEnd.Sub(p.runStart).Seconds(), p.m.outcome(Outcome(err)).record...)
 }
 
 func millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

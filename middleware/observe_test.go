@@ -214,8 +214,8 @@ func TestTraceRanHeldDone(t *testing.T) {
 	wg.Wait()
 	handle("r3", func(context.Context) error { t.Error("r3 ran a done tick"); return nil })
 	require.NoError(t, errs["r1"])
-	require.Equal(t, job.OutcomeSkippedHeld, job.Outcome(errs["r2"]))
-	require.Equal(t, job.OutcomeSkippedDone, job.Outcome(errs["r3"]))
+	require.Equal(t, middleware.OutcomeSkippedHeld, middleware.Outcome(errs["r2"]))
+	require.Equal(t, middleware.OutcomeSkippedDone, middleware.Outcome(errs["r3"]))
 
 	// The run.
 	ran := tm.tickOf(t, "r1")
@@ -434,7 +434,7 @@ func TestTraceOtherOutcomes(t *testing.T) {
 
 	ctx := job.NewContext(context.Background(), &job.Run{Job: "late", Tick: tick, Replica: "r1", Deadline: time.Now().Add(-time.Second)})
 	err := tm.wrap(middleware.Lock(lc, middleware.LockConfig{}))(func(context.Context) error { return nil })(ctx)
-	require.Equal(t, job.OutcomeSkippedLate, job.Outcome(err))
+	require.Equal(t, middleware.OutcomeSkippedLate, middleware.Outcome(err))
 	s := tm.tickOf(t, "r1")
 	assert.Equal(t, "skipped_late", attr(s.Attributes(), "cronlock.outcome").AsString())
 	assert.Empty(t, tm.children(s, "cronlock.lock.acquire"))
@@ -455,7 +455,7 @@ func TestTraceOtherOutcomes(t *testing.T) {
 	err = tm.wrap(middleware.Lock(lockClient(t, ns), middleware.LockConfig{}))(func(context.Context) error { return nil })(next)
 	close(release)
 	require.NoError(t, <-done)
-	require.Equal(t, job.OutcomeSkippedOverlap, job.Outcome(err))
+	require.Equal(t, middleware.OutcomeSkippedOverlap, middleware.Outcome(err))
 	s = tm.tickOf(t, "r3")
 	assert.Equal(t, "skipped_overlap", attr(s.Attributes(), "cronlock.outcome").AsString())
 	require.Len(t, s.Links(), 1)

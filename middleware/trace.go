@@ -11,7 +11,6 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/redlock"
 )
 
 // TraceOption configures Trace.
@@ -30,7 +29,7 @@ func WithTracerProvider(tp trace.TracerProvider) TraceOption {
 
 // Trace records each tick on this replica as a span named "cronlock.tick", with the job's
 // name, the tick's scheduled instant (Unix milliseconds), the replica's name and the tick's
-// outcome (job.Outcome: "ran", "failed", "skipped_held", "skipped_done", "skipped_overlap",
+// outcome (Outcome: "ran", "failed", "skipped_held", "skipped_done", "skipped_overlap",
 // "skipped_late", "lease_lost" or "quorum_unavailable"). Failures, lost leases and unavailable
 // nodes are recorded as errors (span.RecordError and an Error status); skips are not errors.
 //
@@ -84,11 +83,11 @@ func Trace(opts ...TraceOption) Middleware {
 // endTick sets the tick span's attributes, its link to the holder of a skipped tick, and its
 // error.
 func endTick(ctx context.Context, span trace.Span, err error) {
-	outcome := job.Outcome(err)
-	var holder *redlock.Holder
+	outcome := Outcome(err)
+	var holder *job.Holder
 	switch outcome {
-	case job.OutcomeRan:
-	case job.OutcomeFailed, job.OutcomeLeaseLost, job.OutcomeQuorumUnavailable:
+	case OutcomeRan:
+	case OutcomeFailed, OutcomeLeaseLost, OutcomeQuorumUnavailable:
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	default: // a skip
@@ -103,7 +102,7 @@ func endTick(ctx context.Context, span trace.Span, err error) {
 }
 
 // setTickAttributes sets the tick span's attributes, in one call.
-func setTickAttributes(ctx context.Context, span trace.Span, outcome string, holder *redlock.Holder) {
+func setTickAttributes(ctx context.Context, span trace.Span, outcome string, holder *job.Holder) {
 	var kv [5]attribute.KeyValue
 	attrs := kv[:0]
 	if run, ok := job.RunFrom(ctx); ok {

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"reflect"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -59,7 +61,10 @@ type Client struct {
 // each other) and their number odd, unless WithEvenNodes is given.
 func New(nodes []Node, opts ...Option) (*Client, error) {
 	cfg := defaultConfig()
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("redlock: option %d is nil", i)
+		}
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
@@ -71,6 +76,11 @@ func New(nodes []Node, opts ...Option) (*Client, error) {
 	for i, nd := range nodes {
 		if err := checkNode(i, nd); err != nil {
 			return nil, err
+		}
+		for j := range i {
+			if sameNode(nodes[j], nd) {
+				return nil, fmt.Errorf("redlock: nodes %d and %d are the same node (%s): give independent nodes, or one node could form a quorum alone", j, i, nodeName(nd, i))
+			}
 		}
 	}
 	if n%2 == 0 && !cfg.evenNodes {
@@ -106,8 +116,14 @@ func checkNode(i int, n Node) error {
 	var enabled bool
 	switch c := n.(type) {
 	case *redis.Client:
+		if c == nil {
+			return fmt.Errorf("redlock: node %d is a nil *redis.Client", i)
+		}
 		enabled = c.Options().ContextTimeoutEnabled
 	case *redis.ClusterClient:
+		if c == nil {
+			return fmt.Errorf("redlock: node %d is a nil *redis.ClusterClient", i)
+		}
 		enabled = c.Options().ContextTimeoutEnabled
 	default:
 		return nil
@@ -116,6 +132,26 @@ func checkNode(i int, n Node) error {
 		return fmt.Errorf("redlock: node %d (%s): set ContextTimeoutEnabled: true in its go-redis options, or a slow node would hold every call for the client's read timeout instead of the node timeout", i, nodeName(n, i))
 	}
 	return nil
+}
+
+// sameNode reports whether a and b are one node: the same value, or go-redis clients of the
+// same address.
+func sameNode(a, b Node) bool {
+	switch a.(type) {
+	case *redis.Client, *redis.ClusterClient:
+		return nodeName(a, 0) == nodeName(b, 0)
+	}
+	ta := reflect.TypeOf(a)
+	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
+}
+
+// quote returns s quoted for a message, cut to its first 64 bytes when longer.
+func quote(s string) string {
+	const limit = 64
+	if len(s) <= limit {
+		return strconv.Quote(s)
+	}
+	return fmt.Sprintf("%q… (%d bytes)", s[:limit], len(s))
 }
 
 func nodeName(n Node, i int) string {
@@ -147,7 +183,7 @@ func (c *Client) Close() error {
 // reply is one node's answer to one request.
 type reply struct {
 	node    int
-	outcome Outcome
+	outcome outcome
 	token   uint64
 	holder  *Holder
 	err     error
@@ -243,12 +279,36 @@ func (c *Client) primary(fenceKey string) int {
 	return int(h.Sum32() % uint32(len(c.nodes)))
 }
 
-// nodeTimeout is the per-node request timeout for a lock of the given TTL.
+// MaxTTL returns the longest TTL a lock may ask for (WithMaxTTL).
+func (c *Client) MaxTTL() time.Duration { return c.cfg.maxTTL }
+
+// NodeTimeout returns how long one request to one node may take for a lock of the given TTL:
+// WithNodeTimeout's value, or by default TTL/50 and at least 5ms.
+func (c *Client) NodeTimeout(ttl time.Duration) time.Duration { return c.nodeTimeout(ttl) }
+
 func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
 	if c.cfg.nodeTimeout > 0 {
 		return c.cfg.nodeTimeout
 	}
 	return max(ttl/50, 5*time.Millisecond)
+}
+
+// CheckTTL reports whether the client accepts ttl for a lock, as a *TTLError or nil, without
+// any I/O.
+func (c *Client) CheckTTL(ttl time.Duration) error {
+	bad := func(format string, args ...any) error {
+		return &TTLError{TTL: ttl, Problem: fmt.Sprintf(format, args...)}
+	}
+	if ttl <= 0 {
+		return bad("is not positive: give e.g. 30s")
+	}
+	if ttl > c.cfg.maxTTL {
+		return bad("is above the max TTL %v: ask for less, or raise WithMaxTTL (it is also how long a node that lost its memory stays in quarantine)", c.cfg.maxTTL)
+	}
+	if least := c.drift(ttl) + c.nodeTimeout(ttl); ttl <= least {
+		return bad("leaves no validity after the drift allowance and node timeout (%v): use a longer TTL", least)
+	}
+	return nil
 }
 
 // drift is the clock drift allowance for a lock of the given TTL.

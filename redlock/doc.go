@@ -46,7 +46,7 @@
 //
 // A node that restarts without its data would forget the locks it held, and could help a
 // second client take a lock the first still holds. Each node keeps a boot marker; when it is
-// missing, the node refuses locks for MaxTTL (OutcomeQuarantined), after which every lock it
+// missing, the node refuses locks for MaxTTL (it answers "quarantined"), after which every lock it
 // forgot has expired. New nodes look the same: call Client.EndQuarantine on first deployment.
 //
 // # Leases

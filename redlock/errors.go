@@ -26,37 +26,52 @@ var (
 	ErrLeaseClosed = errors.New("redlock: lease closed")
 	// ErrClientClosed is returned by calls on a Client after Close.
 	ErrClientClosed = errors.New("redlock: client closed")
+	// ErrInvalidTTL is matched by a *TTLError: a lock TTL the client refuses.
+	ErrInvalidTTL = errors.New("redlock: invalid TTL")
 )
 
-// Outcome is what one node answered to one request.
-type Outcome int
+// TTLError is the refusal of a lock TTL, before any node is asked (see Client.CheckTTL). It
+// matches ErrInvalidTTL.
+type TTLError struct {
+	TTL time.Duration
+	// Problem says what is wrong and how to fix it.
+	Problem string
+}
+
+func (e *TTLError) Error() string { return fmt.Sprintf("redlock: TTL %v %s", e.TTL, e.Problem) }
+
+// Is reports whether target is ErrInvalidTTL.
+func (e *TTLError) Is(target error) bool { return target == ErrInvalidTTL }
+
+// outcome is what one node answered to one request.
+type outcome int
 
 // The outcomes of a request to one node.
 const (
-	// OutcomeOK: the node did what was asked (took, extended or released the lock).
-	OutcomeOK Outcome = iota
-	// OutcomeRefused: the node answered, but the lock is held by another value there (acquire)
+	// outcomeOK: the node did what was asked (took, extended or released the lock).
+	outcomeOK outcome = iota
+	// outcomeRefused: the node answered, but the lock is held by another value there (acquire)
 	// or is not ours there (extend, release).
-	OutcomeRefused
-	// OutcomeQuarantined: the node lost its memory recently and refuses locks until its
+	outcomeRefused
+	// outcomeQuarantined: the node lost its memory recently and refuses locks until its
 	// quarantine ends.
-	OutcomeQuarantined
-	// OutcomeError: the node did not answer in time, or answered with an error.
-	OutcomeError
+	outcomeQuarantined
+	// outcomeError: the node did not answer in time, or answered with an error.
+	outcomeError
 )
 
-func (o Outcome) String() string {
+func (o outcome) String() string {
 	switch o {
-	case OutcomeOK:
+	case outcomeOK:
 		return "ok"
-	case OutcomeRefused:
+	case outcomeRefused:
 		return "refused"
-	case OutcomeQuarantined:
+	case outcomeQuarantined:
 		return "quarantined"
-	case OutcomeError:
+	case outcomeError:
 		return "error"
 	}
-	return fmt.Sprintf("Outcome(%d)", int(o))
+	return fmt.Sprintf("outcome(%d)", int(o))
 }
 
 // NodeError is the failure of one node in a request, with the node's index in the list given
@@ -80,7 +95,7 @@ type Holder struct {
 	Key string
 	// Label is the holder's label (WithLabel), by default host and pid.
 	Label string
-	// Metadata is what the holder stored with WithMetadata, e.g. a trace context.
+	// Metadata is what the holder stored with the Metadata option, e.g. a trace context.
 	Metadata string
 	// Done reports that the holder released the lock with KeepDone: the key is kept as a
 	// marker that the guarded work was completed.
@@ -110,7 +125,7 @@ type AcquireError struct {
 
 func (e *AcquireError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%v: key %q", e.Reason, e.Key)
+	fmt.Fprintf(&b, "%v: key %s", e.Reason, quote(e.Key))
 	if e.Holder != nil {
 		state := "held"
 		if e.Holder.Done {
@@ -153,7 +168,7 @@ type QuorumError struct {
 
 func (e *QuorumError) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%v: %s key %q (nodes: %d ok, %d not ours, %d failed)", e.Reason, e.Op, e.Key, e.OK, e.Refused, e.Failed)
+	fmt.Fprintf(&b, "%v: %s key %s (nodes: %d ok, %d not ours, %d failed)", e.Reason, e.Op, quote(e.Key), e.OK, e.Refused, e.Failed)
 	for _, n := range e.Nodes {
 		fmt.Fprintf(&b, "; %v", n)
 	}

@@ -145,14 +145,11 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if key == "" {
 		return nil, errors.New("redlock: key is empty: give the name of the resource to lock")
 	}
-	if ttl <= 0 {
-		return nil, fmt.Errorf("redlock: TTL %v: must be positive, e.g. 30s", ttl)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redlock: lock %s: %w", quote(key), err)
 	}
-	if ttl > c.cfg.maxTTL {
-		return nil, fmt.Errorf("redlock: TTL %v is above the max TTL %v: ask for less, or raise WithMaxTTL (it is also how long a node that lost its memory stays in quarantine)", ttl, c.cfg.maxTTL)
-	}
-	if least := c.drift(ttl) + c.nodeTimeout(ttl); ttl <= least {
-		return nil, fmt.Errorf("redlock: TTL %v leaves no validity after the drift allowance and node timeout (%v): use a longer TTL", ttl, least)
+	if err := c.CheckTTL(ttl); err != nil {
+		return nil, err
 	}
 	fence := ac.fenceKey
 	if fence == "" {
@@ -285,14 +282,14 @@ type tally struct {
 // add counts r and reports whether the outcome is decided.
 func (t *tally) add(c *Client, r reply) bool {
 	switch r.outcome {
-	case OutcomeOK:
+	case outcomeOK:
 		t.ok++
 		t.oks = append(t.oks, r)
-	case OutcomeRefused:
+	case outcomeRefused:
 		t.refused++
 		t.refusedNodes = append(t.refusedNodes, r.node)
 		t.noteHolder(r.holder)
-	case OutcomeQuarantined:
+	case outcomeQuarantined:
 		t.quarantined++
 		t.errs = append(t.errs, c.nodeError(r.node, r.err))
 	default:
@@ -423,13 +420,13 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	call := func(ctx context.Context, i int) reply {
 		res, err := acquireScript.Run(ctx, c.nodes[i], req.keys, args...).Slice()
 		if err != nil {
-			return reply{node: i, outcome: OutcomeError, err: err}
+			return reply{node: i, outcome: outcomeError, err: err}
 		}
 		return parseAcquire(i, req, res)
 	}
 	var late lateOKs
 	onLate := func(r reply) {
-		if r.outcome == OutcomeOK && late.release(r.node) {
+		if r.outcome == outcomeOK && late.release(r.node) {
 			c.releaseNode(ctx, r.node, req.lockKeys(), value, req.ttl, late.keep())
 		}
 	}
@@ -520,7 +517,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 // parseAcquire reads the acquire script's reply.
 func parseAcquire(node int, req *request, res []any) reply {
 	bad := func() reply {
-		return reply{node: node, outcome: OutcomeError, err: fmt.Errorf("unexpected reply to the acquire script: %v", res)}
+		return reply{node: node, outcome: outcomeError, err: fmt.Errorf("unexpected reply to the acquire script: %v", res)}
 	}
 	if len(res) < 2 {
 		return bad()
@@ -533,7 +530,7 @@ func parseAcquire(node int, req *request, res []any) reply {
 		if err != nil {
 			return bad()
 		}
-		return reply{node: node, outcome: OutcomeOK, token: token}
+		return reply{node: node, outcome: outcomeOK, token: token}
 	case 1:
 		if len(res) < 6 {
 			return bad()
@@ -547,12 +544,12 @@ func parseAcquire(node int, req *request, res []any) reply {
 		if k := 2 + int(idx) - 1; idx >= 1 && k < len(req.keys) {
 			key = req.keys[k]
 		}
-		return reply{node: node, outcome: OutcomeRefused, holder: &Holder{
+		return reply{node: node, outcome: outcomeRefused, holder: &Holder{
 			Key: key, Label: label, Metadata: meta, Done: state == "done", TTL: time.Duration(pttl) * time.Millisecond,
 		}}
 	case 2:
 		ms, _ := res[1].(int64)
-		return reply{node: node, outcome: OutcomeQuarantined,
+		return reply{node: node, outcome: outcomeQuarantined,
 			err: fmt.Errorf("in quarantine for %v more: the node lost its memory or is new (cronlock check shows the marker)", time.Duration(ms)*time.Millisecond)}
 	}
 	return bad()
@@ -587,9 +584,9 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 	t := tally{n: len(c.nodes), quorum: c.quorum, ok: have}
 	_, err := c.fanout(ctx, need, c.nodeTimeout(req.ttl), func(ctx context.Context, i int) reply {
 		if err := fenceScript.Run(ctx, c.nodes[i], []string{req.fenceKey}, arg).Err(); err != nil {
-			return reply{node: i, outcome: OutcomeError, err: err}
+			return reply{node: i, outcome: outcomeError, err: err}
 		}
-		return reply{node: i, outcome: OutcomeOK}
+		return reply{node: i, outcome: outcomeOK}
 	}, func(r reply) bool { return t.add(c, r) }, nil)
 	if err != nil {
 		return 0, err
@@ -680,11 +677,11 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 func judge(node int, n int64, err error) reply {
 	switch {
 	case err != nil:
-		return reply{node: node, outcome: OutcomeError, err: err}
+		return reply{node: node, outcome: outcomeError, err: err}
 	case n == 0:
-		return reply{node: node, outcome: OutcomeRefused}
+		return reply{node: node, outcome: outcomeRefused}
 	}
-	return reply{node: node, outcome: OutcomeOK}
+	return reply{node: node, outcome: outcomeOK}
 }
 
 // Release releases the lock on every node, in parallel, and returns once a quorum confirmed

@@ -27,13 +27,21 @@ type config struct {
 	contentionWindow time.Duration
 }
 
+// Defaults of the options.
+const (
+	// DefaultMaxTTL is the default of WithMaxTTL.
+	DefaultMaxTTL = time.Minute
+	// DefaultBootKey is the default of WithBootKey.
+	DefaultBootKey = "cronlock:boot"
+)
+
 func defaultConfig() config {
 	host, _ := os.Hostname()
 	return config{
 		driftFactor:      0.01,
-		maxTTL:           time.Minute,
+		maxTTL:           DefaultMaxTTL,
 		quarantine:       true,
-		bootKey:          "cronlock:boot",
+		bootKey:          DefaultBootKey,
 		newBackOff:       DefaultBackOff,
 		label:            fmt.Sprintf("%s-%d", host, os.Getpid()),
 		contentionWindow: 10 * time.Minute,

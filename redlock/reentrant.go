@@ -53,12 +53,12 @@ func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number 
 	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(outer.ttl), func(ctx context.Context, i int) reply {
 		res, err := reenterScript.Run(ctx, c.nodes[i], outer.keys, outer.value).Slice()
 		if err != nil {
-			return reply{node: i, outcome: OutcomeError, err: err}
+			return reply{node: i, outcome: outcomeError, err: err}
 		}
 		if code, _ := res[0].(int64); code != 0 || len(res) < 2 {
-			return reply{node: i, outcome: OutcomeRefused}
+			return reply{node: i, outcome: outcomeRefused}
 		}
-		return reply{node: i, outcome: OutcomeOK}
+		return reply{node: i, outcome: outcomeOK}
 	}, func(r reply) bool { return t.add(c, r) }, nil)
 	a := Attempt{Number: number, Quorum: c.quorum, Elapsed: time.Since(start)}
 	var l *Lock

@@ -94,7 +94,7 @@ func TestExactlyOnceWithSkewedClocks(t *testing.T) {
 	counts := map[string]int{}
 	for _, o := range outcomes {
 		counts[o.Replica+" "+o.Outcome]++
-		assert.Contains(t, []string{job.OutcomeRan, job.OutcomeSkippedDone, job.OutcomeSkippedHeld, job.OutcomeSkippedOverlap}, o.Outcome, "%v", o)
+		assert.Contains(t, []string{middleware.OutcomeRan, middleware.OutcomeSkippedDone, middleware.OutcomeSkippedHeld, middleware.OutcomeSkippedOverlap}, o.Outcome, "%v", o)
 	}
 	t.Logf("outcomes: %v", counts)
 }
@@ -128,7 +128,7 @@ func TestLeaseLossCancelsBeforeTakeover(t *testing.T) {
 	evA := led.waitEvent(t, "a's job cancelled", func(e event) bool { return e.Replica == "a" })
 	require.ErrorIs(t, evA.Cause, redlock.ErrLeaseLost)
 	oA := led.waitOutcome(t, "a's outcome", func(o outcome) bool { return o.Replica == "a" })
-	assert.Equal(t, job.OutcomeLeaseLost, oA.Outcome)
+	assert.Equal(t, middleware.OutcomeLeaseLost, oA.Outcome)
 	require.ErrorIs(t, oA.Err, redlock.ErrLeaseLost)
 
 	// b starts once the tick's lock has expired on the nodes (a could not release it).
@@ -143,7 +143,7 @@ func TestLeaseLossCancelsBeforeTakeover(t *testing.T) {
 	assert.True(t, evA.End.Before(evB.Start), "a's job was cancelled (and returned) before b took the tick")
 	assert.True(t, evA.Deadline.Before(evB.Start), "a's lease deadline passed before b took the tick")
 	oB := led.waitOutcome(t, "b's outcome", func(o outcome) bool { return o.Replica == "b" })
-	assert.Equal(t, job.OutcomeRan, oB.Outcome)
+	assert.Equal(t, middleware.OutcomeRan, oB.Outcome)
 	for _, p := range c.Proxies {
 		p.Blackhole(false)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -67,7 +68,7 @@ func Example() {
 		return func(ctx context.Context) error {
 			err := next(ctx)
 			mu.Lock()
-			outcomes = append(outcomes, job.Outcome(err))
+			outcomes = append(outcomes, middleware.Outcome(err))
 			mu.Unlock()
 			return err
 		}

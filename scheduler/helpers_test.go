@@ -151,7 +151,7 @@ func (l *ledger) observe() middleware.Middleware {
 			err := next(ctx)
 			r, _ := job.RunFrom(ctx)
 			l.mu.Lock()
-			l.outcomes = append(l.outcomes, outcome{Replica: r.Replica, Job: r.Job, Tick: r.Tick, Outcome: job.Outcome(err), Err: err})
+			l.outcomes = append(l.outcomes, outcome{Replica: r.Replica, Job: r.Job, Tick: r.Tick, Outcome: middleware.Outcome(err), Err: err})
 			l.notifyLocked()
 			l.mu.Unlock()
 			return err

@@ -106,7 +106,7 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithMiddleware adds middleware around every job, outside the built-in chain (Retry, Lock,
-// Timeout, Recover): it sees each tick once, with the final outcome (see job.Outcome). Given
+// Timeout, Recover): it sees each tick once, with the final outcome (see middleware.Outcome). Given
 // several times, the middleware add up, outermost first.
 func WithMiddleware(ms ...middleware.Middleware) Option {
 	return func(cfg *config) error {

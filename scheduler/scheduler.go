@@ -91,7 +91,10 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 		return nil, errors.New("scheduler: the redlock client is nil: give one made by redlock.New over the lock nodes")
 	}
 	cfg := defaultConfig()
-	for _, o := range opts {
+	for i, o := range opts {
+		if o == nil {
+			return nil, fmt.Errorf("scheduler: option %d is nil", i)
+		}
 		if err := o(&cfg); err != nil {
 			return nil, err
 		}
@@ -166,7 +169,7 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 			Problem: fmt.Sprintf("%q never fires: no matching time in the next five years (a date such as 30 February?)", j.Spec)}
 	}
 	j.Options = j.Options.WithDefaults()
-	if err := s.checkTTL(j.LockTTL); err != nil {
+	if err := s.locks.CheckTTL(j.LockTTL); err != nil {
 		return nil, &job.InvalidError{Job: j.Name, Field: "Options.LockTTL", Problem: err.Error(), Err: err}
 	}
 	o := j.Options
@@ -181,23 +184,6 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 		middleware.Recover(),
 	)
 	return &entry{job: j, sched: sched, handler: middleware.Chain(chain...)(j.Handler), keepDone: keepDone, index: -1}, nil
-}
-
-// checkTTL asks the lock client whether it accepts ttl, without any I/O.
-//
-// redlock exposes no MaxTTL accessor, so this relies on TryAcquire validating the TTL before
-// the Also keys: with an empty Also key it always fails before talking to a node, with the TTL
-// error if the TTL is wrong. If redlock ever checked Also first, this check would pass every
-// TTL and a bad one would fail at each tick instead.
-func (s *Scheduler) checkTTL(ttl time.Duration) error {
-	l, err := s.locks.TryAcquire(context.Background(), "{"+s.cfg.prefix+":ttl-check}", ttl, redlock.Also(""))
-	if l != nil { // cannot happen today; never keep a lock taken for a check
-		_ = l.Release(context.Background())
-	}
-	if err != nil && strings.HasPrefix(err.Error(), "redlock: TTL") {
-		return err
-	}
-	return nil
 }
 
 // Remove unregisters the job named name: it fires no more ticks. A run of it that is under
@@ -380,10 +366,10 @@ func (s *Scheduler) launch(e *entry, tick, next time.Time) {
 
 // report logs the outcome of a tick on this replica.
 func (s *Scheduler) report(run *job.Run, err error) {
-	outcome := job.Outcome(err)
+	outcome := middleware.Outcome(err)
 	level := slog.LevelDebug
 	switch outcome {
-	case job.OutcomeFailed, job.OutcomeLeaseLost, job.OutcomeQuorumUnavailable:
+	case middleware.OutcomeFailed, middleware.OutcomeLeaseLost, middleware.OutcomeQuorumUnavailable:
 		level = slog.LevelWarn
 	}
 	ctx := context.Background()

@@ -47,6 +47,7 @@ func TestNewRefusesBadOptions(t *testing.T) {
 		want string
 	}{
 		{"nil clock", []scheduler.Option{scheduler.WithClock(nil)}, "WithClock(nil)"},
+		{"nil option", []scheduler.Option{scheduler.WithPrefix("p"), nil}, "option 1 is nil"},
 		{"empty prefix", []scheduler.Option{scheduler.WithPrefix("")}, `prefix ""`},
 		{"brace in prefix", []scheduler.Option{scheduler.WithPrefix("a{b")}, "without braces"},
 		{"empty replica", []scheduler.Option{scheduler.WithReplica("")}, "replica name is empty"},
@@ -115,6 +116,9 @@ func TestAddRefusesBadJobs(t *testing.T) {
 			require.True(t, ok)
 			assert.Equal(t, tc.field, ie.Field)
 			assert.Contains(t, err.Error(), tc.want)
+			if tc.field == "Options.LockTTL" && tc.name != "negative TTL" {
+				assert.ErrorIs(t, err, redlock.ErrInvalidTTL)
+			}
 			assert.Equal(t, before, s.Entries(), "nothing half-registered")
 		})
 	}
@@ -142,7 +146,7 @@ func TestEntriesAndRemove(t *testing.T) {
 	require.NoError(t, s.Start())
 	assert.ErrorIs(t, s.Start(), scheduler.ErrStarted)
 	assert.Equal(t, minute, advance(t, clock, 1))
-	led.waitOutcome(t, "b ran", func(o outcome) bool { return o.Job == "b" && o.Outcome == job.OutcomeRan })
+	led.waitOutcome(t, "b ran", func(o outcome) bool { return o.Job == "b" && o.Outcome == middleware.OutcomeRan })
 	e := s.Entries()[1]
 	assert.Equal(t, minute, e.Prev)
 	assert.Equal(t, minute.Add(time.Minute), e.Next)
@@ -178,7 +182,7 @@ func TestTickRunsWithItsFacts(t *testing.T) {
 	assert.True(t, tick.Equal(ev.Tick))
 	assert.Equal(t, 1, ev.Attempt)
 	assert.NotZero(t, ev.Token)
-	led.waitOutcome(t, "ran", func(o outcome) bool { return o.Outcome == job.OutcomeRan })
+	led.waitOutcome(t, "ran", func(o outcome) bool { return o.Outcome == middleware.OutcomeRan })
 	tickKey := middleware.TickKey("test", "facts", tick)
 	assert.Equal(t, "{test:facts}:tick:1735689660000", tickKey)
 	// Release returns once a quorum confirmed; the last node follows.
@@ -210,7 +214,7 @@ func TestOverlapForbidSkipsWhilePreviousRuns(t *testing.T) {
 	require.Eventually(t, func() bool { return c.exists(t, middleware.RunKey("cronlock", "slow")) >= 2 }, waitLimit, time.Millisecond)
 	second := advance(t, clock, 1)
 	o := led.waitOutcome(t, "second tick skipped", func(o outcome) bool { return o.Tick.Equal(second) })
-	assert.Equal(t, job.OutcomeSkippedOverlap, o.Outcome)
+	assert.Equal(t, middleware.OutcomeSkippedOverlap, o.Outcome)
 	se, ok := errors.AsType[*job.SkipError](o.Err)
 	require.True(t, ok)
 	assert.Equal(t, job.SkipOverlap, se.Reason)
@@ -218,7 +222,7 @@ func TestOverlapForbidSkipsWhilePreviousRuns(t *testing.T) {
 	assert.Equal(t, "r1", se.Holder.Label)
 	close(release)
 	o = led.waitOutcome(t, "first tick ran", func(o outcome) bool { return o.Tick.Equal(first) })
-	assert.Equal(t, job.OutcomeRan, o.Outcome)
+	assert.Equal(t, middleware.OutcomeRan, o.Outcome)
 }
 
 func TestOverlapAllowRunsTicksConcurrently(t *testing.T) {
@@ -247,7 +251,7 @@ func TestOverlapAllowRunsTicksConcurrently(t *testing.T) {
 	second := advance(t, clock, 1)
 	for _, tick := range []time.Time{first, second} {
 		o := led.waitOutcome(t, "ran", func(o outcome) bool { return o.Tick.Equal(tick) })
-		assert.Equal(t, job.OutcomeRan, o.Outcome)
+		assert.Equal(t, middleware.OutcomeRan, o.Outcome)
 	}
 	assert.Zero(t, c.exists(t, middleware.RunKey("cronlock", "slow")), "Allow takes no run key")
 }
@@ -283,7 +287,7 @@ func TestFailedRunIsRetried(t *testing.T) {
 	assert.Len(t, events, 2, "one failure, one success")
 	ran := 0
 	for _, o := range outcomes {
-		if o.Outcome == job.OutcomeRan {
+		if o.Outcome == middleware.OutcomeRan {
 			ran++
 		} else {
 			assert.ErrorIs(t, o.Err, job.ErrSkipped)
@@ -309,7 +313,7 @@ func TestPanicIsRecoveredAndReleases(t *testing.T) {
 	require.NoError(t, s.Start())
 	first := advance(t, clock, 1)
 	o := led.waitOutcome(t, "the panic", func(o outcome) bool { return o.Tick.Equal(first) })
-	assert.Equal(t, job.OutcomeFailed, o.Outcome)
+	assert.Equal(t, middleware.OutcomeFailed, o.Outcome)
 	require.ErrorIs(t, o.Err, middleware.ErrPanic)
 	pe, ok := errors.AsType[*middleware.PanicError](o.Err)
 	require.True(t, ok)
@@ -321,7 +325,7 @@ func TestPanicIsRecoveredAndReleases(t *testing.T) {
 
 	second := advance(t, clock, 1)
 	o = led.waitOutcome(t, "the next tick", func(o outcome) bool { return o.Tick.Equal(second) })
-	assert.Equal(t, job.OutcomeRan, o.Outcome)
+	assert.Equal(t, middleware.OutcomeRan, o.Outcome)
 }
 
 // Stop lets a running job finish, fires no new tick, and leaves no lock behind.
@@ -353,7 +357,7 @@ func TestStopDrainsRunningJobs(t *testing.T) {
 	require.Len(t, events, 1)
 	assert.NoError(t, events[0].CtxErr, "the job was not cancelled")
 	require.Len(t, outcomes, 1)
-	assert.Equal(t, job.OutcomeRan, outcomes[0].Outcome)
+	assert.Equal(t, middleware.OutcomeRan, outcomes[0].Outcome)
 	assert.True(t, c.doneOnQuorum(t, middleware.TickKey("cronlock", "drain", tick)), "kept as done")
 	assert.Zero(t, c.exists(t, middleware.RunKey("cronlock", "drain")))
 	assert.ErrorIs(t, s.Add(job.Job{Name: "late", Spec: "@hourly", Handler: nop}), scheduler.ErrStopped)
@@ -388,7 +392,7 @@ func TestStopCancelsJobsWhenItsContextEnds(t *testing.T) {
 	require.Len(t, events, 1)
 	assert.ErrorIs(t, events[0].Cause, scheduler.ErrStopped)
 	o := led.waitOutcome(t, "outcome", func(outcome) bool { return true })
-	assert.Equal(t, job.OutcomeFailed, o.Outcome)
+	assert.Equal(t, middleware.OutcomeFailed, o.Outcome)
 	assert.Zero(t, c.exists(t, middleware.TickKey("cronlock", "stubborn", tick)), "released")
 	assert.Zero(t, c.exists(t, middleware.RunKey("cronlock", "stubborn")))
 }
@@ -419,9 +423,9 @@ func TestLongJobKeepsItsLease(t *testing.T) {
 	<-pastTTL // three TTLs into the run
 	clockB.Set(tick)
 	o := led.waitOutcome(t, "b's attempt", func(o outcome) bool { return o.Replica == "b" })
-	assert.Equal(t, job.OutcomeSkippedHeld, o.Outcome)
+	assert.Equal(t, middleware.OutcomeSkippedHeld, o.Outcome)
 	o = led.waitOutcome(t, "a's run", func(o outcome) bool { return o.Replica == "a" })
-	assert.Equal(t, job.OutcomeRan, o.Outcome)
+	assert.Equal(t, middleware.OutcomeRan, o.Outcome)
 	_, events := led.snapshot()
 	require.Len(t, events, 1)
 	assert.NoError(t, events[0].CtxErr)
@@ -450,8 +454,8 @@ func TestCatchUpRunsTheNewestMissedTickOnce(t *testing.T) {
 	assert.Equal(t, "report", events[0].Job)
 	assert.Equal(t, time.Date(2025, 1, 1, 0, 3, 0, 0, time.UTC), events[0].Tick.UTC(), "the newest missed tick")
 	require.Len(t, outcomes, 2)
-	assert.Equal(t, job.OutcomeRan, outcomes[0].Outcome)
-	assert.Equal(t, job.OutcomeSkippedDone, outcomes[1].Outcome)
+	assert.Equal(t, middleware.OutcomeRan, outcomes[0].Outcome)
+	assert.Equal(t, middleware.OutcomeSkippedDone, outcomes[1].Outcome)
 }
 
 // DST with the scheduler's own loop, through a fall-back night and a spring-forward night in
@@ -509,10 +513,10 @@ func TestQuorumUnavailableUntilTheWindowCloses(t *testing.T) {
 	c.Proxies[0].Blackhole(true)
 	c.Proxies[1].Blackhole(true)
 	require.NoError(t, s.Start())
-	o := led.waitOutcome(t, "quorum unavailable", func(o outcome) bool { return o.Outcome == job.OutcomeQuorumUnavailable })
+	o := led.waitOutcome(t, "quorum unavailable", func(o outcome) bool { return o.Outcome == middleware.OutcomeQuorumUnavailable })
 	assert.ErrorIs(t, o.Err, redlock.ErrQuorumUnavailable)
 	assert.ErrorContains(t, o.Err, "window closed")
 	c.Proxies[0].Blackhole(false)
 	c.Proxies[1].Blackhole(false)
-	led.waitOutcome(t, "a run", func(o outcome) bool { return o.Outcome == job.OutcomeRan })
+	led.waitOutcome(t, "a run", func(o outcome) bool { return o.Outcome == middleware.OutcomeRan })
 }

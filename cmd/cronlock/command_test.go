@@ -55,7 +55,7 @@ func TestCommandFailure(t *testing.T) {
 	err := c.run(runCtx(time.Now(), 1))
 	require.Error(t, err)
 	assert.Equal(t, "command exited with status 3: the last words", err.Error())
-	assert.Equal(t, job.OutcomeFailed, job.Outcome(err))
+	assert.Equal(t, middleware.OutcomeFailed, middleware.Outcome(err))
 }
 
 func TestCommandNotFound(t *testing.T) {
@@ -99,7 +99,7 @@ func TestCommandKillAfterGrace(t *testing.T) {
 	err := c.run(ctx)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, redlock.ErrLeaseLost)
-	assert.Equal(t, job.OutcomeLeaseLost, job.Outcome(err))
+	assert.Equal(t, middleware.OutcomeLeaseLost, middleware.Outcome(err))
 	assert.Contains(t, err.Error(), "killed by signal killed")
 	for _, pid := range readPIDs(t, pidFile) {
 		eventually(t, "the command's processes to exit", func() bool { return processGone(pid) })

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -300,7 +301,7 @@ func (d *demoRun) record(name string) func(job.Handler) job.Handler {
 			run, _ := job.RunFrom(ctx)
 			err := next(ctx)
 			d.mu.Lock()
-			d.row(run.Tick).outcomes[name] = job.Outcome(err)
+			d.row(run.Tick).outcomes[name] = middleware.Outcome(err)
 			d.mu.Unlock()
 			return err
 		}
@@ -397,7 +398,7 @@ func (d *demoRun) flush(all bool) {
 		}
 		var others []string
 		for _, r := range d.replicas {
-			if o, ok := row.outcomes[r.name]; ok && o != job.OutcomeRan {
+			if o, ok := row.outcomes[r.name]; ok && o != middleware.OutcomeRan {
 				others = append(others, r.name+" "+o)
 			}
 		}
@@ -423,7 +424,7 @@ func (d *demoRun) summary() error {
 	for _, row := range rows {
 		ran := 0
 		for _, o := range row.outcomes {
-			if o == job.OutcomeRan {
+			if o == middleware.OutcomeRan {
 				ran++
 			}
 		}

@@ -21,7 +21,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/redlock"
+	"github.com/cronlock/cronlock/middleware"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -79,7 +79,7 @@ jobs:
 		status, body := get(t, base+"/jobs")
 		require.Equal(t, http.StatusOK, status)
 		require.NoError(t, json.Unmarshal([]byte(body), &doc), body)
-		return len(doc.Jobs) == 2 && doc.Jobs[0].Last != nil && doc.Jobs[0].Last.Outcome == job.OutcomeRan
+		return len(doc.Jobs) == 2 && doc.Jobs[0].Last != nil && doc.Jobs[0].Last.Outcome == middleware.OutcomeRan
 	})
 	assert.Equal(t, "web-1", doc.Replica, "--replica overrides the config's replica")
 	fast := doc.Jobs[0]
@@ -138,14 +138,14 @@ func TestJobStatusRecordsSkips(t *testing.T) {
 	st := newJobStatus()
 	tick := time.Now().Truncate(time.Second)
 	h := st.middleware("me")(func(ctx context.Context) error {
-		return fmt.Errorf("wrapped: %w", &job.SkipError{Reason: job.SkipDone, Holder: &redlock.Holder{Label: "other", Done: true}})
+		return fmt.Errorf("wrapped: %w", &job.SkipError{Reason: job.SkipDone, Holder: &job.Holder{Label: "other", Done: true}})
 	})
 	ctx := job.NewContext(context.Background(), &job.Run{Job: "j", Tick: tick})
 	require.Error(t, h(ctx))
 	st.mu.Lock()
 	last := *st.last["j"]
 	st.mu.Unlock()
-	assert.Equal(t, job.OutcomeSkippedDone, last.Outcome)
+	assert.Equal(t, middleware.OutcomeSkippedDone, last.Outcome)
 	assert.Equal(t, "other", last.Runner)
 	assert.Zero(t, last.Token)
 

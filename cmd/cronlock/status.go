@@ -30,7 +30,7 @@ type jobStatus struct {
 // tickStatus is what this replica knows of one tick of a job.
 type tickStatus struct {
 	Tick time.Time `json:"tick"`
-	// Outcome is this replica's outcome (job.Outcome).
+	// Outcome is this replica's outcome (middleware.Outcome).
 	Outcome string `json:"outcome"`
 	// Runner is the replica that ran the tick, or is running it, when known.
 	Runner string `json:"runner,omitempty"`
@@ -66,7 +66,7 @@ func (s *jobStatus) middleware(replica string) middleware.Middleware {
 			s.running[run.Job]++
 			s.mu.Unlock()
 			err := next(context.WithValue(ctx, runRecordKey{}, rec))
-			st := &tickStatus{Tick: run.Tick, Outcome: job.Outcome(err), Token: rec.token, Started: rec.started, Finished: time.Now()}
+			st := &tickStatus{Tick: run.Tick, Outcome: middleware.Outcome(err), Token: rec.token, Started: rec.started, Finished: time.Now()}
 			if err != nil {
 				st.Error = err.Error()
 			}

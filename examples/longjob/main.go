@@ -23,6 +23,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -97,7 +98,7 @@ func run(out io.Writer) error {
 			err := next(ctx)
 			r, _ := job.RunFrom(ctx)
 			if errors.Is(err, job.ErrSkipped) {
-				say("%s: tick %s %s (%v)", r.Replica, r.Tick.Format(time.TimeOnly), job.Outcome(err), err)
+				say("%s: tick %s %s (%v)", r.Replica, r.Tick.Format(time.TimeOnly), middleware.Outcome(err), err)
 			}
 			return err
 		}

@@ -28,7 +28,7 @@ var jobs = []JobSpec{{Name: "forbid", Forbid: true}, {Name: "allow"}}
 const (
 	ledgerKey = "ledger"
 	fencedKey = "fenced"
-	bootKey   = "cronlock:boot" // redlock's default boot marker
+	bootKey   = redlock.DefaultBootKey
 )
 
 type harness struct {

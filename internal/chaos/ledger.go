@@ -28,7 +28,7 @@ type JobRun struct {
 	LiveAfter bool // the context was still live after the write returned
 }
 
-// Outcome is one tick's outcome on one replica (job.Outcome).
+// Outcome is one tick's outcome on one replica (middleware.Outcome).
 type Outcome struct {
 	Job, Replica string
 	Tick         time.Time

@@ -11,7 +11,7 @@
 // when the job returned) in Unix nanoseconds of the real clock, ctxCancelled 0 or 1, and cause
 // the context's cause (empty if not cancelled). When a run starts, it also RPUSHes
 // job|tick|replica|token|start to -ledger-key + ":started". Every tick's outcome on this
-// replica (job.Outcome) is RPUSHed to -ledger-key + ":outcomes" as
+// replica (middleware.Outcome) is RPUSHed to -ledger-key + ":outcomes" as
 // job|tick|replica|outcome|fired|returned (Unix nanoseconds).
 //
 // A run works a random time between -work and -work-max, or until its context ends. With
@@ -216,7 +216,7 @@ func recordOutcomes(led *redis.Client, key string) middleware.Middleware {
 			fired := time.Now()
 			err := next(ctx)
 			r, _ := job.RunFrom(ctx)
-			rec := fmt.Sprintf("%s|%d|%s|%s|%d|%d", r.Job, r.Tick.UnixMilli(), r.Replica, job.Outcome(err), fired.UnixNano(), time.Now().UnixNano())
+			rec := fmt.Sprintf("%s|%d|%s|%s|%d|%d", r.Job, r.Tick.UnixMilli(), r.Replica, middleware.Outcome(err), fired.UnixNano(), time.Now().UnixNano())
 			if lerr := led.RPush(context.WithoutCancel(ctx), key, rec).Err(); lerr != nil {
 				return errors.Join(err, lerr)
 			}

@@ -7,13 +7,14 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/redlock"
 )
 
 // Defaults of the optional keys.
 const (
 	DefaultPrefix      = "cronlock"
-	DefaultBootKey     = "cronlock:boot"
-	DefaultMaxTTL      = time.Minute
+	DefaultBootKey     = redlock.DefaultBootKey
+	DefaultMaxTTL      = redlock.DefaultMaxTTL
 	DefaultKillGrace   = 10 * time.Second
 	DefaultServiceName = "cronlock"
 )

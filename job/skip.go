@@ -3,8 +3,6 @@ package job
 import (
 	"errors"
 	"fmt"
-
-	"github.com/cronlock/cronlock/redlock"
 )
 
 // ErrSkipped is matched (errors.Is) by every skip: the tick was not run by this replica, and
@@ -40,14 +38,25 @@ func (r SkipReason) String() string {
 	return fmt.Sprintf("SkipReason(%d)", int(r))
 }
 
+// Holder is who holds a tick (or the previous run of its job), as the lock nodes reported it.
+type Holder struct {
+	// Key is the lock key found held: the tick's, or the job's run key.
+	Key string
+	// Label is the holder's label, by default its replica name.
+	Label string
+	// Metadata is what the holder stored with its lock, e.g. a trace context.
+	Metadata string
+	// Done reports that the key is kept as a marker that the tick was completed (or skipped).
+	Done bool
+}
+
 // SkipError is a skip. It matches ErrSkipped, and unwraps to the lock error that caused it,
 // if any.
 type SkipError struct {
 	Reason SkipReason
-	// Holder is who holds the tick (or the previous run), as the lock nodes reported it; nil
-	// when unknown.
-	Holder *redlock.Holder
-	// Err is the underlying error, e.g. the redlock.AcquireError.
+	// Holder is who holds the tick (or the previous run); nil when unknown.
+	Holder *Holder
+	// Err is the underlying error, e.g. the lock client's.
 	Err error
 }
 
@@ -64,44 +73,3 @@ func (e *SkipError) Is(target error) bool { return target == ErrSkipped }
 
 // Unwrap returns the underlying error.
 func (e *SkipError) Unwrap() error { return e.Err }
-
-// The outcomes of a tick on one replica, as returned by Outcome.
-const (
-	OutcomeRan               = "ran"
-	OutcomeFailed            = "failed"
-	OutcomeSkippedHeld       = "skipped_held"
-	OutcomeSkippedDone       = "skipped_done"
-	OutcomeSkippedOverlap    = "skipped_overlap"
-	OutcomeSkippedLate       = "skipped_late"
-	OutcomeLeaseLost         = "lease_lost"
-	OutcomeQuorumUnavailable = "quorum_unavailable"
-)
-
-// Outcome names the outcome of a tick on one replica from the error its handler chain
-// returned: OutcomeRan for nil, a skipped_* outcome for a *SkipError, OutcomeLeaseLost when
-// the error matches redlock.ErrLeaseLost, OutcomeQuorumUnavailable when it matches
-// redlock.ErrQuorumUnavailable, and OutcomeFailed otherwise.
-func Outcome(err error) string {
-	if err == nil {
-		return OutcomeRan
-	}
-	if se, ok := errors.AsType[*SkipError](err); ok {
-		switch se.Reason {
-		case SkipHeld:
-			return OutcomeSkippedHeld
-		case SkipDone:
-			return OutcomeSkippedDone
-		case SkipOverlap:
-			return OutcomeSkippedOverlap
-		case SkipLate:
-			return OutcomeSkippedLate
-		}
-	}
-	switch {
-	case errors.Is(err, redlock.ErrLeaseLost):
-		return OutcomeLeaseLost
-	case errors.Is(err, redlock.ErrQuorumUnavailable):
-		return OutcomeQuorumUnavailable
-	}
-	return OutcomeFailed
-}

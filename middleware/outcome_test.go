@@ -1,0 +1,42 @@
+package middleware_test
+
+import (
+	"errors"
+	"fmt"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+func TestOutcome(t *testing.T) {
+	held := &redlock.AcquireError{Key: "k", Reason: redlock.ErrNotAcquired}
+	for _, tc := range []struct {
+		err  error
+		want string
+	}{
+		{nil, middleware.OutcomeRan},
+		{errors.New("x"), middleware.OutcomeFailed},
+		{&job.SkipError{Reason: job.SkipHeld, Err: held}, middleware.OutcomeSkippedHeld},
+		{fmt.Errorf("wrapped: %w", &job.SkipError{Reason: job.SkipDone}), middleware.OutcomeSkippedDone},
+		{&job.SkipError{Reason: job.SkipOverlap}, middleware.OutcomeSkippedOverlap},
+		{&job.SkipError{Reason: job.SkipLate}, middleware.OutcomeSkippedLate},
+		{fmt.Errorf("ctx: %w", redlock.ErrLeaseLost), middleware.OutcomeLeaseLost},
+		{&redlock.AcquireError{Reason: redlock.ErrQuorumUnavailable}, middleware.OutcomeQuorumUnavailable},
+	} {
+		assert.Equal(t, tc.want, middleware.Outcome(tc.err), "%v", tc.err)
+	}
+}
+
+func ExampleOutcome() {
+	fmt.Println(middleware.Outcome(nil))
+	fmt.Println(middleware.Outcome(&job.SkipError{Reason: job.SkipDone}))
+	fmt.Println(middleware.Outcome(fmt.Errorf("sync: %w", redlock.ErrLeaseLost)))
+	// Output:
+	// ran
+	// skipped_done
+	// lease_lost
+}
