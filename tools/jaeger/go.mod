@@ -3,7 +3,7 @@
 // the OpenTelemetry modules than cronlock uses, and must not change cronlock's go.mod.
 module github.com/cronlock/cronlock/tools/jaeger
 
-go 1.26.8
+go 1.26.0
 
 tool github.com/jaegertracing/jaeger/cmd/jaeger
 
