@@ -61,7 +61,7 @@ type LockConfig struct {
 	// scheduler.WithLockConcurrency.)
 	Limiter *Limiter
 	// Logger receives the abnormal events, one line each at Warn: a lease renewal that failed,
-	// a lock that could not be released or marked done. Default: discard.
+	// a lock that could not be released or marked done. Default: slog.Default().
 	Logger *slog.Logger
 }
 
@@ -85,7 +85,7 @@ func (c LockConfig) withDefaults() LockConfig {
 		c.Clock = SystemClock()
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
 	return c
 }

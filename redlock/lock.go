@@ -550,7 +550,7 @@ func parseAcquire(node int, req *request, res []any) reply {
 	case 2:
 		ms, _ := res[1].(int64)
 		return reply{node: node, outcome: outcomeQuarantined,
-			err: fmt.Errorf("in quarantine for %v more: the node lost its memory or is new (cronlock check shows the marker)", time.Duration(ms)*time.Millisecond)}
+			err: fmt.Errorf("in quarantine for %v more: the node lost its memory or is new; on first deployment only, end it with (*redlock.Client).EndQuarantine or cronlock check --end-quarantine", time.Duration(ms)*time.Millisecond)}
 	}
 	return bad()
 }

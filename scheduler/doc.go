@@ -12,6 +12,18 @@
 //	_ = s.Start()
 //	defer s.Stop(ctx) // lets running jobs finish until ctx ends
 //
+// # First deployment
+//
+// New, empty lock nodes look like nodes that lost their memory, so they refuse locks for
+// MaxTTL (a minute by default) and no tick runs until then. On first deployment only, end
+// their quarantine once, before starting:
+//
+//	if err := locks.EndQuarantine(ctx); err != nil { // or: cronlock check --end-quarantine
+//		return err
+//	}
+//
+// Until then each refused tick is logged at Warn, naming that call.
+//
 // # Specs
 //
 // robfig/cron/v3's parser, with an optional seconds field and descriptors, and
@@ -37,7 +49,7 @@
 //   - WithPrefix: "cronlock" (lock keys are {prefix:job}:tick:<unix ms>, {prefix:job}:run and
 //     {prefix:job}:fence).
 //   - WithReplica: "hostname-pid".
-//   - WithLogger: discard.
+//   - WithLogger: slog.Default().
 //   - WithMiddleware: none.
 //   - WithLocation: UTC.
 //   - WithMaxClockSkew: 1s.

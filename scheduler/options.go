@@ -14,7 +14,8 @@ import (
 )
 
 // Clock is the scheduler's time source: the same interface as middleware.Clock, which the
-// scheduler passes on to Lock and Retry. internal/clocktest has a fake and an offset clock.
+// scheduler passes on to Lock and Retry. Tests can give a fake clock that fires ticks on
+// demand; every replica's clock must read about the same time (see WithMaxClockSkew).
 type Clock = middleware.Clock
 
 // Timer is a timer made by a Clock.
@@ -48,7 +49,7 @@ func defaultConfig() config {
 		clock:    middleware.SystemClock(),
 		prefix:   middleware.DefaultPrefix,
 		replica:  fmt.Sprintf("%s-%d", host, os.Getpid()),
-		logger:   slog.New(slog.DiscardHandler),
+		logger:   slog.Default(),
 		loc:      time.UTC,
 		maxSkew:  DefaultMaxClockSkew,
 		lockConc: 10 * runtime.GOMAXPROCS(0),
@@ -92,13 +93,14 @@ func WithReplica(name string) Option {
 	}
 }
 
-// WithLogger sets the logger. Default: discard. The scheduler logs only what needs
-// attention at Warn (failed runs, lost leases, unavailable nodes, missed ticks, locks that
-// could not be released) and everything else (each tick's outcome) at Debug.
+// WithLogger sets the logger. Default: slog.Default() as it is when New is called. The
+// scheduler logs only what needs attention at Warn (failed runs, lost leases, unavailable or
+// quarantined nodes, missed ticks, locks that could not be released) and everything else
+// (each tick's outcome) at Debug. To drop every line, give slog.New(slog.DiscardHandler).
 func WithLogger(l *slog.Logger) Option {
 	return func(cfg *config) error {
 		if l == nil {
-			return errors.New("scheduler: WithLogger(nil): give a logger, or leave the option out to discard logs")
+			return errors.New("scheduler: WithLogger(nil): give a logger, or leave the option out to log to slog.Default()")
 		}
 		cfg.logger = l
 		return nil

@@ -8,7 +8,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -70,6 +72,12 @@ func parseDemo(args []string, stderr io.Writer) (demoConfig, error) {
 	}
 	if *nodes != "" {
 		c.nodes = strings.Split(*nodes, ",")
+		for _, a := range c.nodes {
+			host, port, err := net.SplitHostPort(a)
+			if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
+				return c, usageError{fmt.Errorf("--nodes: %q is not host:port (e.g. 10.0.0.1:6379)", a)}
+			}
+		}
 	}
 	switch {
 	case c.replicas < 2 || c.replicas > 9:
@@ -104,6 +112,14 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "nodes: %s\n", strings.Join(addrs, ", "))
 	}
 	prefix := "cronlock-demo-" + randomHex(4)
+	if len(cfg.nodes) > 0 {
+		// The replicas reach the nodes through the demo's proxies: check the user's addresses
+		// first, so that an error names them.
+		if err := pingNodes(ctx, addrs); err != nil {
+			return err
+		}
+		defer removeKeys(addrs, prefix, stdout)
+	}
 	fmt.Fprintf(stdout, "job: %q every %v (keys under %s), %d replicas, lock TTL %v, for %v\n\n",
 		"report", cfg.every, prefix, cfg.replicas, cfg.ttl, cfg.duration)
 
@@ -154,6 +170,52 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 		return err
 	}
 	return d.summary()
+}
+
+// pingNodes checks that every node answers, naming the address of each that does not.
+func pingNodes(ctx context.Context, addrs []string) error {
+	var errs []error
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
+		pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		if err := c.Ping(pctx).Err(); err != nil {
+			errs = append(errs, fmt.Errorf("lock node %s: %w", a, err))
+		}
+		cancel()
+		_ = c.Close()
+	}
+	return errors.Join(errs...)
+}
+
+// removeKeys deletes what the demo wrote on the user's nodes: the keys under {prefix:...}
+// and prefix:... (the boot key), and says so.
+func removeKeys(addrs []string, prefix string, out io.Writer) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	removed := 0
+	var errs []error
+	for _, a := range addrs {
+		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
+		for _, pattern := range []string{"{" + prefix + ":*", prefix + ":*"} {
+			it := c.Scan(ctx, 0, pattern, 100).Iterator()
+			for it.Next(ctx) {
+				n, err := c.Del(ctx, it.Val()).Result()
+				if err != nil {
+					errs = append(errs, fmt.Errorf("%s: %w", a, err))
+					break
+				}
+				removed += int(n)
+			}
+			if err := it.Err(); err != nil {
+				errs = append(errs, fmt.Errorf("%s: %w", a, err))
+			}
+		}
+		_ = c.Close()
+	}
+	fmt.Fprintf(out, "removed the demo's %d keys ({%s:*} and %s:boot) from the nodes\n", removed, prefix, prefix)
+	if err := errors.Join(errs...); err != nil {
+		fmt.Fprintf(out, "could not remove every key: %v\n", err)
+	}
 }
 
 // startEmbeddedNodes starts n miniredis servers whose TTLs follow the real clock.
