@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/internal/redistest"
@@ -173,28 +174,41 @@ func ExampleWithHold() {
 }
 
 // With WakeOnRelease, a waiter takes the lock as soon as its holder releases it, instead of at
-// its next backoff step.
+// its next backoff step: here the waiter's backoff is an hour, yet it gets the lock at once.
 func ExampleWakeOnRelease() {
 	nodes, stop := localNodes(3)
 	defer stop()
 	client, _ := redlock.New(nodes)
 	defer client.Close()
+	waiter, _ := redlock.New(nodes, redlock.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }))
+	defer waiter.Close()
 	ctx := context.Background()
 	_ = client.EndQuarantine(ctx)
 
 	held, _ := client.Acquire(ctx, "printer", 10*time.Second)
-	got := make(chan uint64)
+	refused := make(chan struct{}, 1)
+	got := make(chan string)
 	go func() {
-		l, err := client.Acquire(ctx, "printer", 10*time.Second, redlock.WakeOnRelease())
+		// Without WakeOnRelease, the waiter would sleep its hour: this bound would end it.
+		wctx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		l, err := waiter.Acquire(wctx, "printer", 10*time.Second, redlock.WakeOnRelease(),
+			redlock.OnAttempt(func(redlock.Attempt) {
+				select {
+				case refused <- struct{}{}:
+				default:
+				}
+			}))
 		if err != nil {
-			panic(err)
+			got <- "not handed over: " + err.Error()
+			return
 		}
-		got <- l.Token()
+		got <- fmt.Sprint("handed over with a newer token: ", l.Token() > held.Token())
 		_ = l.Release(ctx)
 	}()
-	time.Sleep(50 * time.Millisecond) // the holder works
+	<-refused // the waiter found the lock held
 	_ = held.Release(ctx)
-	fmt.Println("handed over with a newer token:", <-got > held.Token())
+	fmt.Println(<-got)
 	// Output:
 	// handed over with a newer token: true
 }

@@ -42,7 +42,10 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 	if testing.Short() {
 		steps = 40
 	}
-	for range steps {
+	// Past the planned steps, go on (up to as many again) until a node restarted and a token
+	// was issued after it: the test is about tokens across restarts.
+	issuedAfterRestart := 0
+	for step := 0; step < steps || (restarts == 0 || issuedAfterRestart == 0) && step < 2*steps; step++ {
 		switch r := rng.IntN(10); {
 		case r < 2 && len(down) < n/2:
 			i := rng.IntN(n)
@@ -70,11 +73,15 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 			require.Greater(t, l.Token(), last, "token went backwards (seed %d)", seed)
 			last = l.Token()
 			issued++
+			if restarts > 0 {
+				issuedAfterRestart++
+			}
 			if rng.IntN(2) == 0 { // else it expires
 				require.NoError(t, l.Release(ctx))
 			}
 		}
 	}
-	t.Logf("%d tokens issued over %d restarts with empty memory", issued, restarts)
-	require.Positive(t, issued)
+	t.Logf("%d tokens issued over %d restarts with empty memory, %d after the first", issued, restarts, issuedAfterRestart)
+	require.Positive(t, restarts, "no node restarted (seed %d)", seed)
+	require.Positive(t, issuedAfterRestart, "no token issued after a restart (seed %d)", seed)
 }

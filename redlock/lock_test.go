@@ -2,8 +2,10 @@ package redlock_test
 
 import (
 	"context"
+	"crypto/sha1"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -308,16 +310,46 @@ func TestAlsoKeysAndDoneMarker(t *testing.T) {
 	assert.Contains(t, err.Error(), "done by")
 }
 
+// A node that lost its script cache (restart, SCRIPT FLUSH) gets the script sent whole
+// again: the acquire after the flush works and caches the script anew.
 func TestScriptCacheFlushFallsBackToEval(t *testing.T) {
 	c := newCluster(t, 3, false)
-	lc := c.client(t)
 	ctx := ctxT(t)
+	key := redistest.Key(t)
+	// Each round on a new client, closed after it: Close waits for the requests still
+	// running on the node that did not decide the vote.
+	round := func() {
+		lc := c.client(t)
+		l, err := lc.TryAcquire(ctx, key, 5*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+		require.NoError(t, lc.Close())
+	}
+	src, err := os.ReadFile("scripts/acquire.lua")
+	require.NoError(t, err)
+	sha := fmt.Sprintf("%x", sha1.Sum(src))
+	cached := func() []bool {
+		var out []bool
+		for _, s := range c.servers {
+			ok, err := s.Client().ScriptExists(ctx, sha).Result()
+			require.NoError(t, err)
+			out = append(out, ok[0])
+		}
+		return out
+	}
+
+	// Primed: one acquire caches the script on every node.
+	round()
+	require.Equal(t, []bool{true, true, true}, cached())
+
 	for _, s := range c.servers {
 		require.NoError(t, s.Client().ScriptFlush(ctx).Err())
 	}
-	l, err := lc.TryAcquire(ctx, redistest.Key(t), 5*time.Second)
-	require.NoError(t, err)
-	require.NoError(t, l.Release(ctx))
+	require.Equal(t, []bool{false, false, false}, cached())
+
+	// The cached hash is now unknown everywhere: the acquire falls back to sending the script.
+	round()
+	assert.Equal(t, []bool{true, true, true}, cached())
 }
 
 func TestContendedLockAsksPrimaryFirst(t *testing.T) {
