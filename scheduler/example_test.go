@@ -110,7 +110,7 @@ func Example() {
 	// got there.
 	ran := 0
 	for _, o := range outcomes {
-		if o == job.OutcomeRan {
+		if o == middleware.OutcomeRan {
 			ran++
 		}
 	}
