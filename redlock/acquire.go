@@ -1,0 +1,451 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+)
+
+// Attempt describes one attempt of an acquisition, for observability (see OnAttempt).
+type Attempt struct {
+	// Number counts the attempts of one Acquire call, from 1.
+	Number int
+	// PrimaryFirst reports that the lock was contended, so the primary node was asked alone
+	// first.
+	PrimaryFirst bool
+	// OK, Refused, Quarantined and Failed count the nodes' answers that had arrived when the
+	// outcome was decided; Quorum is the number of OKs needed.
+	OK, Refused, Quarantined, Failed, Quorum int
+	// Elapsed is the attempt's duration.
+	Elapsed time.Duration
+	// Validity is how long the lock is certainly held, from the end of the attempt; zero on
+	// failure.
+	Validity time.Duration
+	// Token is the fencing token; zero on failure.
+	Token uint64
+	// Err is the attempt's error, nil on success.
+	Err error
+}
+
+// request is a validated acquisition.
+type request struct {
+	keys     []string // boot marker, fence counter, primary key, also keys
+	ttl      time.Duration
+	ttlms    string
+	label    string
+	metadata string
+	fenceKey string
+	hook     func(Attempt)
+	wake     bool
+	hold     *Lock // a live hold of the key that the caller's context carries
+}
+
+func (r *request) lockKeys() []string { return r.keys[2:] }
+
+func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*request, error) {
+	var ac acquireConfig
+	for _, o := range opts {
+		o(&ac)
+	}
+	if key == "" {
+		return nil, errors.New("redlock: key is empty: give the name of the resource to lock")
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("redlock: lock %s: %w", quote(key), err)
+	}
+	if err := c.CheckTTL(ttl); err != nil {
+		return nil, err
+	}
+	fence := ac.fenceKey
+	if fence == "" {
+		fence = key + ":fence"
+	}
+	keys := append(make([]string, 0, 3+len(ac.also)), c.cfg.bootKey, fence, key)
+	for _, k := range ac.also {
+		if k == "" {
+			return nil, fmt.Errorf("redlock: Also key is empty for lock %q", key)
+		}
+		for _, prev := range keys[1:] {
+			if k == prev {
+				return nil, fmt.Errorf("redlock: Also key %q repeats a key of lock %q: give each key once", k, key)
+			}
+		}
+		keys = append(keys, k)
+	}
+	label := c.cfg.label
+	if ac.label != "" {
+		label = ac.label
+	}
+	return &request{keys: keys, ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, hook: ac.onAttempt,
+		wake: ac.wake, hold: c.heldBy(ctx, key)}, nil
+}
+
+// TryAcquire makes one attempt to acquire the lock named key for ttl. It fails with an error
+// matching ErrNotAcquired when the lock is held elsewhere, and ErrQuorumUnavailable when too
+// many nodes are down. It is reentrant by context, like Acquire.
+func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	req, err := c.newRequest(ctx, key, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	l, err := c.attempt(ctx, req, 1)
+	if err != nil {
+		return nil, withContext(ctx, err)
+	}
+	return l, nil
+}
+
+// Acquire acquires the lock named key for ttl, retrying on the client's backoff schedule
+// (WithBackOff) while the lock is held or the nodes are unavailable, until ctx ends or MaxWait
+// has passed. Its error keeps every cause: the last attempt's error, and ctx's error and cause
+// if ctx ended.
+//
+// Acquisitions are reentrant by context. When ctx carries a live hold of key taken from this
+// Client — a lease's context does, and WithHold adds one — Acquire takes a nested hold
+// instead of waiting for the lock: the hold count on the nodes goes up by one (on a quorum,
+// like any acquisition), and the nested Lock shares the outer one's value, fencing token and
+// validity; ttl and the options that shape the lock (Also, FenceKey, Metadata) are those of
+// the outer lock. Every hold is released on its own, and the lock leaves the nodes with the
+// last release. A hold in ctx that is no longer ours on the nodes (it expired and someone else
+// took the key) is never reentered: the acquisition fails with ErrNotAcquired.
+func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
+	req, err := c.newRequest(ctx, key, ttl, opts)
+	if err != nil {
+		return nil, err
+	}
+	b := c.cfg.newBackOff()
+	giveUp := time.Now().Add(c.cfg.maxWait)
+	var w *waker
+	defer func() { w.close() }()
+	for n := 1; ; n++ {
+		l, err := c.attempt(ctx, req, n)
+		if err == nil {
+			return l, nil
+		}
+		if ctx.Err() != nil || errors.Is(err, ErrClientClosed) || (req.hold != nil && errors.Is(err, ErrNotAcquired)) {
+			return nil, withContext(ctx, err)
+		}
+		if req.wake && w == nil && errors.Is(err, ErrNotAcquired) {
+			// Listen for the release from now on, then try again at once: the release may
+			// have come before the subscription.
+			if w = c.subscribe(ctx, req); w != nil {
+				continue
+			}
+			req.wake = false // no node can notify: plain backoff
+		}
+		wait, left := b.NextBackOff(), time.Until(giveUp)
+		if wait == backoff.Stop || left <= 0 {
+			return nil, fmt.Errorf("%w (gave up after %d attempts)", err, n)
+		}
+		t := time.NewTimer(min(wait, left))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, withContext(ctx, err)
+		case <-t.C:
+		case <-w.C():
+			t.Stop()
+		}
+	}
+}
+
+// sleep waits for d or until ctx ends, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
+// withContext joins ctx's error and cause, if any, to err.
+func withContext(ctx context.Context, err error) error {
+	cerr := ctx.Err()
+	if cerr == nil {
+		return err
+	}
+	if cause := context.Cause(ctx); cause != cerr {
+		return errors.Join(err, cerr, cause)
+	}
+	return errors.Join(err, cerr)
+}
+
+// lateOKs follows the nodes that take the lock after an attempt's outcome was decided: a
+// failed attempt releases them, and so does a successful one whose lock was released before
+// their reply came (the release may have reached the node before the acquisition did).
+type lateOKs struct {
+	mu      sync.Mutex
+	settled bool
+	failed  bool
+	lock    *Lock // the lock the attempt produced, if it succeeded
+	nodes   []int
+}
+
+// settle records the attempt's outcome (l nil: it failed) and returns the nodes that said OK
+// late until now.
+func (lo *lateOKs) settle(l *Lock) []int {
+	lo.mu.Lock()
+	defer lo.mu.Unlock()
+	lo.settled, lo.failed, lo.lock = true, l == nil, l
+	return lo.nodes
+}
+
+// release reports whether a node that said OK now must be released; before the attempt is
+// settled it records the node instead.
+func (lo *lateOKs) release(node int) bool {
+	lo.mu.Lock()
+	defer lo.mu.Unlock()
+	if !lo.settled {
+		lo.nodes = append(lo.nodes, node)
+		return false
+	}
+	return lo.failed || lo.lock.isReleased()
+}
+
+// keep is what a late node's release must keep as a done marker: what the lock's Release
+// kept ("0" when the attempt failed or the release kept nothing).
+func (lo *lateOKs) keep() string {
+	lo.mu.Lock()
+	defer lo.mu.Unlock()
+	if lo.lock == nil {
+		return "0"
+	}
+	lo.lock.mu.Lock()
+	defer lo.lock.mu.Unlock()
+	if lo.lock.keep == "" {
+		return "0"
+	}
+	return lo.lock.keep
+}
+
+func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, error) {
+	if req.hold != nil {
+		return c.reenter(ctx, req, req.hold, number)
+	}
+	value := newValue()
+	start := time.Now()
+	args := []any{value, req.ttlms, c.quarantineMillis, req.label, req.metadata} // shared by every node's request
+	call := func(ctx context.Context, i int) reply {
+		res, err := acquireScript.Run(ctx, c.nodes[i], req.keys, args...).Slice()
+		if err != nil {
+			return reply{node: i, outcome: outcomeError, err: err}
+		}
+		return parseAcquire(i, req, res)
+	}
+	var late lateOKs
+	onLate := func(r reply) {
+		if r.outcome == outcomeOK && late.release(r.node) {
+			c.releaseNode(ctx, r.node, req.lockKeys(), value, req.ttl, late.keep())
+		}
+	}
+
+	t := tally{n: len(c.nodes), quorum: c.quorum, oks: make([]reply, 0, len(c.nodes))}
+	// ask sends the script to nodes and counts every reply that arrived before it returned.
+	ask := func(nodes []int) error {
+		rest, err := c.fanout(ctx, nodes, c.nodeTimeout(req.ttl), call, func(r reply) bool { return t.add(c, r) }, onLate)
+		for _, r := range rest {
+			t.add(c, r)
+		}
+		return err
+	}
+	primaryFirst := len(c.nodes) > 1 && c.contended.is(req.fenceKey, start)
+	var err error
+	if primaryFirst {
+		p := c.primary(req.fenceKey)
+		err = ask([]int{p})
+		rtt := time.Since(start)
+		if err == nil && t.refused == 0 {
+			err = ask(c.others(p))
+		}
+		// Nobody else can win while we hold the primary node, so nodes that refused are
+		// asked again a few times, one primary round trip apart: typically the previous
+		// holder's release has not reached them yet.
+		for retry := 0; err == nil && retry < 3 && t.ok > 0 && t.ok < c.quorum && t.refused > 0 &&
+			t.quarantined+t.failed <= t.n-t.quorum; retry++ {
+			if !sleep(ctx, rtt) {
+				break
+			}
+			err = ask(t.takeRefused())
+		}
+	} else {
+		err = ask(c.all())
+	}
+	if t.refused > 0 {
+		c.contended.mark(req.fenceKey, time.Now())
+	}
+	a := Attempt{Number: number, PrimaryFirst: primaryFirst, Quorum: c.quorum}
+	report := func(l *Lock, err error) (*Lock, error) {
+		a.OK, a.Refused, a.Quarantined, a.Failed = t.ok, t.refused, t.quarantined, t.failed
+		a.Elapsed, a.Err = time.Since(start), err
+		if l != nil {
+			a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
+		}
+		if req.hook != nil {
+			req.hook(a)
+		}
+		return l, err
+	}
+	if err != nil {
+		return report(nil, err)
+	}
+
+	fail := func(reason error, detail string) (*Lock, error) {
+		nodes := late.settle(nil)
+		for _, r := range t.oks {
+			nodes = append(nodes, r.node)
+		}
+		for _, e := range t.errs {
+			nodes = append(nodes, e.Node)
+		}
+		c.releaseAll(ctx, nodes, req.lockKeys(), value, req.ttl)
+		return report(nil, &AcquireError{
+			Key: req.keys[2], Reason: reason, Holder: t.holder, Detail: detail,
+			OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Nodes: t.errs,
+		})
+	}
+	if t.ok < c.quorum {
+		return fail(t.reason(ErrNotAcquired), "")
+	}
+	token, err := c.fence(ctx, req, t.oks)
+	if err != nil {
+		return fail(ErrQuorumUnavailable, err.Error())
+	}
+	validUntil := start.Add(req.ttl - c.drift(req.ttl))
+	if !time.Now().Before(validUntil) {
+		return fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
+	}
+	l := &Lock{
+		c: c, keys: req.lockKeys(), fenceKey: req.fenceKey, value: value, label: req.label,
+		ttl: req.ttl, token: token, acquiredAt: start, valid: &validity{until: validUntil},
+	}
+	late.settle(l)
+	return report(l, nil)
+}
+
+// parseAcquire reads the acquire script's reply.
+func parseAcquire(node int, req *request, res []any) reply {
+	bad := func() reply {
+		return reply{node: node, outcome: outcomeError, err: fmt.Errorf("unexpected reply to the acquire script: %v", res)}
+	}
+	if len(res) < 2 {
+		return bad()
+	}
+	code, _ := res[0].(int64)
+	switch code {
+	case 0:
+		s, _ := res[1].(string)
+		token, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			return bad()
+		}
+		return reply{node: node, outcome: outcomeOK, token: token}
+	case 1:
+		if len(res) < 6 {
+			return bad()
+		}
+		idx, _ := res[1].(int64)
+		label, _ := res[2].(string)
+		meta, _ := res[3].(string)
+		state, _ := res[4].(string)
+		pttl, _ := res[5].(int64)
+		key := req.keys[2]
+		if k := 2 + int(idx) - 1; idx >= 1 && k < len(req.keys) {
+			key = req.keys[k]
+		}
+		return reply{node: node, outcome: outcomeRefused, holder: &Holder{
+			Key: key, Label: label, Metadata: meta, Done: state == "done", TTL: time.Duration(pttl) * time.Millisecond,
+		}}
+	case 2:
+		ms, _ := res[1].(int64)
+		return reply{node: node, outcome: outcomeQuarantined,
+			err: fmt.Errorf("in quarantine for %v more: the node lost its memory or is new; on first deployment only, end it with (*redlock.Client).EndQuarantine or cronlock check --end-quarantine", time.Duration(ms)*time.Millisecond)}
+	}
+	return bad()
+}
+
+// fence returns the fencing token of an acquisition: the highest counter among the quorum's
+// replies. When they differ, some node missed acquisitions or lost its memory, so the highest
+// is first written back until a quorum holds it, and the next acquisition is sure to see it.
+func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, error) {
+	var top uint64
+	for _, r := range oks {
+		top = max(top, r.token)
+	}
+	have := 0
+	need := make([]int, 0, len(c.nodes))
+	isTop := make([]bool, len(c.nodes))
+	for _, r := range oks {
+		if r.token == top {
+			have++
+			isTop[r.node] = true
+		}
+	}
+	if have >= c.quorum {
+		return top, nil
+	}
+	for i := range c.nodes {
+		if !isTop[i] {
+			need = append(need, i)
+		}
+	}
+	arg := strconv.FormatUint(top, 10)
+	t := tally{n: len(c.nodes), quorum: c.quorum, ok: have}
+	_, err := c.fanout(ctx, need, c.nodeTimeout(req.ttl), func(ctx context.Context, i int) reply {
+		if err := fenceScript.Run(ctx, c.nodes[i], []string{req.fenceKey}, arg).Err(); err != nil {
+			return reply{node: i, outcome: outcomeError, err: err}
+		}
+		return reply{node: i, outcome: outcomeOK}
+	}, func(r reply) bool { return t.add(c, r) }, nil)
+	if err != nil {
+		return 0, err
+	}
+	if t.ok < c.quorum {
+		return 0, fmt.Errorf("fencing token %d could not be written back to a quorum: %w", top, errors.Join(asErrors(t.errs)...))
+	}
+	return top, nil
+}
+
+func asErrors(nodes []*NodeError) []error {
+	errs := make([]error, len(nodes))
+	for i, n := range nodes {
+		errs[i] = n
+	}
+	return errs
+}
+
+// all returns the indexes of every node. The slice is shared: do not modify it.
+func (c *Client) all() []int { return c.allNodes }
+
+// others returns the indexes of every node but one, in a new slice.
+func (c *Client) others(but int) []int {
+	return slices.DeleteFunc(slices.Clone(c.allNodes), func(i int) bool { return i == but })
+}
+
+// releaseNode releases one node, best effort: the lock expires there anyway.
+func (c *Client) releaseNode(ctx context.Context, node int, keys []string, value string, ttl time.Duration, keep string) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(ttl))
+	defer cancel()
+	_ = releaseScript.Run(rctx, c.nodes[node], keys, value, keep, releasedChannel(keys[0])).Err()
+}
+
+// releaseAll releases the nodes of a failed attempt, in parallel, and waits for them (each
+// bounded by the node timeout), so that a failed attempt leaves nothing behind that could
+// refuse the next one — except replies still in flight, which onLate releases.
+func (c *Client) releaseAll(ctx context.Context, nodes []int, keys []string, value string, ttl time.Duration) {
+	if len(nodes) == 0 {
+		return
+	}
+	_, _ = c.fanout(context.WithoutCancel(ctx), nodes, c.nodeTimeout(ttl), func(ctx context.Context, i int) reply {
+		c.releaseNode(ctx, i, keys, value, ttl, "0")
+		return reply{node: i}
+	}, func(reply) bool { return false }, nil)
+}
