@@ -15,8 +15,8 @@ import (
 	"github.com/cronlock/cronlock/job"
 )
 
-// issueExample is the file of issue 5, as given there.
-const issueExample = `nodes: ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"]  # independent Redis nodes
+// docExample is the annotated example file of docs/cli.md (with loopback addresses).
+const docExample = `nodes: ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"]  # independent Redis nodes
 # node entries may instead be maps: {addr, username, password_env, tls, db}
 prefix: cronlock            # key prefix (optional)
 replica: ""                 # this host's id; default hostname-pid; flag --replica overrides
@@ -35,7 +35,7 @@ jobs:
 `
 
 func TestParseIssueExample(t *testing.T) {
-	c, err := config.Parse("cronlock.yaml", []byte(issueExample))
+	c, err := config.Parse("cronlock.yaml", []byte(docExample))
 	require.NoError(t, err)
 	assert.Equal(t, "cronlock.yaml", c.File)
 	require.Len(t, c.Nodes, 3)
@@ -59,8 +59,8 @@ func TestParseIssueExample(t *testing.T) {
 	assert.Equal(t, job.Options{Timeout: 10 * time.Minute, LockTTL: 30 * time.Second}, c.Jobs[0].Options())
 }
 
-// The message given as the example in the issue, to the letter.
-func TestParseIssueMessage(t *testing.T) {
+// The message that the package doc and docs/cli.md give as their example, to the letter.
+func TestParseDocumentedMessage(t *testing.T) {
 	_, err := config.Parse("cronlock.yaml", []byte(`nodes: ["127.0.0.1:7001", "127.0.0.1:7002", "127.0.0.1:7003"]
 jobs:
   - name: backup
@@ -389,7 +389,7 @@ func TestPassword(t *testing.T) {
 
 func TestLoad(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "cronlock.yaml")
-	require.NoError(t, os.WriteFile(path, []byte(issueExample), 0o600))
+	require.NoError(t, os.WriteFile(path, []byte(docExample), 0o600))
 	c, err := config.Load(path)
 	require.NoError(t, err)
 	assert.Equal(t, path, c.File)

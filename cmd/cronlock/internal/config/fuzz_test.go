@@ -20,7 +20,7 @@ var goName = regexp.MustCompile(`Options\.|\b(Timeout|LockTTL|RenewEvery|Overlap
 // refuses gets errors that each start with the file's name.
 func FuzzParse(f *testing.F) {
 	for _, seed := range []string{
-		issueExample,
+		docExample,
 		good,
 		"",
 		"nodes: [a:1]\njobs: [{name: j, schedule: '@every 1s', command: [true]}]\n",
