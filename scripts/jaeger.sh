@@ -11,6 +11,8 @@
 # Jaeger version and a hash of tools/jaeger/go.mod and go.sum, so a change there rebuilds it
 # and nothing else does. Progress goes to stderr; stdout is only the path.
 set -euo pipefail
+# tools/jaeger is a module of its own, outside the repository's go.work on purpose.
+export GOWORK=off
 root="$(cd "$(dirname "$0")/.." && pwd)"
 tools="$root/tools/jaeger"
 cache="${CRONLOCK_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cronlock}"
