@@ -144,8 +144,9 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 	}
 }
 
-// maxSplitRetries bounds the attempts made again after a split vote, and maxOverlapRechecks
-// those made again after the run key was found held.
+// maxSplitRetries bounds the attempts that redlock makes again after a split vote
+// (redlock.ResolveSplits), and maxOverlapRechecks those made again after the run key was found
+// held.
 const (
 	maxSplitRetries    = 5
 	maxOverlapRechecks = 2
@@ -154,8 +155,8 @@ const (
 // acquire takes the tick's lock, reporting each attempt to p.
 func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run, p *lockProbe) (*redlock.Lock, error) {
 	tickKey, runKey := TickKey(c.Prefix, run.Job, run.Tick), RunKey(c.Prefix, run.Job)
-	opts := make([]redlock.AcquireOption, 0, 5) // room for every option below
-	opts = append(opts, redlock.FenceKey(FenceCounterKey(c.Prefix, run.Job)))
+	opts := make([]redlock.AcquireOption, 0, 7) // room for every option below
+	opts = append(opts, redlock.FenceKey(FenceCounterKey(c.Prefix, run.Job)), redlock.ResolveSplits(maxSplitRetries))
 	if run.Replica != "" {
 		opts = append(opts, redlock.Label(run.Replica))
 	}
@@ -172,14 +173,15 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 	var (
 		b        backoff.BackOff
 		lastErr  error // the last ErrQuorumUnavailable
-		splits   int
 		rechecks int
 		settle   time.Duration // added to the next wait
 		last     redlock.Attempt
 	)
 	opts = append(opts, redlock.OnAttempt(func(a redlock.Attempt) { last = a; p.attempt(a) }))
+	base := len(opts)
 	for {
-		if !run.Deadline.IsZero() && !c.Clock.Now().Before(run.Deadline) {
+		now := c.Clock.Now()
+		if !run.Deadline.IsZero() && !now.Before(run.Deadline) {
 			if lastErr != nil {
 				return nil, fmt.Errorf("tick %s of job %q: window closed while the lock nodes were unavailable: %w", run.Tick.Format(time.RFC3339Nano), run.Job, lastErr)
 			}
@@ -187,6 +189,12 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 		}
 		if err := c.Limiter.wait(ctx); err != nil {
 			return nil, err
+		}
+		opts = opts[:base]
+		if !run.Deadline.IsZero() {
+			// No attempt, first or after a split vote, starts after the tick's window; the
+			// window is on c.Clock, redlock counts in real time.
+			opts = append(opts, redlock.StartBefore(time.Now().Add(run.Deadline.Sub(now))))
 		}
 		p.beginAttempt()
 		l, err := locks.TryAcquire(ctx, tickKey, c.TTL, opts...)
@@ -201,30 +209,25 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 			// replica whose clock is behind, refused that tick as done on the other nodes):
 			// look again once it had time to be released.
 			done := se.Holder != nil && se.Holder.Done // done, or skipped and marked
-			recheck := !done && se.Reason == job.SkipOverlap && rechecks < maxOverlapRechecks
-			split := !done && maybeSplit(ae, last, locks.Nodes(), run, tickKey) && splits < maxSplitRetries
-			if !recheck && !split || ctx.Err() != nil {
+			if done || se.Reason != job.SkipOverlap || rechecks == maxOverlapRechecks || ctx.Err() != nil {
 				if !done && se.Reason == job.SkipOverlap {
 					c.markSkipped(ctx, locks, run, tickKey)
 				}
 				return nil, se
 			}
-			if split {
-				splits++
-			} else {
-				rechecks++
-			}
-			c.Logger.Debug("cronlock: trying the tick again", "job", run.Job, "tick", run.Tick, "replica", run.Replica,
-				"split", split, "ok", ae.OK, "refused", ae.Refused, "holder", se.Holder)
-			// Let the failed attempts of this round (ours and the other racers') be released
-			// before the next one, or it could be refused by their leftovers.
-			// Their releases were sent when the attempts failed and take about as long as an
-			// attempt, and are over within the node timeout.
+			rechecks++
+			c.Logger.Debug("cronlock: looking at the run key again", "job", run.Job, "tick", run.Tick, "replica", run.Replica,
+				"ok", ae.OK, "refused", ae.Refused, "holder", se.Holder)
+			// Let the failed attempt be released before the next one, or it could be refused by
+			// its own leftover: the release was sent when the attempt failed, takes about as
+			// long as an attempt, and is over within the node timeout.
 			settle = min(2*last.Elapsed+time.Millisecond, locks.NodeTimeout(c.TTL))
-		} else if !errors.Is(err, redlock.ErrQuorumUnavailable) || ctx.Err() != nil {
-			return nil, err
-		} else {
+		} else if errors.Is(err, redlock.ErrQuorumUnavailable) && ctx.Err() == nil {
 			lastErr = err
+		} else if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
+			continue // the window closed just before the attempt: skipped as late above
+		} else {
+			return nil, err
 		}
 		if b == nil {
 			b = c.BackOff()
@@ -269,26 +272,6 @@ func (c LockConfig) markSkipped(ctx context.Context, locks *redlock.Client, run 
 	if err := l.Release(context.Background(), redlock.KeepDone(c.KeepDone)); err != nil {
 		c.Logger.Warn("cronlock: could not mark a skipped tick", "job", run.Job, "tick", run.Tick, "err", err)
 	}
-}
-
-// maybeSplit reports whether a refusal may have left the tick to no one: racers that asked
-// every node at the same instant can split the vote, each taking some nodes and none a quorum.
-// That is possible when this attempt took a node (so no one else holds them all); when it
-// asked every node and was decided before every reply was in (the lock client decides as soon
-// as a quorum is out of reach, so this attempt's own yes from the last node may have come
-// late, and then no one may hold a quorum); or when the tick key was found held under this
-// replica's own label (a leftover of its own failed attempt, not yet released). A refusal by
-// the lock's primary node, asked first and alone, is final: whoever holds it either wins, or
-// fails with a node taken and tries again itself.
-func maybeSplit(ae *redlock.AcquireError, a redlock.Attempt, nodes int, run *job.Run, tickKey string) bool {
-	switch {
-	case ae.OK > 0:
-		return true
-	case !a.PrimaryFirst && a.OK+a.Refused+a.Quarantined+a.Failed < nodes:
-		return true
-	}
-	h := ae.Holder
-	return h != nil && !h.Done && h.Key == tickKey && run.Replica != "" && h.Label == run.Replica
 }
 
 // skip turns a refusal into a *job.SkipError with its reason.

@@ -69,7 +69,8 @@ func (p *lockProbe) metadata() string {
 }
 
 // beginAttempt starts the span of the next acquire attempt, "cronlock.lock.acquire"; Lock
-// calls it just before each attempt, and attempt ends it.
+// calls it just before each TryAcquire, and attempt ends it (and makes the spans of the
+// attempts that TryAcquire makes again after a split vote).
 func (p *lockProbe) beginAttempt() {
 	if p == nil || p.tick == nil {
 		return
@@ -91,9 +92,12 @@ func (p *lockProbe) attempt(a redlock.Attempt) {
 			m.acquireFailures.Add(p.ctx, 1, m.reason(result).add...)
 		}
 	}
-	span := p.span
-	if span == nil {
+	if p.tick == nil {
 		return
+	}
+	span := p.span
+	if span == nil { // an attempt that redlock made again after a split vote
+		_, span = p.tracer.Start(p.ctx, spanAcquire, trace.WithTimestamp(time.Now().Add(-a.Elapsed)))
 	}
 	p.span = nil
 	// One SetAttributes call per span, and node counts only when not zero: each call and

@@ -43,10 +43,46 @@ type request struct {
 	fenceKey string
 	hook     func(Attempt)
 	wake     bool
-	hold     *Lock // a live hold of the key that the caller's context carries
+	splits   int       // ResolveSplits
+	before   time.Time // StartBefore
+	hold     *Lock     // a live hold of the key that the caller's context carries
+	last     Attempt   // the last attempt made
 }
 
 func (r *request) lockKeys() []string { return r.keys[2:] }
+
+// report records a finished attempt and passes it to the OnAttempt hook.
+func (r *request) report(a Attempt) {
+	r.last = a
+	if r.hook != nil {
+		r.hook(a)
+	}
+}
+
+// mayBeSplit reports whether the refusal err of the last attempt may have left the lock to
+// no one: racers that asked every node at the same instant can split the vote, each taking
+// some nodes and none a quorum. That is possible when the attempt took a node (so no one else
+// holds them all); when it asked every node and was decided before every reply was in (a
+// failure is decided as soon as a quorum is out of reach, so its own yes from the last node
+// may have come late, and then no one may hold a quorum); or when the primary key was found
+// held under this acquisition's own label (a leftover of its own failed attempt). A refusal
+// by the primary node, asked first and alone, is final: whoever holds it either wins, or
+// fails with a node taken and tries again itself.
+func (r *request) mayBeSplit(err error, nodes int) bool {
+	ae, ok := errors.AsType[*AcquireError](err)
+	if !ok || r.hold != nil || !errors.Is(ae.Reason, ErrNotAcquired) {
+		return false
+	}
+	a := r.last
+	switch {
+	case a.OK > 0:
+		return true
+	case !a.PrimaryFirst && a.OK+a.Refused+a.Quarantined+a.Failed < nodes:
+		return true
+	}
+	h := ae.Holder
+	return h != nil && !h.Done && h.Key == r.keys[2] && r.label != "" && h.Label == r.label
+}
 
 func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*request, error) {
 	var ac acquireConfig
@@ -61,6 +97,9 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	}
 	if err := c.CheckTTL(ttl); err != nil {
 		return nil, err
+	}
+	if !ac.before.IsZero() && !time.Now().Before(ac.before) {
+		return nil, fmt.Errorf("redlock: lock %s: the StartBefore time has passed: %w", quote(key), context.DeadlineExceeded)
 	}
 	fence := ac.fenceKey
 	if fence == "" {
@@ -83,23 +122,45 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		label = ac.label
 	}
 	return &request{keys: keys, ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, hook: ac.onAttempt,
-		wake: ac.wake, hold: c.heldBy(ctx, key)}, nil
+		wake: ac.wake, splits: ac.splits, before: ac.before, hold: c.heldBy(ctx, key)}, nil
 }
 
-// TryAcquire makes one attempt to acquire the lock named key for ttl. It fails with an error
-// matching ErrNotAcquired when the lock is held elsewhere, and ErrQuorumUnavailable when too
-// many nodes are down. It is reentrant by context, like Acquire.
+// TryAcquire makes one attempt to acquire the lock named key for ttl — more only after a
+// split vote, with ResolveSplits. It fails with an error matching ErrNotAcquired when the lock
+// is held elsewhere, and ErrQuorumUnavailable when too many nodes are down. It is reentrant by
+// context, like Acquire.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
 	req, err := c.newRequest(ctx, key, ttl, opts)
 	if err != nil {
 		return nil, err
 	}
-	l, err := c.attempt(ctx, req, 1)
-	if err != nil {
-		return nil, withContext(ctx, err)
+	var b backoff.BackOff
+	for n := 1; ; n++ {
+		l, err := c.attempt(ctx, req, n)
+		if err == nil {
+			return l, nil
+		}
+		if n > req.splits || ctx.Err() != nil || !req.mayBeSplit(err, len(c.nodes)) {
+			return nil, withContext(ctx, err)
+		}
+		if b == nil {
+			b = c.cfg.newBackOff()
+		}
+		// Let the failed attempts of this round (ours and the other racers') be released
+		// first, or the next one could be refused by their leftovers: their releases were
+		// sent when the attempts failed, take about as long as an attempt, and are over
+		// within the node timeout.
+		settle := min(2*req.last.Elapsed+time.Millisecond, c.nodeTimeout(req.ttl))
+		wait := b.NextBackOff()
+		if wait == backoff.Stop || !req.startsBefore(time.Now().Add(settle+wait)) || !sleep(ctx, settle+wait) ||
+			!req.startsBefore(time.Now()) {
+			return nil, withContext(ctx, err)
+		}
 	}
-	return l, nil
 }
+
+// startsBefore reports whether an attempt may start at t (StartBefore).
+func (r *request) startsBefore(t time.Time) bool { return r.before.IsZero() || t.Before(r.before) }
 
 // Acquire acquires the lock named key for ttl, retrying on the client's backoff schedule
 // (WithBackOff) while the lock is held or the nodes are unavailable, until ctx ends or MaxWait
@@ -123,6 +184,9 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 	giveUp := time.Now().Add(c.cfg.maxWait)
 	var w *waker
 	defer func() { w.close() }()
+	if !req.before.IsZero() && req.before.Before(giveUp) {
+		giveUp = req.before
+	}
 	for n := 1; ; n++ {
 		l, err := c.attempt(ctx, req, n)
 		if err == nil {
@@ -151,6 +215,9 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		case <-t.C:
 		case <-w.C():
 			t.Stop()
+		}
+		if !req.startsBefore(time.Now()) {
+			return nil, fmt.Errorf("%w (gave up after %d attempts: StartBefore)", err, n)
 		}
 	}
 }
@@ -289,9 +356,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		if l != nil {
 			a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
 		}
-		if req.hook != nil {
-			req.hook(a)
-		}
+		req.report(a)
 		return l, err
 	}
 	if err != nil {

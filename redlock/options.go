@@ -204,6 +204,8 @@ type acquireConfig struct {
 	label     string
 	onAttempt func(Attempt)
 	wake      bool
+	splits    int
+	before    time.Time
 }
 
 // Also takes these keys together with the primary key, atomically on each node: the lock is
@@ -246,6 +248,25 @@ func OnAttempt(f func(Attempt)) AcquireOption {
 // off: a waiter costs one connection per node while it waits.
 func WakeOnRelease() AcquireOption {
 	return func(c *acquireConfig) { c.wake = true }
+}
+
+// ResolveSplits makes TryAcquire try again, up to n times, after a refusal that may have left
+// the lock to no one. Racers that ask every node at the same instant — the replicas of a cron
+// job at each tick — can split the vote: each takes some nodes, none a quorum, and all are
+// refused. Before each new attempt it waits for the failed attempts to be released (twice the
+// attempt's duration, at most the node timeout) plus a step of the client's backoff; by then
+// the key is known contended, so the primary node is asked first, which settles the race.
+// Acquire, which tries again after every refusal anyway, ignores it. Default 0.
+func ResolveSplits(n int) AcquireOption {
+	return func(c *acquireConfig) { c.splits = n }
+}
+
+// StartBefore bounds the acquisition in time like a context deadline that cuts no request:
+// no attempt starts at or after t, while an attempt started before t runs to its end. An
+// acquisition called at or after t fails at once with an error matching
+// context.DeadlineExceeded. Default: no bound.
+func StartBefore(t time.Time) AcquireOption {
+	return func(c *acquireConfig) { c.before = t }
 }
 
 // ReleaseOption configures a release.

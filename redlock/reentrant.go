@@ -75,9 +75,7 @@ func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number 
 		a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
 	}
 	a.OK, a.Refused, a.Failed, a.Err = t.ok, t.refused, t.failed, err
-	if req.hook != nil {
-		req.hook(a)
-	}
+	req.report(a)
 	return l, err
 }
 

@@ -1,0 +1,139 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// splitVote plants other racers' partial locks of key on nodes 0–2 of a 5-node cluster, as a
+// split vote leaves them: two replicas holding some nodes each, no one a quorum. The caller's
+// attempt then takes nodes 3 and 4 only. The returned func removes the racers' locks, as their
+// releases would.
+func splitVote(t *testing.T, c *cluster, key string) (release func()) {
+	t.Helper()
+	ctx := ctxT(t)
+	for i, label := range []string{"racer-a", "racer-a", "racer-b"} {
+		require.NoError(t, c.servers[i].Client().HSet(ctx, key, "v", label+"-value", "l", label).Err())
+	}
+	return func() {
+		for i := range 3 {
+			require.NoError(t, c.servers[i].Client().Del(ctx, key).Err())
+		}
+	}
+}
+
+func TestResolveSplitsTriesAgainAfterASplitVote(t *testing.T) {
+	c := newCluster(t, 5, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := t.Name()
+	release := splitVote(t, c, key)
+	var attempts []redlock.Attempt
+	l, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.ResolveSplits(3), redlock.OnAttempt(func(a redlock.Attempt) {
+		attempts = append(attempts, a)
+		if len(attempts) == 1 {
+			release() // the racers' failed attempts are released after the first round
+		}
+	}))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, l.Release(ctx)) }()
+	require.Len(t, attempts, 2)
+	assert.Equal(t, 3, attempts[0].Refused, "the racers' nodes refused the first attempt")
+	assert.ErrorIs(t, attempts[0].Err, redlock.ErrNotAcquired)
+	assert.NoError(t, attempts[1].Err)
+}
+
+func TestTryAcquireWithoutResolveSplitsMakesOneAttempt(t *testing.T) {
+	c := newCluster(t, 5, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := t.Name()
+	release := splitVote(t, c, key)
+	attempts := 0
+	_, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.OnAttempt(func(redlock.Attempt) {
+		attempts++
+		release()
+	}))
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.Equal(t, 1, attempts)
+}
+
+func TestResolveSplitsTakesAHeldLockAsFinal(t *testing.T) {
+	c := newCluster(t, 5, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := t.Name()
+	holder, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("holder"))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, holder.Release(ctx)) }()
+	var attempts []redlock.Attempt
+	_, err = lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("other"), redlock.ResolveSplits(3),
+		redlock.OnAttempt(func(a redlock.Attempt) { attempts = append(attempts, a) }))
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	// A parallel attempt decided by the first refusals cannot tell a held lock from a split
+	// vote; the primary node's refusal, asked alone once the key is known contended, can.
+	switch last := attempts[len(attempts)-1]; len(attempts) {
+	case 1:
+		assert.Equal(t, 5, last.Refused, "one attempt is final only when every node refused")
+	case 2:
+		assert.True(t, last.PrimaryFirst, "the attempt made again asked the primary node alone")
+	default:
+		t.Fatalf("%d attempts on a lock held on every node, want at most 2", len(attempts))
+	}
+}
+
+func TestResolveSplitsStopsAtStartBefore(t *testing.T) {
+	c := newCluster(t, 5, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := t.Name()
+	splitVote(t, c, key) // never released: every attempt is refused the same way
+	attempts := 0
+	before := time.Now().Add(50 * time.Millisecond)
+	_, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.ResolveSplits(1000), redlock.StartBefore(before),
+		redlock.OnAttempt(func(a redlock.Attempt) {
+			attempts++
+			assert.True(t, time.Now().Add(-a.Elapsed).Before(before), "attempt %d started after StartBefore", attempts)
+		}))
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	assert.Greater(t, attempts, 1, "the split vote was tried again until StartBefore")
+}
+
+func TestStartBeforeInThePastFailsAtOnce(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	attempts := 0
+	hook := redlock.OnAttempt(func(redlock.Attempt) { attempts++ })
+	past := redlock.StartBefore(time.Now().Add(-time.Millisecond))
+	_, err := lc.TryAcquire(ctx, t.Name(), 10*time.Second, past, hook)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	_, err = lc.Acquire(ctx, t.Name(), 10*time.Second, past, hook)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Zero(t, attempts)
+}
+
+func TestAcquireGivesUpAtStartBefore(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := t.Name()
+	holder, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	defer func() { require.NoError(t, holder.Release(ctx)) }()
+	before := time.Now().Add(100 * time.Millisecond)
+	var last time.Time
+	_, err = lc.Acquire(ctx, key, 10*time.Second, redlock.StartBefore(before),
+		redlock.OnAttempt(func(redlock.Attempt) { last = time.Now() }))
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.False(t, errors.Is(err, context.DeadlineExceeded), "ctx did not end: %v", err)
+	assert.True(t, last.Before(before.Add(time.Second)), "an attempt ended long after StartBefore")
+	assert.Contains(t, err.Error(), "StartBefore")
+}
