@@ -13,6 +13,10 @@ lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	go vet ./... ./bench/...
 	go tool staticcheck ./... ./bench/...
+	@! go list -deps ./job | grep -E 'cronlock/cronlock/.+|go-redis' | grep -v 'cronlock/cronlock/job$$' \
+		|| { echo "job must stay a leaf: no cronlock package, no Redis client"; exit 1; }
+	@! go list -deps ./examples/... | grep 'cronlock/cronlock/internal' \
+		|| { echo "examples must use only the public API, so that each can be copied out of the repo"; exit 1; }
 
 unit:
 	go test -race -count=1 -timeout 20m ./...

@@ -4,8 +4,9 @@
 // A lock alone cannot stop a holder that was paused (a GC pause, SIGSTOP, a slow disk) past
 // its lease: when it resumes it believes it still holds the lock, and writes. Here:
 //
-//  1. replica-a runs the tick, is cut off from the lock nodes (a network partition, made with
-//     a fault proxy) and "pauses" without looking at its context;
+//  1. replica-a runs the tick, is cut off from the lock nodes (a network partition, made by
+//     closing its connections and refusing new ones) and "pauses" without looking at its
+//     context;
 //
 //  2. its lease is lost, the lock expires, and replica-b takes the tick over, with a larger
 //     token, and writes;
@@ -13,6 +14,8 @@
 //  3. replica-a wakes up and writes with its old token: the store refuses it.
 //
 //     go run ./examples/fencing
+//
+// It runs its own three embedded Redis-protocol nodes (miniredis).
 package main
 
 import (
@@ -20,14 +23,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"sync"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cronlock/cronlock/internal/faultproxy"
-	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -81,29 +84,22 @@ func run(out io.Writer) error {
 			closers[i]()
 		}
 	}()
-	// Three lock nodes; replica-a reaches them through fault proxies, replica-b directly.
-	servers, err := redistest.NewN(3, redistest.Config{})
-	if err != nil {
-		return err
-	}
-	var proxies []*faultproxy.Proxy
-	for _, s := range servers {
-		closers = append(closers, func() { _ = s.Close() })
-		p, err := faultproxy.New(s.Addr())
-		if err != nil {
+	// Three lock nodes; replica-a's connections to them can be cut.
+	var servers []*miniredis.Miniredis
+	for range 3 {
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
 			return err
 		}
-		closers = append(closers, func() { _ = p.Close() })
-		proxies = append(proxies, p)
+		m.ClockTTL(true) // keys expire on the real clock
+		closers = append(closers, m.Close)
+		servers = append(servers, m)
 	}
-	lockClient := func(viaProxy bool) (*redlock.Client, error) {
+	cut := &partition{}
+	lockClient := func(dial func(ctx context.Context, network, addr string) (net.Conn, error)) (*redlock.Client, error) {
 		var nodes []redlock.Node
-		for i, s := range servers {
-			addr := s.Addr()
-			if viaProxy {
-				addr = proxies[i].Addr()
-			}
-			rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		for _, s := range servers {
+			rc := redis.NewClient(&redis.Options{Addr: s.Addr(), Dialer: dial, ContextTimeoutEnabled: true, MaxRetries: -1})
 			closers = append(closers, func() { _ = rc.Close() })
 			nodes = append(nodes, rc)
 		}
@@ -140,7 +136,7 @@ func run(out io.Writer) error {
 	ledgerSync := job.Job{Name: "ledger-sync", Spec: "@every 1h", Handler: syncLedger,
 		Options: job.Options{LockTTL: time.Second, CatchUp: time.Hour}}
 
-	locksA, err := lockClient(true)
+	locksA, err := lockClient(cut.dial)
 	if err != nil {
 		return err
 	}
@@ -156,9 +152,7 @@ func run(out io.Writer) error {
 	}
 	<-paused
 	say("replica-a is cut off from the lock nodes")
-	for _, p := range proxies {
-		p.Blackhole(true)
-	}
+	cut.set(true)
 	// Wait until its lock expired on the nodes; b then takes the tick over.
 	var tickKey string
 	for _, e := range a.Entries() {
@@ -168,13 +162,13 @@ func run(out io.Writer) error {
 		time.Sleep(20 * time.Millisecond)
 		expired = true
 		for _, s := range servers {
-			if n, _ := s.Client().Exists(context.Background(), tickKey).Result(); n > 0 {
+			if s.Exists(tickKey) {
 				expired = false
 			}
 		}
 	}
 	say("replica-a's lock expired on the nodes")
-	locksB, err := lockClient(false)
+	locksB, err := lockClient(nil) // go-redis's own dialer: b is not cut off
 	if err != nil {
 		return err
 	}
@@ -197,10 +191,42 @@ func run(out io.Writer) error {
 	}
 	werr := <-aDone
 	say("the store kept %q (token %d); the stale write was refused: %v", store.value, store.fence, errors.Is(werr, ErrStaleToken))
-	for _, p := range proxies {
-		p.Blackhole(false)
-	}
+	cut.set(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return errors.Join(a.Stop(ctx), b.Stop(ctx))
+}
+
+// partition cuts a client off from its Redis nodes: set(true) closes its connections, and dial
+// refuses new ones until set(false). It is a go-redis Dialer.
+type partition struct {
+	mu    sync.Mutex
+	cut   bool
+	conns []net.Conn
+}
+
+func (p *partition) dial(ctx context.Context, network, addr string) (net.Conn, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cut {
+		return nil, errors.New("partitioned (example)")
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, network, addr)
+	if err == nil {
+		p.conns = append(p.conns, c)
+	}
+	return c, err
+}
+
+func (p *partition) set(cut bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.cut = cut
+	if cut {
+		for _, c := range p.conns {
+			_ = c.Close()
+		}
+		p.conns = nil
+	}
 }

@@ -1,12 +1,12 @@
 // Command longjob shows a job that runs longer than its lock's TTL: the lock is renewed while
-// it runs, so the other replica is refused the tick; and, when the lock nodes stop answering
-// (two of three are paused with SIGSTOP), the job's context is cancelled with
+// it runs, so the other replica is refused the tick; and, when the lock nodes fail (two of
+// three start answering every command with an error), the job's context is cancelled with
 // redlock.ErrLeaseLost before the lock could expire — the job stops instead of running on
 // unprotected.
 //
 //	go run ./examples/longjob
 //
-// It starts its own three redis-servers, because it pauses them.
+// It runs its own three embedded Redis-protocol nodes (miniredis), because it breaks them.
 package main
 
 import (
@@ -19,9 +19,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -42,15 +42,20 @@ const (
 )
 
 func run(out io.Writer) error {
-	servers, err := redistest.NewN(3, redistest.Config{})
-	if err != nil {
-		return err
-	}
+	var servers []*miniredis.Miniredis
 	defer func() {
-		for _, s := range servers {
-			_ = s.Close()
+		for _, m := range servers {
+			m.Close()
 		}
 	}()
+	for range 3 {
+		m := miniredis.NewMiniRedis()
+		if err := m.Start(); err != nil {
+			return err
+		}
+		m.ClockTTL(true) // keys expire on the real clock
+		servers = append(servers, m)
+	}
 
 	start := time.Now()
 	var outMu sync.Mutex // jobs print from their own goroutines
@@ -66,12 +71,12 @@ func run(out io.Writer) error {
 		n := runs.Add(1)
 		say("%s: tick %s starts, token %d", r.Replica, r.Tick.Format(time.TimeOnly), r.FencingToken)
 		if n == 2 {
-			// The second run: make two of the three lock nodes stop answering.
+			// The second run: make two of the three lock nodes fail every command.
 			go func() {
 				time.Sleep(500 * time.Millisecond)
-				say("pausing two lock nodes (SIGSTOP)")
-				_ = servers[0].Pause()
-				_ = servers[1].Pause()
+				say("two lock nodes start failing")
+				servers[0].SetError("ERR node down (example)")
+				servers[1].SetError("ERR node down (example)")
 			}()
 		}
 		step := time.NewTicker(500 * time.Millisecond)
@@ -146,8 +151,8 @@ func run(out io.Writer) error {
 
 	cause := <-lost
 	say("lease lost as expected: errors.Is(cause, redlock.ErrLeaseLost) = %v", errors.Is(cause, redlock.ErrLeaseLost))
-	_ = servers[0].Resume()
-	_ = servers[1].Resume()
+	servers[0].SetError("")
+	servers[1].SetError("")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, s := range scheds {
