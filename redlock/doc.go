@@ -27,7 +27,9 @@
 // (WithContentionWindow); for those it asks the lock's primary node (hash of the fence key
 // mod N) first and alone, and fans out only if the primary said yes. A loser then costs one
 // request and leaves nothing to release. If the primary is down, it falls back to the
-// parallel path.
+// parallel path. The first race on a calm key can still split; TryAcquire with
+// ResolveSplits(n) tries again after a refusal that may have left the lock to no one, and
+// StartBefore(t) keeps every attempt from starting after t.
 //
 // # Fencing tokens
 //
