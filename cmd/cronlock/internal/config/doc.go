@@ -25,4 +25,10 @@
 // prints a password.
 //
 // Anchors, aliases and merge keys ("<<: *defaults") may be used, e.g. to share job settings.
+//
+// yaml.v3 parses the file into its node tree and converts scalars (booleans, integers); this
+// package walks the tree itself rather than decoding into structs with KnownFields, because
+// Decode reports unknown keys and type errors only as its own message strings, without the
+// field's path and without a "did you mean", and this package does not parse another
+// package's messages. The walk is what gives every problem at once with file:line:field.
 package config
