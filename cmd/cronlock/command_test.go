@@ -104,7 +104,7 @@ func TestCommandKillAfterGrace(t *testing.T) {
 	for _, pid := range readPIDs(t, pidFile) {
 		eventually(t, "the command's processes to exit", func() bool { return processGone(pid) })
 	}
-	assert.Contains(t, logs.String(), "processes left after the kill grace: SIGKILL to the process group")
+	assert.Contains(t, logs.String(), "processes left at the lease's deadline or after the kill grace: SIGKILL to the process group")
 }
 
 // Processes a command leaves behind in its group when it exits are stopped: nothing outlives

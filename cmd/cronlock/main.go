@@ -84,6 +84,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return checkCmd(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return demo(ctx, args[1:], stdout, stderr)
+	case superviseMode:
+		return supervise(args[1:])
 	case "version", "--version":
 		return versionCmd(args[1:], stdout)
 	case "help", "-h", "--help":

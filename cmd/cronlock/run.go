@@ -32,11 +32,13 @@ const runUsage = `Usage: cronlock run --config FILE [flags]
 
 Runs the config's jobs as cluster-singleton cron jobs: run it with the same file on every
 host, and each tick of each job runs on one host only, guarded by a Redlock over the config's
-nodes. Each run starts the job's command in a process group of its own, with CRONLOCK_JOB,
-CRONLOCK_TICK (RFC 3339, UTC), CRONLOCK_TICK_UNIX_MS, CRONLOCK_FENCING_TOKEN,
-CRONLOCK_REPLICA and CRONLOCK_ATTEMPT in its environment; its output is logged line by line.
-When the run's lease is lost or its timeout passes, the process group gets SIGTERM, then
-SIGKILL after --kill-grace.
+nodes. Each run starts the job's command in a process group of its own, under a supervisor
+process, with CRONLOCK_JOB, CRONLOCK_TICK (RFC 3339, UTC), CRONLOCK_TICK_UNIX_MS,
+CRONLOCK_FENCING_TOKEN, CRONLOCK_REPLICA and CRONLOCK_ATTEMPT in its environment; its output
+is logged line by line. The process group gets SIGTERM --kill-grace before the run's lease
+ends unless renewed, and SIGKILL when it ends, or when this daemon dies; when the run's
+timeout passes or its lease is lost, SIGTERM at once and SIGKILL --kill-grace later (or at
+the lease's end).
 
 On SIGINT or SIGTERM it takes no new ticks, waits up to --drain for running jobs (a second
 signal stops waiting), stops what is left, releases its locks and exits 0.
@@ -62,7 +64,7 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 	var f runFlags
 	fs.StringVar(&f.replica, "replica", "", "this replica's `name`, shown as the holder of its locks (default: the config's replica:, else hostname-pid)")
 	fs.StringVar(&f.http, "http", "", "`address` of the HTTP server for /healthz, /readyz, /jobs and /metrics, e.g. 127.0.0.1:9464 (default: the config's http:; \"off\" for none)")
-	fs.Var((*optionalDuration)(&f.killGrace), "kill-grace", "`duration` between SIGTERM and SIGKILL to a job's process group (default: the config's kill_grace:, else 10s)")
+	fs.Var((*optionalDuration)(&f.killGrace), "kill-grace", "`duration` from SIGTERM to SIGKILL of a run's process group, which gets SIGKILL when its lease ends (default: the config's kill_grace:, else 10s or half of lock_ttl − renew_every)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long running jobs may finish before they are stopped")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug (every tick's outcome), info, warn or error")
 	if err := parseFlags(fs, runUsage, args, stdout); err != nil {
@@ -217,10 +219,6 @@ func (d *daemon) start() error {
 	if d.replica == "" {
 		d.replica = defaultReplica()
 	}
-	killGrace := cfg.KillGrace
-	if f.set["kill-grace"] {
-		killGrace = f.killGrace
-	}
 	addr := cfg.HTTP
 	if f.set["http"] {
 		addr = f.http
@@ -256,6 +254,12 @@ func (d *daemon) start() error {
 	for i, j := range cfg.Jobs {
 		if _, err := exec.LookPath(j.Command[0]); err != nil {
 			d.log.Warn("the job's program is not found on this host: its runs here will fail", "job", j.Name, "err", err)
+		}
+		killGrace := j.KillGrace
+		if f.set["kill-grace"] {
+			if killGrace, err = j.KillGraceFor(f.killGrace, true); err != nil {
+				return usageError{fmt.Errorf("--kill-grace %w", err)}
+			}
 		}
 		cj := &commandJob{name: j.Name, argv: j.Command, env: env, killGrace: killGrace, log: d.log}
 		err := d.sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Handler: handlerFor(cj), Options: j.Options()})

@@ -37,8 +37,10 @@ type Config struct {
 	HTTP string
 	// Tracing holds the tracing settings.
 	Tracing Tracing
-	// KillGrace is how long a job's process group has between SIGTERM and SIGKILL. Default 10s.
+	// KillGrace is the kill_grace: given, or DefaultKillGrace. Each job's own is Job.KillGrace.
 	KillGrace time.Duration
+	// KillGraceGiven says whether kill_grace: was given.
+	KillGraceGiven bool
 	// BootKey is the key of each node's boot marker (quarantine). Default "cronlock:boot".
 	BootKey string
 	// MaxTTL is the longest lock TTL, and each node's quarantine after it lost its memory.
@@ -120,6 +122,10 @@ type Job struct {
 	Retries int
 	// CatchUp is how old a missed tick may be and still run at start (0: none).
 	CatchUp time.Duration
+	// KillGrace is how long before its lease's deadline a run's process group gets SIGTERM
+	// (SIGKILL comes at the deadline), and how long it has between the two when the run is
+	// stopped earlier: KillGraceFor of the config's kill_grace.
+	KillGrace time.Duration
 	// Line is where the job is in the file.
 	Line int
 }
@@ -134,6 +140,24 @@ func (j Job) Options() job.Options {
 		Retries:    j.Retries,
 		CatchUp:    j.CatchUp,
 	}
+}
+
+// KillGraceFor returns the kill grace of the job's runs under the daemon-wide grace (given says
+// whether one was given, as kill_grace: or --kill-grace). The supervisor of a run sends SIGTERM
+// grace before the lease's deadline, so a grace given must be shorter than the least validity a
+// renewed lease has left, lock_ttl − renew_every; without one the grace is DefaultKillGrace,
+// lowered to half that validity.
+func (j Job) KillGraceFor(grace time.Duration, given bool) (time.Duration, error) {
+	o := j.Options().WithDefaults()
+	left := o.LockTTL - o.RenewEvery
+	switch {
+	case !given:
+		return min(DefaultKillGrace, left/2), nil
+	case grace >= left:
+		return 0, fmt.Errorf("%v is not shorter than lock_ttl %v − renew_every %v = %v of job %q, the least validity its lease has left after a renewal: SIGTERM comes kill_grace before the lease's deadline, so it would come before every renewal; lower kill_grace, or raise the job's lock_ttl",
+			grace, o.LockTTL, o.RenewEvery, left, j.Name)
+	}
+	return grace, nil
 }
 
 // Error is one problem in a config file.

@@ -54,7 +54,7 @@ func TestParseIssueExample(t *testing.T) {
 	require.Len(t, c.Jobs, 1)
 	assert.Equal(t, config.Job{
 		Name: "backup", Schedule: "0 */5 * * * *", Command: []string{"/usr/local/bin/backup", "--fast"},
-		Timeout: 10 * time.Minute, LockTTL: 30 * time.Second, Overlap: job.Forbid, Line: 10,
+		Timeout: 10 * time.Minute, LockTTL: 30 * time.Second, Overlap: job.Forbid, KillGrace: config.DefaultKillGrace, Line: 10,
 	}, c.Jobs[0])
 	assert.Equal(t, job.Options{Timeout: 10 * time.Minute, LockTTL: 30 * time.Second}, c.Jobs[0].Options())
 }
@@ -144,7 +144,7 @@ jobs:
 			assert.Equal(t, 2*time.Minute, c.MaxTTL)
 			assert.Equal(t, config.Job{Name: "a", Schedule: "*/5 * * * *", Command: []string{"sh", "-c", "echo $CRONLOCK_TICK"},
 				Timeout: time.Hour, LockTTL: 90 * time.Second, RenewEvery: 20 * time.Second, Overlap: job.Allow,
-				Retries: 3, CatchUp: 10 * time.Minute, Line: 10}, c.Jobs[0])
+				Retries: 3, CatchUp: 10 * time.Minute, KillGrace: 3 * time.Second, Line: 10}, c.Jobs[0])
 		}},
 		{"null values mean the default", "nodes: [a:1]\nprefix:\nreplica: ~\njobs: [{name: j, schedule: '@every 1s', command: [true], timeout: null}]\n", func(t *testing.T, c *config.Config) {
 			assert.Equal(t, "cronlock", c.Prefix)
@@ -190,6 +190,20 @@ jobs:
 	}
 }
 
+// Without kill_grace:, a job's grace is the default, lowered to half of what a renewed lease has
+// left; kill_grace: is taken as given when it fits.
+func TestKillGrace(t *testing.T) {
+	c, err := config.Parse("c.yaml", []byte(good+"    lock_ttl: 6s\n  - {name: long, schedule: '@hourly', command: [x], lock_ttl: 50s, renew_every: 5s}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, c.Jobs[0].KillGrace, "(6s − 2s) / 2")
+	assert.Equal(t, config.DefaultKillGrace, c.Jobs[1].KillGrace)
+	c, err = config.Parse("c.yaml", []byte("kill_grace: 3s\n"+good+"    lock_ttl: 6s\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 3*time.Second, c.Jobs[0].KillGrace)
+	_, err = c.Jobs[0].KillGraceFor(4*time.Second, true)
+	assert.ErrorContains(t, err, "4s is not shorter than lock_ttl 6s − renew_every 2s = 4s")
+}
+
 // good is a valid file, with each job line numbered for the bad cases built from it.
 const good = `nodes: ["a:1", "b:1", "c:1"]
 jobs:
@@ -204,6 +218,8 @@ func TestParseBad(t *testing.T) {
 		yaml string
 		want string // the whole first line of the error
 	}{
+		{"kill grace longer than a renewed lease has left", "kill_grace: 10s\n" + good + "    lock_ttl: 6s\n",
+			`c.yaml:1: kill_grace: 10s is not shorter than lock_ttl 6s − renew_every 2s = 4s of job "backup", the least validity its lease has left after a renewal: SIGTERM comes kill_grace before the lease's deadline, so it would come before every renewal; lower kill_grace, or raise the job's lock_ttl`},
 		{"bad duration", good + "    timeout: 10x\n", `c.yaml:6: jobs[0].timeout: "10x" is not a duration (e.g. 10m, 90s)`},
 		{"duration without unit", good + "    lock_ttl: 30\n", `c.yaml:6: jobs[0].lock_ttl: 30 is not a duration: give a unit, e.g. 30s or 30m`},
 		{"duration as a list", good + "    timeout: [1s]\n", `c.yaml:6: jobs[0].timeout: must be a duration (e.g. 10m, 90s), not a list`},

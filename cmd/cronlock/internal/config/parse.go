@@ -407,6 +407,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		Tracing:   Tracing{ServiceName: DefaultServiceName},
 	}
 	m := p.mapping(root, "", topKeys, true)
+	killGraceLine := 0
 	if e, ok := m["allow_even_nodes"]; ok {
 		c.AllowEvenNodes, _ = p.boolean(e, "allow_even_nodes")
 	}
@@ -443,7 +444,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 			if d < 0 {
 				p.fail(e.val.Line, "kill_grace", "%v is negative: give how long a job's processes have between SIGTERM and SIGKILL, e.g. 10s (0: SIGKILL at once)", d)
 			}
-			c.KillGrace = d
+			c.KillGrace, c.KillGraceGiven = d, true
+			killGraceLine = e.val.Line
 		}
 	}
 	if e, ok := m["boot_key"]; ok {
@@ -478,6 +480,13 @@ func (p *parser) config(root *yaml.Node) *Config {
 	}
 	if e, ok := m["jobs"]; ok {
 		c.Jobs = p.jobs(e, c.MaxTTL, maxTTLOK)
+		for i := range c.Jobs {
+			j := &c.Jobs[i]
+			var err error
+			if j.KillGrace, err = j.KillGraceFor(c.KillGrace, c.KillGraceGiven); err != nil {
+				p.fail(killGraceLine, "kill_grace", "%v", err)
+			}
+		}
 	} else {
 		p.fail(0, "jobs", "missing: give at least one job with name:, schedule: and command:")
 	}
