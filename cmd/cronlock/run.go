@@ -12,8 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -40,8 +42,10 @@ ends unless renewed, and SIGKILL when it ends, or when this daemon dies; when th
 timeout passes or its lease is lost, SIGTERM at once and SIGKILL --kill-grace later (or at
 the lease's end).
 
-On SIGINT or SIGTERM it takes no new ticks, waits up to --drain for running jobs (a second
-signal stops waiting), stops what is left, releases its locks and exits 0.
+On SIGINT or SIGTERM it takes no new ticks, gives up the ticks that only wait for lock nodes,
+waits up to --drain for running jobs (a second signal stops waiting), stops what is left,
+releases its locks and exits 0. On SIGHUP it reloads the config file's jobs (a file with
+errors is refused, and the running config kept).
 
 Exit codes: 0 stopped by a signal, 1 runtime failure, 2 bad config or usage.
 
@@ -111,6 +115,8 @@ type daemon struct {
 	closeLocks func() error
 	tel        *telemetry
 	sched      *scheduler.Scheduler
+	jobs       atomic.Pointer[config.Config] // the config whose jobs are registered (reload swaps it)
+	gate       *gate
 	status     *jobStatus
 	ready      *readiness
 	server     *http.Server
@@ -132,8 +138,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
 
-	d := &daemon{cfg: cfg, flags: f, status: newJobStatus()}
+	d := &daemon{cfg: cfg, flags: f, status: newJobStatus(), gate: newGate()}
 	d.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
 	logRedisTo(d.log)
 	defer logRedisTo(nil)
@@ -166,21 +175,29 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	d.probeWG.Go(func() { d.probeNodes(probeCtx) })
 
 	var failure error
-	select {
-	case <-ctx.Done():
-		// The signal that ended ctx (main's signal.NotifyContext) comes to sigs too: take it
-		// now, or the drain would count it as a second one.
-		if cause := context.Cause(ctx); cause != ctx.Err() && strings.HasSuffix(cause.Error(), "signal received") {
-			select {
-			case <-sigs:
-			case <-time.After(time.Second):
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			// The signal that ended ctx (main's signal.NotifyContext) comes to sigs too: take it
+			// now, or the drain would count it as a second one.
+			if cause := context.Cause(ctx); cause != ctx.Err() && strings.HasSuffix(cause.Error(), "signal received") {
+				select {
+				case <-sigs:
+				case <-time.After(time.Second):
+				}
 			}
+			d.log.Info("stopping: no new ticks; waiting for running jobs", "drain", f.drain)
+			break wait
+		case err := <-serveErr:
+			failure = fmt.Errorf("http: %w", err)
+			d.log.Error("stopping: the HTTP server failed", "err", err)
+			break wait
+		case <-hups:
+			d.reload()
 		}
-		d.log.Info("stopping: no new ticks; waiting for running jobs", "drain", f.drain)
-	case err := <-serveErr:
-		failure = fmt.Errorf("http: %w", err)
-		d.log.Error("stopping: the HTTP server failed", "err", err)
 	}
+	d.gate.close()
 	d.ready.stop.Store(true)
 
 	drainCtx, cancel := context.WithTimeoutCause(context.Background(), f.drain,
@@ -243,48 +260,146 @@ func (d *daemon) start() error {
 		scheduler.WithReplica(d.replica),
 		scheduler.WithPrefix(cfg.Prefix),
 		scheduler.WithLogger(d.log),
-		scheduler.WithMiddleware(append([]middleware.Middleware{d.status.middleware(d.replica)}, d.tel.middleware()...)...),
+		scheduler.WithMiddleware(append(append([]middleware.Middleware{d.status.middleware(d.replica)}, d.tel.middleware()...), d.gate.middleware())...),
 	)
 	if err != nil {
 		_ = locks.Close()
 		return usageError{fmt.Errorf("%s: %w", cfg.File, err)}
 	}
 	d.closeLocks = locks.Close
-	env := jobEnviron(cfg)
 	for i, j := range cfg.Jobs {
-		if _, err := exec.LookPath(j.Command[0]); err != nil {
-			d.log.Warn("the job's program is not found on this host: its runs here will fail", "job", j.Name, "err", err)
-		}
-		killGrace := j.KillGrace
-		if f.set["kill-grace"] {
-			if killGrace, err = j.KillGraceFor(f.killGrace, true); err != nil {
-				return usageError{fmt.Errorf("--kill-grace %w", err)}
-			}
-		}
-		cj := &commandJob{name: j.Name, argv: j.Command, env: env, killGrace: killGrace, log: d.log}
-		err := d.sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Handler: handlerFor(cj), Options: j.Options()})
-		if err != nil {
-			return usageError{fmt.Errorf("%s:%d: jobs[%d]: %w", cfg.File, j.Line, i, err)}
+		if err := d.addJob(cfg, i, j); err != nil {
+			return err
 		}
 	}
+	d.jobs.Store(cfg)
 	if addr != "" {
 		d.server = &http.Server{
 			Addr:              addr,
-			Handler:           statusHandler(cfg, d.replica, d.sched, d.status, d.ready, d.tel.metrics),
+			Handler:           statusHandler(d.jobs.Load, d.replica, d.sched, d.status, d.ready, d.tel.metrics),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 	}
 	return nil
 }
 
-// handlerFor returns the job's handler: it notes the run for /jobs, then runs the command.
-func handlerFor(cj *commandJob) job.Handler {
+// addJob registers jobs[i] of cfg, j, with the scheduler. Its errors are usageErrors.
+func (d *daemon) addJob(cfg *config.Config, i int, j config.Job) error {
+	if _, err := exec.LookPath(j.Command[0]); err != nil {
+		d.log.Warn("the job's program is not found on this host: its runs here will fail", "job", j.Name, "err", err)
+	}
+	killGrace := j.KillGrace
+	if d.flags.set["kill-grace"] {
+		var err error
+		if killGrace, err = j.KillGraceFor(d.flags.killGrace, true); err != nil {
+			return usageError{fmt.Errorf("--kill-grace %w", err)}
+		}
+	}
+	cj := &commandJob{name: j.Name, argv: j.Command, env: jobEnviron(cfg), killGrace: killGrace, log: d.log}
+	err := d.sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(cj), Options: j.Options()})
+	if err != nil {
+		return usageError{fmt.Errorf("%s:%d: jobs[%d]: %w", cfg.File, j.Line, i, err)}
+	}
+	return nil
+}
+
+// handlerFor returns the job's handler: unless the daemon is stopping, it notes the run for
+// /jobs, then runs the command.
+func (d *daemon) handlerFor(cj *commandJob) job.Handler {
 	return func(ctx context.Context) error {
+		if !d.gate.enter(ctx) {
+			return errStopping
+		}
+		defer d.gate.leave(ctx)
 		if run, ok := job.RunFrom(ctx); ok {
 			started(ctx, run.FencingToken)
 		}
 		return cj.run(ctx)
 	}
+}
+
+// reload reads the config file again, on SIGHUP: added jobs start, removed jobs take no new
+// ticks (a run under way finishes under its lease), changed jobs take effect at their next
+// tick. A file with errors, or that changes more than jobs and kill_grace, is refused, and
+// the running config kept.
+func (d *daemon) reload() {
+	cfg, err := config.Load(d.flags.config)
+	if err == nil {
+		err = sameSettings(d.cfg, cfg)
+	}
+	if err != nil {
+		var errs []error
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			errs = j.Unwrap()
+		} else {
+			errs = []error{err}
+		}
+		for _, e := range errs {
+			d.log.Error("reload: config refused, the running one is kept", "err", e)
+		}
+		return
+	}
+	old := map[string]config.Job{}
+	for _, j := range d.jobs.Load().Jobs {
+		old[j.Name] = j
+	}
+	var added, changed, removed int
+	for i, j := range cfg.Jobs {
+		prev, ok := old[j.Name]
+		delete(old, j.Name)
+		prev.Line, j.Line = 0, 0
+		switch {
+		case ok && reflect.DeepEqual(prev, j):
+			continue
+		case ok:
+			_ = d.sched.Remove(j.Name) // registered: no error
+			changed++
+			d.log.Info("reload: job changed: the change takes effect at its next tick", "job", j.Name)
+		default:
+			added++
+			d.log.Info("reload: job added", "job", j.Name)
+		}
+		if err := d.addJob(cfg, i, cfg.Jobs[i]); err != nil {
+			d.log.Error("reload: job not added", "job", j.Name, "err", err)
+		}
+	}
+	for name := range old {
+		_ = d.sched.Remove(name)
+		removed++
+		d.log.Info("reload: job removed: it takes no new ticks; a run under way finishes under its lease", "job", name)
+	}
+	d.jobs.Store(cfg)
+	d.log.Info("reloaded", "file", cfg.File, "jobs", len(cfg.Jobs), "added", added, "changed", changed, "removed", removed)
+}
+
+// sameSettings returns an error naming the first setting other than jobs: and kill_grace:
+// that differs between the running config and a reloaded one: those need a restart.
+func sameSettings(running, next *config.Config) error {
+	nodes := func(c *config.Config) []string {
+		var out []string
+		for _, n := range c.Nodes {
+			out = append(out, fmt.Sprintf("%s|%s|%s|%v|%d", n.Addr, n.Username, n.PasswordEnv, n.TLS, n.DB))
+		}
+		return out
+	}
+	for _, s := range []struct {
+		key      string
+		was, now any
+	}{
+		{"nodes", nodes(running), nodes(next)},
+		{"allow_even_nodes", running.AllowEvenNodes, next.AllowEvenNodes},
+		{"prefix", running.Prefix, next.Prefix},
+		{"replica", running.Replica, next.Replica},
+		{"http", running.HTTP, next.HTTP},
+		{"tracing", running.Tracing, next.Tracing},
+		{"boot_key", running.BootKey, next.BootKey},
+		{"max_ttl", running.MaxTTL, next.MaxTTL},
+	} {
+		if !reflect.DeepEqual(s.was, s.now) {
+			return fmt.Errorf("%s: %s changed: only jobs: and kill_grace: change on SIGHUP; restart the daemon for %s", next.File, s.key, s.key)
+		}
+	}
+	return nil
 }
 
 // close stops the HTTP server and the probes, and closes the lock client and the node clients.

@@ -167,7 +167,7 @@ func (r *readiness) check(ctx context.Context) (ok int, detail []string) {
 
 // handler serves /healthz, /readyz, /jobs and /metrics (the Prometheus exposition of the
 // daemon's OpenTelemetry metrics).
-func statusHandler(cfg *config.Config, replica string, sched *scheduler.Scheduler, st *jobStatus, ready *readiness, metrics http.Handler) http.Handler {
+func statusHandler(cfg func() *config.Config, replica string, sched *scheduler.Scheduler, st *jobStatus, ready *readiness, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -195,7 +195,7 @@ func statusHandler(cfg *config.Config, replica string, sched *scheduler.Schedule
 		_ = enc.Encode(struct {
 			Replica string    `json:"replica"`
 			Jobs    []jobView `json:"jobs"`
-		}{replica, st.view(cfg, sched.Entries())})
+		}{replica, st.view(cfg(), sched.Entries())})
 	})
 	return mux
 }
