@@ -247,7 +247,7 @@ func (d *daemon) start() error {
 	if d.clients, err = nodeClients(cfg); err != nil {
 		return err
 	}
-	d.ready = &readiness{clients: d.clients, quorum: cfg.Quorum()}
+	d.ready = &readiness{clients: d.clients, quorum: cfg.Quorum(), bootKey: cfg.BootKey}
 	locks, err := lockClient(cfg, d.clients, d.replica)
 	if err != nil {
 		return usageError{fmt.Errorf("%s: nodes: %w", cfg.File, err)}
@@ -430,34 +430,53 @@ func (d *daemon) close() {
 	closeClients(d.clients)
 }
 
-// probeNodes logs, once at start, the nodes that do not answer and those whose quarantine
-// keeps them from granting locks.
+// probeEvery is how often the daemon probes its nodes.
+const probeEvery = readyCache
+
+// probeNodes probes the nodes every probeEvery until ctx ends, and logs each change of a
+// node's state once: down, back, in quarantine until a time, without a boot marker; and when
+// the usable nodes fall below a quorum, or reach it again.
 func (d *daemon) probeNodes(ctx context.Context) {
-	reachable := 0
-	var mu sync.Mutex
-	eachNode(ctx, d.clients, 2*time.Second, func(ctx context.Context, i int, c *redis.Client) {
-		addr := c.Options().Addr
-		q, err := readQuarantine(ctx, c, d.cfg.BootKey)
-		if err != nil {
-			if !errors.Is(ctx.Err(), context.Canceled) { // not stopping
-				d.log.Warn("node does not answer", "node", addr, "err", err)
-			}
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	var prev []nodeState
+	wasQuorum := true
+	for {
+		usable, states := d.ready.check(ctx)
+		if ctx.Err() != nil {
 			return
 		}
-		mu.Lock()
-		reachable++
-		mu.Unlock()
-		switch {
-		case q.missing:
-			d.log.Warn("node has no boot marker: it is new or lost its memory, and will refuse locks for max_ttl after the first lock attempt; on first deployment end its quarantine with 'cronlock check --end-quarantine'",
-				"node", addr, "max_ttl", d.cfg.MaxTTL, "boot_key", d.cfg.BootKey)
-		case q.remaining > 0:
-			d.log.Warn("node is in quarantine: it refuses locks until its boot marker's time", "node", addr, "remaining", q.remaining.Round(time.Millisecond))
+		for i, n := range states {
+			if prev != nil && prev[i].kind() == n.kind() {
+				continue
+			}
+			switch {
+			case n.err != nil:
+				d.log.Warn("node does not answer", "node", n.addr, "err", n.err)
+			case n.missing:
+				d.log.Warn("node has no boot marker: it is new or lost its memory, and will refuse locks for max_ttl after the first lock attempt; on first deployment end its quarantine with 'cronlock check --end-quarantine'",
+					"node", n.addr, "max_ttl", d.cfg.MaxTTL, "boot_key", d.cfg.BootKey)
+			case !n.until.IsZero():
+				d.log.Warn("node is in quarantine: it refuses locks until its boot marker's time", "node", n.addr, "until", n.until.UTC().Format(time.RFC3339Nano))
+			case prev != nil:
+				d.log.Info("node grants locks again", "node", n.addr, "was", prev[i].kind())
+			}
 		}
-	})
-	if reachable < d.cfg.Quorum() && ctx.Err() == nil {
-		d.log.Warn("fewer nodes answer than a quorum: no job can run until enough come back",
-			"reachable", reachable, "nodes", len(d.clients), "quorum", d.cfg.Quorum())
+		if isQuorum := usable >= d.cfg.Quorum(); isQuorum != wasQuorum {
+			if isQuorum {
+				d.log.Info("a quorum of nodes grants locks again", "usable", usable, "nodes", len(d.clients), "quorum", d.cfg.Quorum())
+			} else {
+				d.log.Warn("fewer nodes grant locks than a quorum: no job can run until enough come back",
+					"usable", usable, "nodes", len(d.clients), "quorum", d.cfg.Quorum())
+			}
+			wasQuorum = isQuorum
+		}
+		prev = states
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 
