@@ -63,6 +63,17 @@ func TestCLI(t *testing.T) {
 		assert.Equal(t, 2, code, out)
 		assert.Equal(t, "cronlock: "+bad+`:6: jobs[0].timeout: "10x" is not a duration (e.g. 10m, 90s)`+"\n", out)
 
+		// validate makes every check that run makes, and names the YAML key.
+		short := writeFile(t, dir, "short.yaml", "nodes: [a:1, b:1, c:1]\njobs:\n  - {name: j, schedule: '@every 10s', command: [x], lock_ttl: 1ms}\n")
+		want := "cronlock: " + short + ":3: jobs[0].lock_ttl: "
+		code, out = runBin(t, bin, nil, "validate", "--config", short)
+		assert.Equal(t, 2, code, out)
+		assert.Contains(t, out, want)
+		assert.NotContains(t, out, "Options.")
+		code, runOut := runBin(t, bin, nil, "run", "--config", short)
+		assert.Equal(t, 2, code, runOut)
+		assert.Contains(t, runOut, out, "validate and run refuse it alike")
+
 		code, out = runBin(t, bin, nil, "validate", "--config", filepath.Join(dir, "missing.yaml"))
 		assert.Equal(t, 2, code, out)
 		assert.Contains(t, out, "no such file or directory")
@@ -162,7 +173,8 @@ func TestCLI(t *testing.T) {
 		dir := t.TempDir()
 		node := redistest.Start(t, redistest.Config{})
 		endQuarantine(t, node)
-		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+`jobs:
+		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+`min_interval: 100ms
+jobs:
   - name: endless
     schedule: "@every 500ms"
     command: ["sleep", "30"]
@@ -203,7 +215,8 @@ func testThreeReplicas(t *testing.T, bin string) {
 	nodes := redistest.StartN(t, 3, redistest.Config{})
 	ledger := redistest.Start(t, redistest.Config{})
 	const every = 500 * time.Millisecond
-	cfg := writeFile(t, dir, "cronlock.yaml", nodesConfig(nodes)+fmt.Sprintf(`jobs:
+	cfg := writeFile(t, dir, "cronlock.yaml", nodesConfig(nodes)+fmt.Sprintf(`min_interval: 100ms
+jobs:
   - name: ledger
     schedule: "@every %v"
     command: ["sh", "-c", "redis-cli -p %s RPUSH ledger \"$CRONLOCK_TICK_UNIX_MS $CRONLOCK_REPLICA $CRONLOCK_FENCING_TOKEN\""]

@@ -298,7 +298,7 @@ func (d *daemon) addJob(cfg *config.Config, i int, j config.Job) error {
 	cj := &commandJob{name: j.Name, argv: j.Command, env: jobEnviron(cfg), killGrace: killGrace, log: d.log}
 	err := d.sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(cj), Options: j.Options()})
 	if err != nil {
-		return usageError{fmt.Errorf("%s:%d: jobs[%d]: %w", cfg.File, j.Line, i, err)}
+		return usageError{cfg.JobError(i, err)}
 	}
 	return nil
 }

@@ -46,6 +46,7 @@ func TestRunHTTP(t *testing.T) {
 	endQuarantine(t, nodes...)
 	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+`replica: from-config
 http: 127.0.0.1:1  # overridden by --http
+min_interval: 100ms
 jobs:
   - name: fast
     schedule: "@every 200ms"
@@ -235,6 +236,7 @@ func TestRunExportsTraces(t *testing.T) {
 	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+fmt.Sprintf(`http: ""
 tracing:
   otlp_endpoint: %s
+min_interval: 100ms
 jobs:
   - name: fast
     schedule: "@every 100ms"

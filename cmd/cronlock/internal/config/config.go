@@ -1,6 +1,7 @@
 package config
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"strings"
@@ -16,6 +17,7 @@ const (
 	DefaultBootKey     = redlock.DefaultBootKey
 	DefaultMaxTTL      = redlock.DefaultMaxTTL
 	DefaultKillGrace   = 10 * time.Second
+	DefaultMinInterval = time.Second
 	DefaultServiceName = "cronlock"
 )
 
@@ -46,6 +48,8 @@ type Config struct {
 	// MaxTTL is the longest lock TTL, and each node's quarantine after it lost its memory.
 	// Default 1m.
 	MaxTTL time.Duration
+	// MinInterval is the shortest time allowed between two ticks of a job. Default 1s.
+	MinInterval time.Duration
 	// Jobs are the jobs, in file order.
 	Jobs []Job
 }
@@ -158,6 +162,18 @@ func (j Job) KillGraceFor(grace time.Duration, given bool) (time.Duration, error
 			grace, o.LockTTL, o.RenewEvery, left, j.Name)
 	}
 	return grace, nil
+}
+
+// JobError returns err, an error that job.Job.Validate or the scheduler gave for jobs[i], as
+// an *Error that names the job's YAML key (lock_ttl, not Options.LockTTL).
+func (c *Config) JobError(i int, err error) error {
+	path := fmt.Sprintf("jobs[%d]", i)
+	if ie, ok := errors.AsType[*job.InvalidError](err); ok {
+		if key, known := fieldKeys[ie.Field]; known {
+			return &Error{File: c.File, Line: c.Jobs[i].Line, Field: path + "." + key, Problem: goNames.Replace(ie.Problem)}
+		}
+	}
+	return &Error{File: c.File, Line: c.Jobs[i].Line, Field: path, Problem: err.Error()}
 }
 
 // Error is one problem in a config file.

@@ -204,6 +204,15 @@ func TestKillGrace(t *testing.T) {
 	assert.ErrorContains(t, err, "4s is not shorter than lock_ttl 6s − renew_every 2s = 4s")
 }
 
+// min_interval lowers the floor of schedules; every second is at the default floor.
+func TestMinInterval(t *testing.T) {
+	c, err := config.Parse("c.yaml", []byte("min_interval: 100ms\nnodes: [a:1]\njobs: [{name: j, schedule: '@every 100ms', command: [x]}]\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 100*time.Millisecond, c.MinInterval)
+	_, err = config.Parse("c.yaml", []byte("nodes: [a:1]\njobs: [{name: j, schedule: '* * * * * *', command: [x]}]\n"))
+	require.NoError(t, err)
+}
+
 // good is a valid file, with each job line numbered for the bad cases built from it.
 const good = `nodes: ["a:1", "b:1", "c:1"]
 jobs:
@@ -220,11 +229,14 @@ func TestParseBad(t *testing.T) {
 	}{
 		{"kill grace longer than a renewed lease has left", "kill_grace: 10s\n" + good + "    lock_ttl: 6s\n",
 			`c.yaml:1: kill_grace: 10s is not shorter than lock_ttl 6s − renew_every 2s = 4s of job "backup", the least validity its lease has left after a renewal: SIGTERM comes kill_grace before the lease's deadline, so it would come before every renewal; lower kill_grace, or raise the job's lock_ttl`},
+		{"schedule faster than min_interval", "nodes: [a:1]\njobs: [{name: j, schedule: '@every 500ms', command: [x]}]\n",
+			`c.yaml:2: jobs[0].schedule: "@every 500ms" fires 500ms apart, more often than min_interval 1s: each tick starts a process on some host; give a slower schedule, or lower min_interval (e.g. min_interval: 500ms)`},
+		{"min_interval not positive", "min_interval: 0s\n" + good, `c.yaml:1: min_interval: 0s: must be positive, e.g. 1s (the shortest time between two ticks of a job)`},
 		{"bad duration", good + "    timeout: 10x\n", `c.yaml:6: jobs[0].timeout: "10x" is not a duration (e.g. 10m, 90s)`},
 		{"duration without unit", good + "    lock_ttl: 30\n", `c.yaml:6: jobs[0].lock_ttl: 30 is not a duration: give a unit, e.g. 30s or 30m`},
 		{"duration as a list", good + "    timeout: [1s]\n", `c.yaml:6: jobs[0].timeout: must be a duration (e.g. 10m, 90s), not a list`},
 		{"unknown top-level key", "nodes: [a:1]\nnode: [b:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
-			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, tracing, kill_grace, boot_key, max_ttl, jobs)`},
+			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, tracing, kill_grace, boot_key, max_ttl, min_interval, jobs)`},
 		{"unknown job key", good + "    timout: 1m\n",
 			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up)`},
 		{"unknown key far from any", good + "    owner: ops\n",

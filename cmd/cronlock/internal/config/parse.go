@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -395,16 +396,17 @@ func (p *parser) integer(e entry, path string) (int, bool) {
 	return 0, false
 }
 
-var topKeys = []string{"nodes", "allow_even_nodes", "prefix", "replica", "http", "tracing", "kill_grace", "boot_key", "max_ttl", "jobs"}
+var topKeys = []string{"nodes", "allow_even_nodes", "prefix", "replica", "http", "tracing", "kill_grace", "boot_key", "max_ttl", "min_interval", "jobs"}
 
 func (p *parser) config(root *yaml.Node) *Config {
 	c := &Config{
-		File:      p.file,
-		Prefix:    DefaultPrefix,
-		BootKey:   DefaultBootKey,
-		MaxTTL:    DefaultMaxTTL,
-		KillGrace: DefaultKillGrace,
-		Tracing:   Tracing{ServiceName: DefaultServiceName},
+		File:        p.file,
+		Prefix:      DefaultPrefix,
+		BootKey:     DefaultBootKey,
+		MaxTTL:      DefaultMaxTTL,
+		KillGrace:   DefaultKillGrace,
+		MinInterval: DefaultMinInterval,
+		Tracing:     Tracing{ServiceName: DefaultServiceName},
 	}
 	m := p.mapping(root, "", topKeys, true)
 	killGraceLine := 0
@@ -470,6 +472,15 @@ func (p *parser) config(root *yaml.Node) *Config {
 			c.MaxTTL = d
 		}
 	}
+	if e, ok := m["min_interval"]; ok {
+		if d, ok := p.duration(e, "min_interval"); ok {
+			if d <= 0 {
+				p.fail(e.val.Line, "min_interval", "%v: must be positive, e.g. 1s (the shortest time between two ticks of a job)", d)
+			} else {
+				c.MinInterval = d
+			}
+		}
+	}
 	if e, ok := m["nodes"]; ok {
 		c.Nodes = p.nodes(e)
 		if n := len(c.Nodes); n > 0 && n%2 == 0 && !c.AllowEvenNodes {
@@ -479,7 +490,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		p.fail(0, "nodes", `missing: give the addresses of independent Redis nodes, e.g. nodes: ["10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"]`)
 	}
 	if e, ok := m["jobs"]; ok {
-		c.Jobs = p.jobs(e, c.MaxTTL, maxTTLOK)
+		c.Jobs = p.jobs(e, c.MaxTTL, maxTTLOK, c.MinInterval)
 		for i := range c.Jobs {
 			j := &c.Jobs[i]
 			var err error
@@ -635,7 +646,7 @@ var goNames = strings.NewReplacer(
 	"job.Forbid", "forbid", "job.Allow", "allow",
 )
 
-func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool) []Job {
+func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool, minInterval time.Duration) []Job {
 	if e.val.Kind != yaml.SequenceNode {
 		p.fail(e.val.Line, "jobs", "must be a list of jobs (each with name:, schedule: and command:), not %s", kindName(e.val))
 		return nil
@@ -656,7 +667,7 @@ func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool) []Job {
 			p.fail(item.Line, path, "must be a mapping (name:, schedule:, command:, …), not %s", kindName(item))
 			continue
 		}
-		if j, ok := p.job(item, path, maxTTL, maxTTLOK); ok {
+		if j, ok := p.job(item, path, maxTTL, maxTTLOK, minInterval); ok {
 			if k, dup := names[j.Name]; dup {
 				p.fail(j.Line, path+".name", "%q is already the name of jobs[%d] (line %d): give each job its own name", j.Name, k, out[k].Line)
 				continue
@@ -669,7 +680,7 @@ func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool) []Job {
 }
 
 // job parses one job; false when it has a problem (reported).
-func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLOK bool) (Job, bool) {
+func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLOK bool, minInterval time.Duration) (Job, bool) {
 	before := p.count()
 	j := Job{Line: item.Line}
 	m := p.mapping(item, path, jobKeys, false)
@@ -693,6 +704,10 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 				p.fail(e.val.Line, path+".schedule", "%v", err)
 			case sched.Next(time.Now()).IsZero():
 				p.fail(e.val.Line, path+".schedule", "%q never fires: no matching time in the next five years (a date such as 30 February?)", s)
+			default:
+				if gap := shortestGap(sched); gap < minInterval {
+					p.fail(e.val.Line, path+".schedule", "%q fires %v apart, more often than min_interval %v: each tick starts a process on some host; give a slower schedule, or lower min_interval (e.g. min_interval: %v)", s, gap, minInterval, gap)
+				}
 			}
 		}
 	} else {
@@ -751,6 +766,22 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 		return j, false
 	}
 	return j, true
+}
+
+// shortestGap is the shortest time between two of the next ticks of sched.
+func shortestGap(sched interface{ Next(time.Time) time.Time }) time.Duration {
+	const ticks = 64 // enough to see every gap of a cron spec within a minute
+	gap := time.Duration(math.MaxInt64)
+	t := sched.Next(time.Now())
+	for range ticks {
+		next := sched.Next(t)
+		if next.IsZero() {
+			break
+		}
+		gap = min(gap, next.Sub(t))
+		t = next
+	}
+	return gap
 }
 
 // command parses a job's command: a non-empty list of strings.
