@@ -72,7 +72,7 @@ func TestCLI(t *testing.T) {
 		assert.NotContains(t, out, "Options.")
 		code, runOut := runBin(t, bin, nil, "run", "--config", short)
 		assert.Equal(t, 2, code, runOut)
-		assert.Contains(t, runOut, out, "validate and run refuse it alike")
+		assert.Contains(t, runOut, strings.TrimSpace(strings.TrimPrefix(out, "cronlock: ")), "validate and run refuse it alike")
 
 		code, out = runBin(t, bin, nil, "validate", "--config", filepath.Join(dir, "missing.yaml"))
 		assert.Equal(t, 2, code, out)
@@ -112,7 +112,7 @@ func TestCLI(t *testing.T) {
 		cfg := writeFile(t, dir, "taken.yaml", nodesConfig([]*redistest.Server{node})+"http: "+ln.Addr().String()+"\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n")
 		code, out = runBin(t, bin, nil, "run", "--config", cfg)
 		assert.Equal(t, 1, code, out)
-		assert.Contains(t, out, "cronlock: http: listen tcp "+ln.Addr().String())
+		assert.Contains(t, out, `msg="cronlock run" err="http: listen tcp `+ln.Addr().String())
 	})
 
 	t.Run("run: three replicas run each tick once", func(t *testing.T) {

@@ -25,11 +25,12 @@ import (
 func newCommand(argv ...string) (*commandJob, *syncBuffer) {
 	var logs syncBuffer
 	return &commandJob{
-		name:      "test-job",
-		argv:      argv,
-		env:       os.Environ(),
-		killGrace: 10 * time.Second,
-		log:       slog.New(slog.NewTextHandler(&logs, nil)),
+		name:        "test-job",
+		argv:        argv,
+		env:         os.Environ(),
+		killGrace:   10 * time.Second,
+		log:         slog.New(slog.NewTextHandler(&logs, nil)),
+		outputLimit: 1 << 20,
 	}, &logs
 }
 

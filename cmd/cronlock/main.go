@@ -59,6 +59,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, new(loggedError)) && errors.As(err, new(usageError)):
+		return 2
+	case errors.As(err, new(loggedError)):
+		return 1
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "cronlock: %v\n", err)
 		return 2

@@ -60,6 +60,7 @@ type runFlags struct {
 	killGrace time.Duration
 	drain     time.Duration
 	logLevel  slog.Level
+	logFormat string
 	set       map[string]bool // flags given explicitly
 }
 
@@ -71,6 +72,7 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 	fs.Var((*optionalDuration)(&f.killGrace), "kill-grace", "`duration` from SIGTERM to SIGKILL of a run's process group, which gets SIGKILL when its lease ends (default: the config's kill_grace:, else 10s or half of lock_ttl − renew_every)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long running jobs may finish before they are stopped")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug (every tick's outcome), info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "`format` of the log on stderr: text (logfmt) or json (one object per line)")
 	if err := parseFlags(fs, runUsage, args, stdout); err != nil {
 		return f, err
 	}
@@ -84,6 +86,8 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 		return f, usageError{fmt.Errorf("--drain %v: must not be negative", f.drain)}
 	case f.set["replica"] && f.replica == "":
 		return f, usageError{errors.New("--replica is empty: give a name, or leave the flag out")}
+	case f.logFormat != "text" && f.logFormat != "json":
+		return f, usageError{fmt.Errorf("--log-format %q: use text or json", f.logFormat)}
 	}
 	return f, nil
 }
@@ -125,11 +129,52 @@ type daemon struct {
 	stopProbe  context.CancelFunc
 }
 
+// loggedError is an error that was logged already: main only sets the exit code.
+type loggedError struct{ err error }
+
+func (e loggedError) Error() string { return e.err.Error() }
+func (e loggedError) Unwrap() error { return e.err }
+
+// newLogger returns the daemon's logger, writing to w in the format and from the level of f.
+func newLogger(w io.Writer, f runFlags) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: f.logLevel}
+	if f.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// logErrors logs err at error level with msg, each error of a join on a line of its own.
+func logErrors(log *slog.Logger, msg string, err error) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		log.Error(msg, "err", e)
+	}
+}
+
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseRun(args, stdout)
 	if err != nil {
 		return err
 	}
+	// From here on every line goes through the daemon's log: go-redis's and OpenTelemetry's too.
+	log := newLogger(stderr, f)
+	logRedisTo(log)
+	defer logRedisTo(nil)
+	logOTelTo(log)
+	defer logOTelTo(nil)
+	if err := runDaemon(ctx, f, log); err != nil {
+		logErrors(log, "cronlock run", err)
+		return loggedError{err}
+	}
+	return nil
+}
+
+// runDaemon runs the daemon until ctx ends, it drained and stopped.
+func runDaemon(ctx context.Context, f runFlags, log *slog.Logger) error {
 	cfg, err := loadConfig("run", f.config)
 	if err != nil {
 		return err
@@ -142,10 +187,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	signal.Notify(hups, syscall.SIGHUP)
 	defer signal.Stop(hups)
 
-	d := &daemon{cfg: cfg, flags: f, status: newJobStatus(), gate: newGate()}
-	d.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
-	logRedisTo(d.log)
-	defer logRedisTo(nil)
+	d := &daemon{cfg: cfg, flags: f, status: newJobStatus(), gate: newGate(), log: log}
 	if err := d.start(); err != nil {
 		d.close()
 		return err
@@ -295,7 +337,8 @@ func (d *daemon) addJob(cfg *config.Config, i int, j config.Job) error {
 			return usageError{fmt.Errorf("--kill-grace %w", err)}
 		}
 	}
-	cj := &commandJob{name: j.Name, argv: j.Command, env: jobEnviron(cfg), killGrace: killGrace, log: d.log}
+	cj := &commandJob{name: j.Name, argv: j.Command, env: jobEnviron(cfg), killGrace: killGrace, log: d.log,
+		outputLevel: j.OutputLevel, outputLimit: j.OutputLimit}
 	err := d.sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(cj), Options: j.Options()})
 	if err != nil {
 		return usageError{cfg.JobError(i, err)}
@@ -328,15 +371,7 @@ func (d *daemon) reload() {
 		err = sameSettings(d.cfg, cfg)
 	}
 	if err != nil {
-		var errs []error
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			errs = j.Unwrap()
-		} else {
-			errs = []error{err}
-		}
-		for _, e := range errs {
-			d.log.Error("reload: config refused, the running one is kept", "err", e)
-		}
+		logErrors(d.log, "reload: config refused, the running one is kept", err)
 		return
 	}
 	old := map[string]config.Job{}

@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -39,6 +40,10 @@ type commandJob struct {
 	env       []string // the daemon's environment
 	killGrace time.Duration
 	log       *slog.Logger
+	// outputLevel is the level of the command's output lines; outputLimit bounds the bytes of
+	// output one run logs.
+	outputLevel slog.Level
+	outputLimit int64
 }
 
 // groupPoll is how often a stopping process group is checked for processes left, and how
@@ -105,8 +110,9 @@ func (c *commandJob) run(ctx context.Context) error {
 
 	var lastErr string
 	var readers sync.WaitGroup
-	readers.Go(func() { c.logLines(log, outR, "stdout", nil) })
-	readers.Go(func() { c.logLines(log, errR, "stderr", &lastErr) })
+	budget := &outputBudget{limit: c.outputLimit}
+	readers.Go(func() { c.logLines(log, outR, "stdout", nil, budget) })
+	readers.Go(func() { c.logLines(log, errR, "stderr", &lastErr, budget) })
 
 	// The feeder tells the supervisor each new deadline, and to stop when ctx ends.
 	finished := make(chan struct{})
@@ -150,6 +156,9 @@ func (c *commandJob) run(ctx context.Context) error {
 		<-read
 	}
 	t.Stop()
+	if n := budget.dropped.Load(); n > 0 {
+		log.Warn("the command's output past output_limit was not logged", "dropped_bytes", n, "output_limit", c.outputLimit)
+	}
 
 	switch {
 	case rep.startErr != "":
@@ -211,15 +220,32 @@ func describeExit(ps *os.ProcessState, err error) string {
 // maxLine is the longest output line logged as one; longer lines are logged in pieces.
 const maxLine = 64 << 10
 
-// logLines logs each line read from r, with the stream's name, until r ends. It keeps the last
-// non-blank line in last, if not nil.
-func (c *commandJob) logLines(log *slog.Logger, r io.Reader, stream string, last *string) {
+// outputBudget counts a run's output against its limit; it is safe for concurrent use.
+type outputBudget struct {
+	limit         int64
+	used, dropped atomic.Int64
+}
+
+// take reports whether n more bytes may be logged, and counts them as dropped if not.
+func (b *outputBudget) take(n int) bool {
+	if b.used.Add(int64(n)) <= b.limit {
+		return true
+	}
+	b.dropped.Add(int64(n))
+	return false
+}
+
+// logLines logs each line read from r at the job's output level, with the stream's name,
+// while budget allows, until r ends. It keeps the last non-blank line in last, if not nil.
+func (c *commandJob) logLines(log *slog.Logger, r io.Reader, stream string, last *string, budget *outputBudget) {
 	br := bufio.NewReaderSize(r, maxLine)
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
 			text := strings.TrimRight(string(line), "\r\n")
-			log.Info(text, "stream", stream)
+			if budget.take(len(line)) {
+				log.Log(context.Background(), c.outputLevel, text, "stream", stream)
+			}
 			if last != nil && strings.TrimSpace(text) != "" {
 				*last = text
 			}

@@ -3,6 +3,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -18,6 +19,7 @@ const (
 	DefaultMaxTTL      = redlock.DefaultMaxTTL
 	DefaultKillGrace   = 10 * time.Second
 	DefaultMinInterval = time.Second
+	DefaultOutputLimit = 64 << 10
 	DefaultServiceName = "cronlock"
 )
 
@@ -126,6 +128,11 @@ type Job struct {
 	Retries int
 	// CatchUp is how old a missed tick may be and still run at start (0: none).
 	CatchUp time.Duration
+	// OutputLevel is the level at which the command's output lines are logged. Default info.
+	OutputLevel slog.Level
+	// OutputLimit is how many bytes of output one run logs; the rest is counted, not logged
+	// (0: none logged). Default 64 KiB.
+	OutputLimit int64
 	// KillGrace is how long before its lease's deadline a run's process group gets SIGTERM
 	// (SIGKILL comes at the deadline), and how long it has between the two when the run is
 	// stopped earlier: KillGraceFor of the config's kill_grace.

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +55,7 @@ func TestParseIssueExample(t *testing.T) {
 	require.Len(t, c.Jobs, 1)
 	assert.Equal(t, config.Job{
 		Name: "backup", Schedule: "0 */5 * * * *", Command: []string{"/usr/local/bin/backup", "--fast"},
-		Timeout: 10 * time.Minute, LockTTL: 30 * time.Second, Overlap: job.Forbid, KillGrace: config.DefaultKillGrace, Line: 10,
+		Timeout: 10 * time.Minute, LockTTL: 30 * time.Second, Overlap: job.Forbid, OutputLimit: config.DefaultOutputLimit, KillGrace: config.DefaultKillGrace, Line: 10,
 	}, c.Jobs[0])
 	assert.Equal(t, job.Options{Timeout: 10 * time.Minute, LockTTL: 30 * time.Second}, c.Jobs[0].Options())
 }
@@ -134,6 +135,8 @@ jobs:
     overlap: allow
     retries: 3
     catch_up: 10m
+    output_level: debug
+    output_limit: 1MiB
 `, func(t *testing.T, c *config.Config) {
 			assert.Equal(t, "prod", c.Prefix)
 			assert.Equal(t, "host-1", c.Replica)
@@ -144,7 +147,7 @@ jobs:
 			assert.Equal(t, 2*time.Minute, c.MaxTTL)
 			assert.Equal(t, config.Job{Name: "a", Schedule: "*/5 * * * *", Command: []string{"sh", "-c", "echo $CRONLOCK_TICK"},
 				Timeout: time.Hour, LockTTL: 90 * time.Second, RenewEvery: 20 * time.Second, Overlap: job.Allow,
-				Retries: 3, CatchUp: 10 * time.Minute, KillGrace: 3 * time.Second, Line: 10}, c.Jobs[0])
+				Retries: 3, CatchUp: 10 * time.Minute, OutputLevel: slog.LevelDebug, OutputLimit: 1 << 20, KillGrace: 3 * time.Second, Line: 10}, c.Jobs[0])
 		}},
 		{"null values mean the default", "nodes: [a:1]\nprefix:\nreplica: ~\njobs: [{name: j, schedule: '@every 1s', command: [true], timeout: null}]\n", func(t *testing.T, c *config.Config) {
 			assert.Equal(t, "cronlock", c.Prefix)
@@ -232,15 +235,18 @@ func TestParseBad(t *testing.T) {
 		{"schedule faster than min_interval", "nodes: [a:1]\njobs: [{name: j, schedule: '@every 500ms', command: [x]}]\n",
 			`c.yaml:2: jobs[0].schedule: "@every 500ms" fires 500ms apart, more often than min_interval 1s: each tick starts a process on some host; give a slower schedule, or lower min_interval (e.g. min_interval: 500ms)`},
 		{"min_interval not positive", "min_interval: 0s\n" + good, `c.yaml:1: min_interval: 0s: must be positive, e.g. 1s (the shortest time between two ticks of a job)`},
+		{"bad output level", good + "    output_level: loud\n", `c.yaml:6: jobs[0].output_level: "loud" is not a log level: use debug, info (the default), warn or error`},
+		{"bad output limit", good + "    output_limit: 64KB\n", `c.yaml:6: jobs[0].output_limit: "64KB" is not a size: give a count of bytes, e.g. 65536, 64KiB or 1MiB`},
+		{"negative output limit", good + "    output_limit: -1\n", `c.yaml:6: jobs[0].output_limit: -1 is negative: give a count of bytes, e.g. 64KiB (0: none)`},
 		{"bad duration", good + "    timeout: 10x\n", `c.yaml:6: jobs[0].timeout: "10x" is not a duration (e.g. 10m, 90s)`},
 		{"duration without unit", good + "    lock_ttl: 30\n", `c.yaml:6: jobs[0].lock_ttl: 30 is not a duration: give a unit, e.g. 30s or 30m`},
 		{"duration as a list", good + "    timeout: [1s]\n", `c.yaml:6: jobs[0].timeout: must be a duration (e.g. 10m, 90s), not a list`},
 		{"unknown top-level key", "nodes: [a:1]\nnode: [b:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
 			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, tracing, kill_grace, boot_key, max_ttl, min_interval, jobs)`},
 		{"unknown job key", good + "    timout: 1m\n",
-			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up)`},
+			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit)`},
 		{"unknown key far from any", good + "    owner: ops\n",
-			`c.yaml:6: jobs[0].owner: unknown key (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up)`},
+			`c.yaml:6: jobs[0].owner: unknown key (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit)`},
 		{"unknown node key", "nodes: [{addr: 'a:1', password: hunter2}]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
 			`c.yaml:1: nodes[0].password: unknown key (known: addr, username, password_env, tls, db)`},
 		{"unknown tracing key", good + "tracing:\n  endpoint: x\n",

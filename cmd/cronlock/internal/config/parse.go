@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net"
 	"net/url"
@@ -396,6 +397,32 @@ func (p *parser) integer(e entry, path string) (int, bool) {
 	return 0, false
 }
 
+// size parses a count of bytes: a whole number, or one with a unit B, KiB or MiB (e.g. 64KiB).
+func (p *parser) size(e entry, path string) (int64, bool) {
+	if e.val.Kind == yaml.ScalarNode && e.val.ShortTag() == "!!int" {
+		n, ok := p.integer(e, path)
+		if ok && n < 0 {
+			p.fail(e.val.Line, path, "%d is negative: give a count of bytes, e.g. 64KiB (0: none)", n)
+			return 0, false
+		}
+		return int64(n), ok
+	}
+	v := strings.TrimSpace(e.val.Value)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"B", 1}} {
+		if num, ok := strings.CutSuffix(v, u.suffix); ok && e.val.Kind == yaml.ScalarNode {
+			if n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 32); err == nil && n >= 0 {
+				return n * u.mult, true
+			}
+			break
+		}
+	}
+	p.fail(e.val.Line, path, "%q is not a size: give a count of bytes, e.g. 65536, 64KiB or 1MiB", v)
+	return 0, false
+}
+
 var topKeys = []string{"nodes", "allow_even_nodes", "prefix", "replica", "http", "tracing", "kill_grace", "boot_key", "max_ttl", "min_interval", "jobs"}
 
 func (p *parser) config(root *yaml.Node) *Config {
@@ -625,7 +652,7 @@ func (p *parser) nodes(e entry) []Node {
 	return out
 }
 
-var jobKeys = []string{"name", "schedule", "command", "timeout", "lock_ttl", "renew_every", "overlap", "retries", "catch_up"}
+var jobKeys = []string{"name", "schedule", "command", "timeout", "lock_ttl", "renew_every", "overlap", "retries", "catch_up", "output_level", "output_limit"}
 
 // fieldKeys maps the fields of job.InvalidError to the keys of a job.
 var fieldKeys = map[string]string{
@@ -682,7 +709,7 @@ func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool, minInterval 
 // job parses one job; false when it has a problem (reported).
 func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLOK bool, minInterval time.Duration) (Job, bool) {
 	before := p.count()
-	j := Job{Line: item.Line}
+	j := Job{Line: item.Line, OutputLevel: slog.LevelInfo, OutputLimit: DefaultOutputLimit}
 	m := p.mapping(item, path, jobKeys, false)
 	line := func(key string) int {
 		if e, ok := m[key]; ok {
@@ -740,6 +767,16 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 	}
 	if e, ok := m["retries"]; ok {
 		j.Retries, _ = p.integer(e, path+".retries")
+	}
+	if e, ok := m["output_level"]; ok {
+		if s, ok := p.str(e, path+".output_level"); ok {
+			if err := j.OutputLevel.UnmarshalText([]byte(s)); err != nil {
+				p.fail(e.val.Line, path+".output_level", "%q is not a log level: use debug, info (the default), warn or error", s)
+			}
+		}
+	}
+	if e, ok := m["output_limit"]; ok {
+		j.OutputLimit, _ = p.size(e, path+".output_limit")
 	}
 	if p.count() > before {
 		return j, false
