@@ -115,6 +115,36 @@ func TestCLI(t *testing.T) {
 		assert.Contains(t, out, `msg="cronlock run" err="http: listen tcp `+ln.Addr().String())
 	})
 
+	t.Run("run: a job's env and working_dir", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		work := t.TempDir()
+		node := redistest.Start(t, redistest.Config{})
+		endQuarantine(t, node)
+		out := filepath.Join(dir, "out")
+		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+fmt.Sprintf(`jobs:
+  - name: envy
+    schedule: "@every 1s"
+    working_dir: %s
+    env: {MODE: fast, SECRET_env: CRONLOCK_TEST_SECRET}
+    command: [sh, -c, 'echo "$MODE $SECRET $(pwd)" > %s']
+`, work, out))
+		code, vout := runBin(t, bin, nil, "validate", "--config", cfg)
+		assert.Equal(t, 0, code, vout)
+		assert.Contains(t, vout, "warning: "+cfg+":6: jobs[0].env.SECRET_env: environment variable CRONLOCK_TEST_SECRET is not set")
+		code, rout := runBin(t, bin, nil, "run", "--config", cfg)
+		assert.Equal(t, 2, code, rout)
+		assert.Contains(t, rout, "jobs[0].env.SECRET_env: environment variable CRONLOCK_TEST_SECRET is not set")
+
+		p := startProc(t, bin, "envy", []string{"CRONLOCK_TEST_SECRET=s3"}, "run", "--config", cfg)
+		eventually(t, "a run", func() bool { b, _ := os.ReadFile(out); return len(b) > 0 })
+		b, err := os.ReadFile(out)
+		require.NoError(t, err)
+		assert.Equal(t, "fast s3 "+work+"\n", string(b))
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
+	})
+
 	t.Run("run: three replicas run each tick once", func(t *testing.T) {
 		t.Parallel()
 		testThreeReplicas(t, bin)

@@ -121,6 +121,7 @@ type daemon struct {
 	sched      *scheduler.Scheduler
 	jobs       atomic.Pointer[config.Config] // the config whose jobs are registered (reload swaps it)
 	gate       *gate
+	lookupEnv  func(string) (string, bool) // the daemon's environment, for env: (nil: os.LookupEnv)
 	status     *jobStatus
 	ready      *readiness
 	server     *http.Server
@@ -327,8 +328,8 @@ func (d *daemon) start() error {
 
 // addJob registers jobs[i] of cfg, j, with the scheduler. Its errors are usageErrors.
 func (d *daemon) addJob(cfg *config.Config, i int, j config.Job) error {
-	if _, err := exec.LookPath(j.Command[0]); err != nil {
-		d.log.Warn("the job's program is not found on this host: its runs here will fail", "job", j.Name, "err", err)
+	for _, err := range hostProblems(j) {
+		d.log.Warn("the job's runs on this host will fail", "job", j.Name, "err", err)
 	}
 	killGrace := j.KillGrace
 	if d.flags.set["kill-grace"] {
@@ -337,13 +338,34 @@ func (d *daemon) addJob(cfg *config.Config, i int, j config.Job) error {
 			return usageError{fmt.Errorf("--kill-grace %w", err)}
 		}
 	}
-	cj := &commandJob{name: j.Name, argv: j.Command, env: jobEnviron(cfg), killGrace: killGrace, log: d.log,
-		outputLevel: j.OutputLevel, outputLimit: j.OutputLimit}
-	err := d.sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(cj), Options: j.Options()})
+	env, err := j.Environ(d.lookupEnv)
+	if err != nil {
+		return usageError{err}
+	}
+	cj := &commandJob{name: j.Name, argv: j.Command, env: append(jobEnviron(cfg), env...), dir: j.WorkingDir,
+		killGrace: killGrace, log: d.log, outputLevel: j.OutputLevel, outputLimit: j.OutputLimit}
+	err = d.sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(cj), Options: j.Options()})
 	if err != nil {
 		return usageError{cfg.JobError(i, err)}
 	}
 	return nil
+}
+
+// hostProblems are the reasons why the job cannot run on this host: its program is not
+// found, its working_dir is not a directory.
+func hostProblems(j config.Job) []error {
+	var errs []error
+	if _, err := exec.LookPath(j.Command[0]); err != nil {
+		errs = append(errs, err)
+	}
+	if j.WorkingDir != "" {
+		if fi, err := os.Stat(j.WorkingDir); err != nil {
+			errs = append(errs, fmt.Errorf("working_dir: %w", err))
+		} else if !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("working_dir %s is not a directory", j.WorkingDir))
+		}
+	}
+	return errs
 }
 
 // handlerFor returns the job's handler: unless the daemon is stopping, it notes the run for

@@ -37,7 +37,8 @@ import (
 type commandJob struct {
 	name      string
 	argv      []string
-	env       []string // the daemon's environment
+	env       []string // the daemon's environment, with the job's env:
+	dir       string   // working_dir ("": the daemon's)
 	killGrace time.Duration
 	log       *slog.Logger
 	// outputLevel is the level of the command's output lines; outputLimit bounds the bytes of
@@ -96,6 +97,7 @@ func (c *commandJob) run(ctx context.Context) error {
 	stR, stW := ends[3][0], ends[3][1]
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{ctlR, stW} // ctlFD, statusFD
+	cmd.Dir = c.dir                        // the supervisor's, and so the command's
 	deadline := leaseDeadline(ctx)
 	sendDeadline(ctlW, deadline)
 	err = cmd.Start()

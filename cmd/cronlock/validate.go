@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"os/exec"
+	"os"
 	"slices"
 	"strings"
 	"text/tabwriter"
@@ -46,8 +46,15 @@ func validateCmd(_ context.Context, args []string, stdout, stderr io.Writer) err
 			checked.Nodes[i].PasswordEnv = ""
 		}
 	}
-	// The daemon's own start, which connects to nothing and starts nothing.
-	d := &daemon{cfg: &checked, flags: runFlags{set: map[string]bool{}}, status: newJobStatus(), gate: newGate(), log: slog.New(slog.DiscardHandler)}
+	for _, j := range cfg.Jobs {
+		if _, err := j.Environ(nil); err != nil {
+			fmt.Fprintf(stderr, "warning: %v\n", err)
+		}
+	}
+	// The daemon's own start, which connects to nothing and starts nothing; variables that are
+	// not set here (warned about above) are taken as empty.
+	d := &daemon{cfg: &checked, flags: runFlags{set: map[string]bool{}}, status: newJobStatus(), gate: newGate(), log: slog.New(slog.DiscardHandler),
+		lookupEnv: func(name string) (string, bool) { v, _ := os.LookupEnv(name); return v, true }}
 	err = d.start()
 	d.close()
 	if err != nil {
@@ -65,7 +72,7 @@ func validateCmd(_ context.Context, args []string, stdout, stderr io.Writer) err
 			next = s.Next(now).UTC().Format(time.RFC3339Nano)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%q\n", j.Name, j.Schedule, next, j.Command)
-		if _, err := exec.LookPath(j.Command[0]); err != nil {
+		for _, err := range hostProblems(j) {
 			fmt.Fprintf(stderr, "warning: %s:%d: job %q: %v (on this host)\n", cfg.File, j.Line, j.Name, err)
 		}
 	}

@@ -133,12 +133,51 @@ type Job struct {
 	// OutputLimit is how many bytes of output one run logs; the rest is counted, not logged
 	// (0: none logged). Default 64 KiB.
 	OutputLimit int64
+	// Env are the variables added to the command's environment (env:).
+	Env []EnvVar
+	// WorkingDir is the directory the command runs in ("": the daemon's).
+	WorkingDir string
 	// KillGrace is how long before its lease's deadline a run's process group gets SIGTERM
 	// (SIGKILL comes at the deadline), and how long it has between the two when the run is
 	// stopped earlier: KillGraceFor of the config's kill_grace.
 	KillGrace time.Duration
 	// Line is where the job is in the file.
 	Line int
+}
+
+// EnvVar is one variable of a job's env:.
+type EnvVar struct {
+	// Name is the variable's name.
+	Name string
+	// Value is its value, or with NAME_env: the name of the daemon's variable it is taken from.
+	Value string
+
+	fromEnv bool
+	file    string
+	line    int
+	path    string
+}
+
+// Environ returns the job's env: as NAME=value strings, with the NAME_env: references looked
+// up with lookup (os.LookupEnv when nil). A variable referred to that is not set is an *Error
+// naming its key and line.
+func (j Job) Environ(lookup func(string) (string, bool)) ([]string, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	out := make([]string, 0, len(j.Env))
+	for _, v := range j.Env {
+		value := v.Value
+		if v.fromEnv {
+			var ok bool
+			if value, ok = lookup(v.Value); !ok {
+				return nil, &Error{File: v.file, Line: v.line, Field: v.path,
+					Problem: fmt.Sprintf("environment variable %s is not set: export it in the daemon's environment, with the value of %s", v.Value, v.Name)}
+			}
+		}
+		out = append(out, v.Name+"="+value)
+	}
+	return out, nil
 }
 
 // Options returns the job's options for job.Job.

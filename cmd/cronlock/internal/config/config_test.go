@@ -216,6 +216,19 @@ func TestMinInterval(t *testing.T) {
 	require.NoError(t, err)
 }
 
+// A job's env: values as given, NAME_env: from the daemon's environment, an error naming the
+// key when the variable is not set.
+func TestJobEnviron(t *testing.T) {
+	c, err := config.Parse("c.yaml", []byte(good+"    working_dir: /srv\n    env:\n      MODE: fast\n      N: 3\n      PW_env: TEST_PW\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "/srv", c.Jobs[0].WorkingDir)
+	env, err := c.Jobs[0].Environ(func(name string) (string, bool) { return "secret", name == "TEST_PW" })
+	require.NoError(t, err)
+	assert.Equal(t, []string{"MODE=fast", "N=3", "PW=secret"}, env)
+	_, err = c.Jobs[0].Environ(func(string) (string, bool) { return "", false })
+	assert.EqualError(t, err, "c.yaml:10: jobs[0].env.PW_env: environment variable TEST_PW is not set: export it in the daemon's environment, with the value of PW")
+}
+
 // good is a valid file, with each job line numbered for the bad cases built from it.
 const good = `nodes: ["a:1", "b:1", "c:1"]
 jobs:
@@ -238,15 +251,20 @@ func TestParseBad(t *testing.T) {
 		{"bad output level", good + "    output_level: loud\n", `c.yaml:6: jobs[0].output_level: "loud" is not a log level: use debug, info (the default), warn or error`},
 		{"bad output limit", good + "    output_limit: 64KB\n", `c.yaml:6: jobs[0].output_limit: "64KB" is not a size: give a count of bytes, e.g. 65536, 64KiB or 1MiB`},
 		{"negative output limit", good + "    output_limit: -1\n", `c.yaml:6: jobs[0].output_limit: -1 is negative: give a count of bytes, e.g. 64KiB (0: none)`},
+		{"env not a mapping", good + "    env: [A=1]\n", `c.yaml:6: jobs[0].env: must be a mapping of variable names to values, e.g. {REPORT_DIR: /var/reports, DB_PASSWORD_env: BACKUP_DB_PASSWORD}; not a list`},
+		{"env sets a CRONLOCK_ variable", good + "    env: {CRONLOCK_JOB: x}\n", `c.yaml:6: jobs[0].env.CRONLOCK_JOB: CRONLOCK_JOB is set by cronlock for each run: give another name`},
+		{"env reference empty", good + "    env: {PW_env: ''}\n", `c.yaml:6: jobs[0].env.PW_env: is empty: give the name of the daemon's variable to take PW from`},
+		{"env given twice", good + "    env: {PW: a, PW_env: B}\n", `c.yaml:6: jobs[0].env.PW_env: PW is given twice (first on line 6): keep one`},
+		{"working_dir empty", good + "    working_dir: ''\n", `c.yaml:6: jobs[0].working_dir: is empty: give the directory the command runs in, e.g. /var/lib/backup, or leave it out for the daemon's`},
 		{"bad duration", good + "    timeout: 10x\n", `c.yaml:6: jobs[0].timeout: "10x" is not a duration (e.g. 10m, 90s)`},
 		{"duration without unit", good + "    lock_ttl: 30\n", `c.yaml:6: jobs[0].lock_ttl: 30 is not a duration: give a unit, e.g. 30s or 30m`},
 		{"duration as a list", good + "    timeout: [1s]\n", `c.yaml:6: jobs[0].timeout: must be a duration (e.g. 10m, 90s), not a list`},
 		{"unknown top-level key", "nodes: [a:1]\nnode: [b:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
 			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, tracing, kill_grace, boot_key, max_ttl, min_interval, jobs)`},
 		{"unknown job key", good + "    timout: 1m\n",
-			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit)`},
+			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, env, working_dir)`},
 		{"unknown key far from any", good + "    owner: ops\n",
-			`c.yaml:6: jobs[0].owner: unknown key (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit)`},
+			`c.yaml:6: jobs[0].owner: unknown key (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, env, working_dir)`},
 		{"unknown node key", "nodes: [{addr: 'a:1', password: hunter2}]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
 			`c.yaml:1: nodes[0].password: unknown key (known: addr, username, password_env, tls, db)`},
 		{"unknown tracing key", good + "tracing:\n  endpoint: x\n",

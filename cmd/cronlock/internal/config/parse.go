@@ -397,6 +397,51 @@ func (p *parser) integer(e entry, path string) (int, bool) {
 	return 0, false
 }
 
+// env parses a job's env: a mapping of variable names to values, where NAME_env: VAR takes
+// NAME's value from the daemon's variable VAR.
+func (p *parser) env(e entry, path string) []EnvVar {
+	if e.val.Kind != yaml.MappingNode {
+		p.fail(e.val.Line, path, "must be a mapping of variable names to values, e.g. {REPORT_DIR: /var/reports, DB_PASSWORD_env: BACKUP_DB_PASSWORD}; not %s", kindName(e.val))
+		return nil
+	}
+	var out []EnvVar
+	seen := map[string]int{}
+	for i := 0; i+1 < len(e.val.Content); i += 2 {
+		k, v := p.resolve(e.val.Content[i]), p.resolve(e.val.Content[i+1])
+		if k == nil || v == nil {
+			return nil
+		}
+		key := join(path, k.Value)
+		if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode || isNull(v) {
+			p.fail(k.Line, key, "must be a variable name with a value (a string), not %s: %s", kindName(k), kindName(v))
+			continue
+		}
+		ev := EnvVar{Value: v.Value, file: p.file, line: v.Line, path: key}
+		ev.Name, ev.fromEnv = k.Value, false
+		if name, ok := strings.CutSuffix(k.Value, "_env"); ok {
+			ev.Name, ev.fromEnv = name, true
+		}
+		switch {
+		case ev.Name == "" || strings.ContainsAny(ev.Name, "=\x00") || strings.IndexFunc(ev.Name, unicode.IsSpace) >= 0:
+			p.fail(k.Line, key, "%q is not a variable name: use letters, digits and _", ev.Name)
+		case strings.HasPrefix(ev.Name, "CRONLOCK_"):
+			p.fail(k.Line, key, "%s is set by cronlock for each run: give another name", ev.Name)
+		case ev.fromEnv && ev.Value == "":
+			p.fail(v.Line, key, "is empty: give the name of the daemon's variable to take %s from", ev.Name)
+		case strings.ContainsRune(ev.Value, 0):
+			p.fail(v.Line, key, "has a NUL byte, which no environment variable can hold")
+		default:
+			if first, dup := seen[ev.Name]; dup {
+				p.fail(k.Line, key, "%s is given twice (first on line %d): keep one", ev.Name, first)
+				continue
+			}
+			seen[ev.Name] = k.Line
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
 // size parses a count of bytes: a whole number, or one with a unit B, KiB or MiB (e.g. 64KiB).
 func (p *parser) size(e entry, path string) (int64, bool) {
 	if e.val.Kind == yaml.ScalarNode && e.val.ShortTag() == "!!int" {
@@ -652,7 +697,7 @@ func (p *parser) nodes(e entry) []Node {
 	return out
 }
 
-var jobKeys = []string{"name", "schedule", "command", "timeout", "lock_ttl", "renew_every", "overlap", "retries", "catch_up", "output_level", "output_limit"}
+var jobKeys = []string{"name", "schedule", "command", "timeout", "lock_ttl", "renew_every", "overlap", "retries", "catch_up", "output_level", "output_limit", "env", "working_dir"}
 
 // fieldKeys maps the fields of job.InvalidError to the keys of a job.
 var fieldKeys = map[string]string{
@@ -777,6 +822,17 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 	}
 	if e, ok := m["output_limit"]; ok {
 		j.OutputLimit, _ = p.size(e, path+".output_limit")
+	}
+	if e, ok := m["env"]; ok {
+		j.Env = p.env(e, path+".env")
+	}
+	if e, ok := m["working_dir"]; ok {
+		if s, ok := p.str(e, path+".working_dir"); ok {
+			if s == "" {
+				p.fail(e.val.Line, path+".working_dir", "is empty: give the directory the command runs in, e.g. /var/lib/backup, or leave it out for the daemon's")
+			}
+			j.WorkingDir = s
+		}
 	}
 	if p.count() > before {
 		return j, false
