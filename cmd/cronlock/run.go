@@ -230,17 +230,18 @@ wait:
 				case <-time.After(time.Second):
 				}
 			}
+			d.gate.close() // before the line: no run starts after it
 			d.log.Info("stopping: no new ticks; waiting for running jobs", "drain", f.drain)
 			break wait
 		case err := <-serveErr:
 			failure = fmt.Errorf("http: %w", err)
+			d.gate.close()
 			d.log.Error("stopping: the HTTP server failed", "err", err)
 			break wait
 		case <-hups:
 			d.reload()
 		}
 	}
-	d.gate.close()
 	d.ready.stop.Store(true)
 
 	drainCtx, cancel := context.WithTimeoutCause(context.Background(), f.drain,
