@@ -76,11 +76,11 @@ func (c *commandJob) run(ctx context.Context) error {
 		"CRONLOCK_REPLICA="+run.Replica,
 		"CRONLOCK_ATTEMPT="+strconv.Itoa(run.Attempt),
 	)
-	var pipes [4]*os.File // stdout, stderr, control, status: read end, write end
-	ends := make([][2]*os.File, 0, len(pipes))
+	const pipes = 4 // stdout, stderr, control, status; each a read end and a write end
+	ends := make([][2]*os.File, 0, pipes)
 	defer func() {
 		for _, e := range ends {
-			e[0].Close()
+			e[0].Close() // a second Close only returns an error
 			e[1].Close()
 		}
 	}()
