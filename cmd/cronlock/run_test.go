@@ -109,6 +109,9 @@ jobs:
 		status, body := get(t, base+"/readyz")
 		return status == http.StatusServiceUnavailable && strings.Contains(body, "not ready: 1 of 3 nodes answer and are out of quarantine, quorum 2")
 	})
+	// The probe logs a node's going down once (checked once the daemon stopped, probes later).
+	down := `msg="node does not answer" node=` + nodes[1].Addr()
+	eventually(t, "the log of a node going down", func() bool { return strings.Contains(stderr.String(), down) })
 
 	cancel()
 	select {
@@ -119,6 +122,7 @@ jobs:
 	}
 	assert.Contains(t, stderr.String(), "msg=stopped")
 	assert.Contains(t, stderr.String(), `level=WARN msg="redis: `, "go-redis's own log goes to the daemon's")
+	assert.Equal(t, 1, strings.Count(stderr.String(), down), stderr.String())
 	waitDialProbes(t)
 }
 
