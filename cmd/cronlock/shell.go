@@ -48,7 +48,7 @@ type commandJob struct {
 }
 
 // groupPoll is how often a stopping process group is checked for processes left, and how
-// often the daemon looks for a new deadline of a run's context to send to its supervisor.
+// often the daemon looks for a new deadline of a run's lease to send to its supervisor.
 const groupPoll = 20 * time.Millisecond
 
 // outputGrace is how long the output of a command that exited is still read, when a process
