@@ -205,10 +205,27 @@ type leaseContext struct {
 	holds any // the parent's holds with the lease's lock in front
 }
 
-// Value carries the lease's hold of its lock (see WithHold).
+// leaseKey is the context key under which a lease's context carries the lease.
+type leaseKey struct{}
+
+// LeaseFrom returns the innermost lease whose context ctx is or derives from.
+func LeaseFrom(ctx context.Context) (*Lease, bool) {
+	le, ok := ctx.Value(leaseKey{}).(*Lease)
+	return le, ok
+}
+
+// Deadline returns when the lease ends unless renewed: the lock's validity (moved forward by
+// every successful renewal), or MaxHold if sooner. Unlike the Deadline of a context derived
+// from the lease's, it is not shortened by a timeout of that context.
+func (le *Lease) Deadline() time.Time { return le.deadline() }
+
+// Value carries the lease's hold of its lock (see WithHold), and the lease (see LeaseFrom).
 func (c *leaseContext) Value(key any) any {
-	if key == (holdsKey{}) {
+	switch key {
+	case holdsKey{}:
 		return c.holds
+	case leaseKey{}:
+		return c.lease
 	}
 	return c.Context.Value(key)
 }

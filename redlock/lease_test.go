@@ -230,3 +230,30 @@ func TestLeaseBadOptions(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want)
 	}
 }
+
+type derivedKey struct{}
+
+// LeaseFrom finds the lease under a context derived from its own, and the lease's Deadline is
+// the lock's validity (or MaxHold) even where a timeout shortens the derived context's.
+func TestLeaseFromDerivedContext(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+
+	_, ok := redlock.LeaseFrom(ctx)
+	assert.False(t, ok, "no lease under a plain context")
+	l, err := lc.TryAcquire(ctx, redistest.Key(t), 10*time.Second)
+	require.NoError(t, err)
+	lease, err := l.Lease(ctx, redlock.MaxHold(5*time.Second))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, lease.Close(ctx)) }()
+	short, cancel := context.WithTimeout(context.WithValue(lease.Context(), derivedKey{}, 1), time.Millisecond)
+	defer cancel()
+	got, ok := redlock.LeaseFrom(short)
+	require.True(t, ok)
+	assert.Same(t, lease, got)
+	assert.True(t, got.Deadline().Before(l.ValidUntil()), "MaxHold comes before the validity")
+	assert.False(t, got.Deadline().After(time.Now().Add(5*time.Second)))
+	dl, _ := short.Deadline()
+	assert.True(t, dl.Before(got.Deadline()))
+}

@@ -63,6 +63,17 @@ func TestCLI(t *testing.T) {
 		assert.Equal(t, 2, code, out)
 		assert.Equal(t, "cronlock: "+bad+`:6: jobs[0].timeout: "10x" is not a duration (e.g. 10m, 90s)`+"\n", out)
 
+		// validate makes every check that run makes, and names the YAML key.
+		short := writeFile(t, dir, "short.yaml", "nodes: [a:1, b:1, c:1]\njobs:\n  - {name: j, schedule: '@every 10s', command: [x], lock_ttl: 1ms}\n")
+		want := "cronlock: " + short + ":3: jobs[0].lock_ttl: "
+		code, out = runBin(t, bin, nil, "validate", "--config", short)
+		assert.Equal(t, 2, code, out)
+		assert.Contains(t, out, want)
+		assert.NotContains(t, out, "Options.")
+		code, runOut := runBin(t, bin, nil, "run", "--config", short)
+		assert.Equal(t, 2, code, runOut)
+		assert.Contains(t, runOut, strings.TrimSpace(strings.TrimPrefix(out, "cronlock: ")), "validate and run refuse it alike")
+
 		code, out = runBin(t, bin, nil, "validate", "--config", filepath.Join(dir, "missing.yaml"))
 		assert.Equal(t, 2, code, out)
 		assert.Contains(t, out, "no such file or directory")
@@ -101,7 +112,37 @@ func TestCLI(t *testing.T) {
 		cfg := writeFile(t, dir, "taken.yaml", nodesConfig([]*redistest.Server{node})+"http: "+ln.Addr().String()+"\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n")
 		code, out = runBin(t, bin, nil, "run", "--config", cfg)
 		assert.Equal(t, 1, code, out)
-		assert.Contains(t, out, "cronlock: http: listen tcp "+ln.Addr().String())
+		assert.Contains(t, out, `msg="cronlock run" err="http: listen tcp `+ln.Addr().String())
+	})
+
+	t.Run("run: a job's env and working_dir", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		work := t.TempDir()
+		node := redistest.Start(t, redistest.Config{})
+		endQuarantine(t, node)
+		out := filepath.Join(dir, "out")
+		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+fmt.Sprintf(`jobs:
+  - name: envy
+    schedule: "@every 1s"
+    working_dir: %s
+    env: {MODE: fast, SECRET_env: CRONLOCK_TEST_SECRET}
+    command: [sh, -c, 'echo "$MODE $SECRET $(pwd)" > %s']
+`, work, out))
+		code, vout := runBin(t, bin, nil, "validate", "--config", cfg)
+		assert.Equal(t, 0, code, vout)
+		assert.Contains(t, vout, "warning: "+cfg+":6: jobs[0].env.SECRET_env: environment variable CRONLOCK_TEST_SECRET is not set")
+		code, rout := runBin(t, bin, nil, "run", "--config", cfg)
+		assert.Equal(t, 2, code, rout)
+		assert.Contains(t, rout, "jobs[0].env.SECRET_env: environment variable CRONLOCK_TEST_SECRET is not set")
+
+		p := startProc(t, bin, "envy", []string{"CRONLOCK_TEST_SECRET=s3"}, "run", "--config", cfg)
+		eventually(t, "a run", func() bool { b, _ := os.ReadFile(out); return len(b) > 0 })
+		b, err := os.ReadFile(out)
+		require.NoError(t, err)
+		assert.Equal(t, "fast s3 "+work+"\n", string(b))
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
 	})
 
 	t.Run("run: three replicas run each tick once", func(t *testing.T) {
@@ -162,7 +203,8 @@ func TestCLI(t *testing.T) {
 		dir := t.TempDir()
 		node := redistest.Start(t, redistest.Config{})
 		endQuarantine(t, node)
-		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+`jobs:
+		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+`min_interval: 100ms
+jobs:
   - name: endless
     schedule: "@every 500ms"
     command: ["sleep", "30"]
@@ -203,7 +245,8 @@ func testThreeReplicas(t *testing.T, bin string) {
 	nodes := redistest.StartN(t, 3, redistest.Config{})
 	ledger := redistest.Start(t, redistest.Config{})
 	const every = 500 * time.Millisecond
-	cfg := writeFile(t, dir, "cronlock.yaml", nodesConfig(nodes)+fmt.Sprintf(`jobs:
+	cfg := writeFile(t, dir, "cronlock.yaml", nodesConfig(nodes)+fmt.Sprintf(`min_interval: 100ms
+jobs:
   - name: ledger
     schedule: "@every %v"
     command: ["sh", "-c", "redis-cli -p %s RPUSH ledger \"$CRONLOCK_TICK_UNIX_MS $CRONLOCK_REPLICA $CRONLOCK_FENCING_TOKEN\""]

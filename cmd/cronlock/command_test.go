@@ -25,11 +25,12 @@ import (
 func newCommand(argv ...string) (*commandJob, *syncBuffer) {
 	var logs syncBuffer
 	return &commandJob{
-		name:      "test-job",
-		argv:      argv,
-		env:       os.Environ(),
-		killGrace: 10 * time.Second,
-		log:       slog.New(slog.NewTextHandler(&logs, nil)),
+		name:        "test-job",
+		argv:        argv,
+		env:         os.Environ(),
+		killGrace:   10 * time.Second,
+		log:         slog.New(slog.NewTextHandler(&logs, nil)),
+		outputLimit: 1 << 20,
 	}, &logs
 }
 
@@ -104,7 +105,7 @@ func TestCommandKillAfterGrace(t *testing.T) {
 	for _, pid := range readPIDs(t, pidFile) {
 		eventually(t, "the command's processes to exit", func() bool { return processGone(pid) })
 	}
-	assert.Contains(t, logs.String(), "processes left after the kill grace: SIGKILL to the process group")
+	assert.Contains(t, logs.String(), "processes left at the lease's deadline or after the kill grace: SIGKILL to the process group")
 }
 
 // Processes a command leaves behind in its group when it exits are stopped: nothing outlives

@@ -59,6 +59,10 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	switch {
 	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
+	case errors.As(err, new(loggedError)) && errors.As(err, new(usageError)):
+		return 2
+	case errors.As(err, new(loggedError)):
+		return 1
 	case errors.As(err, new(usageError)):
 		fmt.Fprintf(stderr, "cronlock: %v\n", err)
 		return 2
@@ -84,6 +88,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return checkCmd(ctx, args[1:], stdout, stderr)
 	case "demo":
 		return demo(ctx, args[1:], stdout, stderr)
+	case superviseMode:
+		return supervise(args[1:])
 	case "version", "--version":
 		return versionCmd(args[1:], stdout)
 	case "help", "-h", "--help":

@@ -3,13 +3,26 @@ package main
 import (
 	"bytes"
 	"context"
+	"os"
 	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
 )
 
-func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+// TestMain runs the tests, or the supervisor when the test binary is started as one (the
+// commands that tests run in this process start os.Executable() as their supervisor).
+func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == superviseMode {
+		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
+	}
+	// A binary built with -race sleeps a second at exit unless told not to: the supervisors'
+	// would last that much longer than their commands.
+	if err := os.Setenv("GORACE", "atexit_sleep_ms=0"); err != nil {
+		panic(err)
+	}
+	goleak.VerifyTestMain(m)
+}
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
 	t.Helper()

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"os/exec"
 	"syscall"
+
+	"golang.org/x/sys/unix"
 )
 
 // inNewGroup makes cmd start in a process group of its own, whose id is its pid, so that
@@ -27,3 +29,19 @@ func signalGroup(cmd *exec.Cmd, sig syscall.Signal) bool {
 func groupAlive(cmd *exec.Cmd) bool {
 	return signalGroup(cmd, 0) && !onlyZombies(cmd.Process.Pid)
 }
+
+// monoNow reads CLOCK_MONOTONIC, in nanoseconds: one clock for every process of the host,
+// which no one sets, so that the daemon can tell its supervisors an instant (an absolute
+// deadline does not go stale if the daemon is paused while it sends it, as a remaining
+// duration would).
+func monoNow() int64 {
+	var ts unix.Timespec
+	if err := unix.ClockGettime(unix.CLOCK_MONOTONIC, &ts); err != nil {
+		panic("cronlock: CLOCK_MONOTONIC: " + err.Error()) // POSIX requires it
+	}
+	return ts.Nano()
+}
+
+// keepFromChildren marks the inherited file descriptor fd close-on-exec, so that the
+// processes the supervisor starts do not hold its pipes.
+func keepFromChildren(fd int) { syscall.CloseOnExec(fd) }

@@ -12,8 +12,10 @@ import (
 	"os"
 	"os/exec"
 	"os/signal"
+	"reflect"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -32,14 +34,18 @@ const runUsage = `Usage: cronlock run --config FILE [flags]
 
 Runs the config's jobs as cluster-singleton cron jobs: run it with the same file on every
 host, and each tick of each job runs on one host only, guarded by a Redlock over the config's
-nodes. Each run starts the job's command in a process group of its own, with CRONLOCK_JOB,
-CRONLOCK_TICK (RFC 3339, UTC), CRONLOCK_TICK_UNIX_MS, CRONLOCK_FENCING_TOKEN,
-CRONLOCK_REPLICA and CRONLOCK_ATTEMPT in its environment; its output is logged line by line.
-When the run's lease is lost or its timeout passes, the process group gets SIGTERM, then
-SIGKILL after --kill-grace.
+nodes. Each run starts the job's command in a process group of its own, under a supervisor
+process, with CRONLOCK_JOB, CRONLOCK_TICK (RFC 3339, UTC), CRONLOCK_TICK_UNIX_MS,
+CRONLOCK_FENCING_TOKEN, CRONLOCK_REPLICA and CRONLOCK_ATTEMPT in its environment; its output
+is logged line by line. The process group gets SIGTERM --kill-grace before the run's lease
+ends unless renewed, and SIGKILL when it ends, or when this daemon dies; when the run's
+timeout passes or its lease is lost, SIGTERM at once and SIGKILL --kill-grace later (or at
+the lease's end).
 
-On SIGINT or SIGTERM it takes no new ticks, waits up to --drain for running jobs (a second
-signal stops waiting), stops what is left, releases its locks and exits 0.
+On SIGINT or SIGTERM it takes no new ticks, gives up the ticks that only wait for lock nodes,
+waits up to --drain for running jobs (a second signal stops waiting), stops what is left,
+releases its locks and exits 0. On SIGHUP it reloads the config file's jobs (a file with
+errors is refused, and the running config kept).
 
 Exit codes: 0 stopped by a signal, 1 runtime failure, 2 bad config or usage.
 
@@ -54,6 +60,7 @@ type runFlags struct {
 	killGrace time.Duration
 	drain     time.Duration
 	logLevel  slog.Level
+	logFormat string
 	set       map[string]bool // flags given explicitly
 }
 
@@ -62,9 +69,10 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 	var f runFlags
 	fs.StringVar(&f.replica, "replica", "", "this replica's `name`, shown as the holder of its locks (default: the config's replica:, else hostname-pid)")
 	fs.StringVar(&f.http, "http", "", "`address` of the HTTP server for /healthz, /readyz, /jobs and /metrics, e.g. 127.0.0.1:9464 (default: the config's http:; \"off\" for none)")
-	fs.Var((*optionalDuration)(&f.killGrace), "kill-grace", "`duration` between SIGTERM and SIGKILL to a job's process group (default: the config's kill_grace:, else 10s)")
+	fs.Var((*optionalDuration)(&f.killGrace), "kill-grace", "`duration` from SIGTERM to SIGKILL of a run's process group, which gets SIGKILL when its lease ends (default: the config's kill_grace:, else 10s or half of lock_ttl − renew_every)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long running jobs may finish before they are stopped")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug (every tick's outcome), info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "`format` of the log on stderr: text (logfmt) or json (one object per line)")
 	if err := parseFlags(fs, runUsage, args, stdout); err != nil {
 		return f, err
 	}
@@ -78,6 +86,8 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 		return f, usageError{fmt.Errorf("--drain %v: must not be negative", f.drain)}
 	case f.set["replica"] && f.replica == "":
 		return f, usageError{errors.New("--replica is empty: give a name, or leave the flag out")}
+	case f.logFormat != "text" && f.logFormat != "json":
+		return f, usageError{fmt.Errorf("--log-format %q: use text or json", f.logFormat)}
 	}
 	return f, nil
 }
@@ -109,6 +119,9 @@ type daemon struct {
 	closeLocks func() error
 	tel        *telemetry
 	sched      *scheduler.Scheduler
+	jobs       atomic.Pointer[config.Config] // the config whose jobs are registered (reload swaps it)
+	gate       *gate
+	lookupEnv  func(string) (string, bool) // the daemon's environment, for env: (nil: os.LookupEnv)
 	status     *jobStatus
 	ready      *readiness
 	server     *http.Server
@@ -117,11 +130,52 @@ type daemon struct {
 	stopProbe  context.CancelFunc
 }
 
+// loggedError is an error that was logged already: main only sets the exit code.
+type loggedError struct{ err error }
+
+func (e loggedError) Error() string { return e.err.Error() }
+func (e loggedError) Unwrap() error { return e.err }
+
+// newLogger returns the daemon's logger, writing to w in the format and from the level of f.
+func newLogger(w io.Writer, f runFlags) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: f.logLevel}
+	if f.logFormat == "json" {
+		return slog.New(slog.NewJSONHandler(w, opts))
+	}
+	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// logErrors logs err at error level with msg, each error of a join on a line of its own.
+func logErrors(log *slog.Logger, msg string, err error) {
+	errs := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		errs = j.Unwrap()
+	}
+	for _, e := range errs {
+		log.Error(msg, "err", e)
+	}
+}
+
 func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseRun(args, stdout)
 	if err != nil {
 		return err
 	}
+	// From here on every line goes through the daemon's log: go-redis's and OpenTelemetry's too.
+	log := newLogger(stderr, f)
+	logRedisTo(log)
+	defer logRedisTo(nil)
+	logOTelTo(log)
+	defer logOTelTo(nil)
+	if err := runDaemon(ctx, f, log); err != nil {
+		logErrors(log, "cronlock run", err)
+		return loggedError{err}
+	}
+	return nil
+}
+
+// runDaemon runs the daemon until ctx ends, it drained and stopped.
+func runDaemon(ctx context.Context, f runFlags, log *slog.Logger) error {
 	cfg, err := loadConfig("run", f.config)
 	if err != nil {
 		return err
@@ -130,11 +184,11 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
 	defer signal.Stop(sigs)
+	hups := make(chan os.Signal, 1)
+	signal.Notify(hups, syscall.SIGHUP)
+	defer signal.Stop(hups)
 
-	d := &daemon{cfg: cfg, flags: f, status: newJobStatus()}
-	d.log = slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: f.logLevel}))
-	logRedisTo(d.log)
-	defer logRedisTo(nil)
+	d := &daemon{cfg: cfg, flags: f, status: newJobStatus(), gate: newGate(), log: log}
 	if err := d.start(); err != nil {
 		d.close()
 		return err
@@ -164,20 +218,29 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	d.probeWG.Go(func() { d.probeNodes(probeCtx) })
 
 	var failure error
-	select {
-	case <-ctx.Done():
-		// The signal that ended ctx (main's signal.NotifyContext) comes to sigs too: take it
-		// now, or the drain would count it as a second one.
-		if cause := context.Cause(ctx); cause != ctx.Err() && strings.HasSuffix(cause.Error(), "signal received") {
-			select {
-			case <-sigs:
-			case <-time.After(time.Second):
+wait:
+	for {
+		select {
+		case <-ctx.Done():
+			// The signal that ended ctx (main's signal.NotifyContext) comes to sigs too: take it
+			// now, or the drain would count it as a second one.
+			if cause := context.Cause(ctx); cause != ctx.Err() && strings.HasSuffix(cause.Error(), "signal received") {
+				select {
+				case <-sigs:
+				case <-time.After(time.Second):
+				}
 			}
+			d.gate.close() // before the line: no run starts after it
+			d.log.Info("stopping: no new ticks; waiting for running jobs", "drain", f.drain)
+			break wait
+		case err := <-serveErr:
+			failure = fmt.Errorf("http: %w", err)
+			d.gate.close()
+			d.log.Error("stopping: the HTTP server failed", "err", err)
+			break wait
+		case <-hups:
+			d.reload()
 		}
-		d.log.Info("stopping: no new ticks; waiting for running jobs", "drain", f.drain)
-	case err := <-serveErr:
-		failure = fmt.Errorf("http: %w", err)
-		d.log.Error("stopping: the HTTP server failed", "err", err)
 	}
 	d.ready.stop.Store(true)
 
@@ -217,10 +280,6 @@ func (d *daemon) start() error {
 	if d.replica == "" {
 		d.replica = defaultReplica()
 	}
-	killGrace := cfg.KillGrace
-	if f.set["kill-grace"] {
-		killGrace = f.killGrace
-	}
 	addr := cfg.HTTP
 	if f.set["http"] {
 		addr = f.http
@@ -232,7 +291,7 @@ func (d *daemon) start() error {
 	if d.clients, err = nodeClients(cfg); err != nil {
 		return err
 	}
-	d.ready = &readiness{clients: d.clients, quorum: cfg.Quorum()}
+	d.ready = &readiness{clients: d.clients, quorum: cfg.Quorum(), bootKey: cfg.BootKey}
 	locks, err := lockClient(cfg, d.clients, d.replica)
 	if err != nil {
 		return usageError{fmt.Errorf("%s: nodes: %w", cfg.File, err)}
@@ -245,42 +304,160 @@ func (d *daemon) start() error {
 		scheduler.WithReplica(d.replica),
 		scheduler.WithPrefix(cfg.Prefix),
 		scheduler.WithLogger(d.log),
-		scheduler.WithMiddleware(append([]middleware.Middleware{d.status.middleware(d.replica)}, d.tel.middleware()...)...),
+		scheduler.WithMiddleware(append(append([]middleware.Middleware{d.status.middleware(d.replica)}, d.tel.middleware()...), d.gate.middleware())...),
 	)
 	if err != nil {
 		_ = locks.Close()
 		return usageError{fmt.Errorf("%s: %w", cfg.File, err)}
 	}
 	d.closeLocks = locks.Close
-	env := jobEnviron(cfg)
 	for i, j := range cfg.Jobs {
-		if _, err := exec.LookPath(j.Command[0]); err != nil {
-			d.log.Warn("the job's program is not found on this host: its runs here will fail", "job", j.Name, "err", err)
-		}
-		cj := &commandJob{name: j.Name, argv: j.Command, env: env, killGrace: killGrace, log: d.log}
-		err := d.sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Handler: handlerFor(cj), Options: j.Options()})
-		if err != nil {
-			return usageError{fmt.Errorf("%s:%d: jobs[%d]: %w", cfg.File, j.Line, i, err)}
+		if err := d.addJob(cfg, i, j); err != nil {
+			return err
 		}
 	}
+	d.jobs.Store(cfg)
 	if addr != "" {
 		d.server = &http.Server{
 			Addr:              addr,
-			Handler:           statusHandler(cfg, d.replica, d.sched, d.status, d.ready, d.tel.metrics),
+			Handler:           statusHandler(d.jobs.Load, d.replica, d.sched, d.status, d.ready, d.tel.metrics),
 			ReadHeaderTimeout: 5 * time.Second,
 		}
 	}
 	return nil
 }
 
-// handlerFor returns the job's handler: it notes the run for /jobs, then runs the command.
-func handlerFor(cj *commandJob) job.Handler {
+// addJob registers jobs[i] of cfg, j, with the scheduler. Its errors are usageErrors.
+func (d *daemon) addJob(cfg *config.Config, i int, j config.Job) error {
+	for _, err := range hostProblems(j) {
+		d.log.Warn("the job's runs on this host will fail", "job", j.Name, "err", err)
+	}
+	killGrace := j.KillGrace
+	if d.flags.set["kill-grace"] {
+		var err error
+		if killGrace, err = j.KillGraceFor(d.flags.killGrace, true); err != nil {
+			return usageError{fmt.Errorf("--kill-grace %w", err)}
+		}
+	}
+	env, err := j.Environ(d.lookupEnv)
+	if err != nil {
+		return usageError{err}
+	}
+	cj := &commandJob{name: j.Name, argv: j.Command, env: append(jobEnviron(cfg), env...), dir: j.WorkingDir,
+		killGrace: killGrace, log: d.log, outputLevel: j.OutputLevel, outputLimit: j.OutputLimit}
+	err = d.sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(cj), Options: j.Options()})
+	if err != nil {
+		return usageError{cfg.JobError(i, err)}
+	}
+	return nil
+}
+
+// hostProblems are the reasons why the job cannot run on this host: its program is not
+// found, its working_dir is not a directory.
+func hostProblems(j config.Job) []error {
+	var errs []error
+	if _, err := exec.LookPath(j.Command[0]); err != nil {
+		errs = append(errs, err)
+	}
+	if j.WorkingDir != "" {
+		if fi, err := os.Stat(j.WorkingDir); err != nil {
+			errs = append(errs, fmt.Errorf("working_dir: %w", err))
+		} else if !fi.IsDir() {
+			errs = append(errs, fmt.Errorf("working_dir %s is not a directory", j.WorkingDir))
+		}
+	}
+	return errs
+}
+
+// handlerFor returns the job's handler: unless the daemon is stopping, it notes the run for
+// /jobs, then runs the command.
+func (d *daemon) handlerFor(cj *commandJob) job.Handler {
 	return func(ctx context.Context) error {
+		if !d.gate.enter(ctx) {
+			return errStopping
+		}
+		defer d.gate.leave(ctx)
 		if run, ok := job.RunFrom(ctx); ok {
 			started(ctx, run.FencingToken)
 		}
 		return cj.run(ctx)
 	}
+}
+
+// reload reads the config file again, on SIGHUP: added jobs start, removed jobs take no new
+// ticks (a run under way finishes under its lease), changed jobs take effect at their next
+// tick. A file with errors, or that changes more than jobs and kill_grace, is refused, and
+// the running config kept.
+func (d *daemon) reload() {
+	cfg, err := config.Load(d.flags.config)
+	if err == nil {
+		err = sameSettings(d.cfg, cfg)
+	}
+	if err != nil {
+		logErrors(d.log, "reload: config refused, the running one is kept", err)
+		return
+	}
+	old := map[string]config.Job{}
+	for _, j := range d.jobs.Load().Jobs {
+		old[j.Name] = j
+	}
+	var added, changed, removed int
+	for i, j := range cfg.Jobs {
+		prev, ok := old[j.Name]
+		delete(old, j.Name)
+		prev.Line, j.Line = 0, 0
+		switch {
+		case ok && reflect.DeepEqual(prev, j):
+			continue
+		case ok:
+			_ = d.sched.Remove(j.Name) // registered: no error
+			changed++
+			d.log.Info("reload: job changed: the change takes effect at its next tick", "job", j.Name)
+		default:
+			added++
+			d.log.Info("reload: job added", "job", j.Name)
+		}
+		if err := d.addJob(cfg, i, cfg.Jobs[i]); err != nil {
+			d.log.Error("reload: job not added", "job", j.Name, "err", err)
+		}
+	}
+	for name := range old {
+		_ = d.sched.Remove(name)
+		removed++
+		d.log.Info("reload: job removed: it takes no new ticks; a run under way finishes under its lease", "job", name)
+	}
+	d.jobs.Store(cfg)
+	d.log.Info("reloaded", "file", cfg.File, "jobs", len(cfg.Jobs), "added", added, "changed", changed, "removed", removed)
+}
+
+// sameSettings returns an error naming the first setting other than jobs: and kill_grace:
+// that differs between the running config and a reloaded one: those need a restart.
+func sameSettings(running, next *config.Config) error {
+	nodes := func(c *config.Config) []string {
+		var out []string
+		for _, n := range c.Nodes {
+			out = append(out, fmt.Sprintf("%s|%s|%s|%v|%d", n.Addr, n.Username, n.PasswordEnv, n.TLS, n.DB))
+		}
+		return out
+	}
+	for _, s := range []struct {
+		key      string
+		was, now any
+	}{
+		{"nodes", nodes(running), nodes(next)},
+		{"allow_even_nodes", running.AllowEvenNodes, next.AllowEvenNodes},
+		{"prefix", running.Prefix, next.Prefix},
+		{"replica", running.Replica, next.Replica},
+		{"http", running.HTTP, next.HTTP},
+		{"tracing", running.Tracing, next.Tracing},
+		{"boot_key", running.BootKey, next.BootKey},
+		{"max_ttl", running.MaxTTL, next.MaxTTL},
+	} {
+		if !reflect.DeepEqual(s.was, s.now) {
+			return fmt.Errorf("%s: %s changed: only jobs: and kill_grace: change on SIGHUP; restart the daemon for %s", next.File, s.key, s.key)
+		}
+	}
+	return nil
 }
 
 // close stops the HTTP server and the probes, and closes the lock client and the node clients.
@@ -311,34 +488,53 @@ func (d *daemon) close() {
 	closeClients(d.clients)
 }
 
-// probeNodes logs, once at start, the nodes that do not answer and those whose quarantine
-// keeps them from granting locks.
+// probeEvery is how often the daemon probes its nodes.
+const probeEvery = readyCache
+
+// probeNodes probes the nodes every probeEvery until ctx ends, and logs each change of a
+// node's state once: down, back, in quarantine until a time, without a boot marker; and when
+// the usable nodes fall below a quorum, or reach it again.
 func (d *daemon) probeNodes(ctx context.Context) {
-	reachable := 0
-	var mu sync.Mutex
-	eachNode(ctx, d.clients, 2*time.Second, func(ctx context.Context, i int, c *redis.Client) {
-		addr := c.Options().Addr
-		q, err := readQuarantine(ctx, c, d.cfg.BootKey)
-		if err != nil {
-			if !errors.Is(ctx.Err(), context.Canceled) { // not stopping
-				d.log.Warn("node does not answer", "node", addr, "err", err)
-			}
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	var prev []nodeState
+	wasQuorum := true
+	for {
+		usable, states := d.ready.check(ctx)
+		if ctx.Err() != nil {
 			return
 		}
-		mu.Lock()
-		reachable++
-		mu.Unlock()
-		switch {
-		case q.missing:
-			d.log.Warn("node has no boot marker: it is new or lost its memory, and will refuse locks for max_ttl after the first lock attempt; on first deployment end its quarantine with 'cronlock check --end-quarantine'",
-				"node", addr, "max_ttl", d.cfg.MaxTTL, "boot_key", d.cfg.BootKey)
-		case q.remaining > 0:
-			d.log.Warn("node is in quarantine: it refuses locks until its boot marker's time", "node", addr, "remaining", q.remaining.Round(time.Millisecond))
+		for i, n := range states {
+			if prev != nil && prev[i].kind() == n.kind() {
+				continue
+			}
+			switch {
+			case n.err != nil:
+				d.log.Warn("node does not answer", "node", n.addr, "err", n.err)
+			case n.missing:
+				d.log.Warn("node has no boot marker: it is new or lost its memory, and will refuse locks for max_ttl after the first lock attempt; on first deployment end its quarantine with 'cronlock check --end-quarantine'",
+					"node", n.addr, "max_ttl", d.cfg.MaxTTL, "boot_key", d.cfg.BootKey)
+			case !n.until.IsZero():
+				d.log.Warn("node is in quarantine: it refuses locks until its boot marker's time", "node", n.addr, "until", n.until.UTC().Format(time.RFC3339Nano))
+			case prev != nil:
+				d.log.Info("node grants locks again", "node", n.addr, "was", prev[i].kind())
+			}
 		}
-	})
-	if reachable < d.cfg.Quorum() && ctx.Err() == nil {
-		d.log.Warn("fewer nodes answer than a quorum: no job can run until enough come back",
-			"reachable", reachable, "nodes", len(d.clients), "quorum", d.cfg.Quorum())
+		if isQuorum := usable >= d.cfg.Quorum(); isQuorum != wasQuorum {
+			if isQuorum {
+				d.log.Info("a quorum of nodes grants locks again", "usable", usable, "nodes", len(d.clients), "quorum", d.cfg.Quorum())
+			} else {
+				d.log.Warn("fewer nodes grant locks than a quorum: no job can run until enough come back",
+					"usable", usable, "nodes", len(d.clients), "quorum", d.cfg.Quorum())
+			}
+			wasQuorum = isQuorum
+		}
+		prev = states
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
 	}
 }
 

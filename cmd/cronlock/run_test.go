@@ -46,6 +46,7 @@ func TestRunHTTP(t *testing.T) {
 	endQuarantine(t, nodes...)
 	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+`replica: from-config
 http: 127.0.0.1:1  # overridden by --http
+min_interval: 100ms
 jobs:
   - name: fast
     schedule: "@every 200ms"
@@ -72,7 +73,7 @@ jobs:
 
 	status, body = get(t, base+"/readyz")
 	assert.Equal(t, http.StatusOK, status, body)
-	assert.Contains(t, body, "ready: 3 of 3 nodes answer, quorum 2")
+	assert.Contains(t, body, "ready: 3 of 3 nodes answer and are out of quarantine, quorum 2")
 
 	var doc jobsDoc
 	eventually(t, "a run in /jobs", func() bool {
@@ -106,8 +107,11 @@ jobs:
 	require.NoError(t, nodes[2].Kill())
 	eventually(t, "/readyz to say not ready", func() bool {
 		status, body := get(t, base+"/readyz")
-		return status == http.StatusServiceUnavailable && strings.Contains(body, "not ready: 1 of 3 nodes answer, quorum 2")
+		return status == http.StatusServiceUnavailable && strings.Contains(body, "not ready: 1 of 3 nodes answer and are out of quarantine, quorum 2")
 	})
+	// The probe logs a node's going down once (checked once the daemon stopped, probes later).
+	down := `msg="node does not answer" node=` + nodes[1].Addr()
+	eventually(t, "the log of a node going down", func() bool { return strings.Contains(stderr.String(), down) })
 
 	cancel()
 	select {
@@ -118,6 +122,7 @@ jobs:
 	}
 	assert.Contains(t, stderr.String(), "msg=stopped")
 	assert.Contains(t, stderr.String(), `level=WARN msg="redis: `, "go-redis's own log goes to the daemon's")
+	assert.Equal(t, 1, strings.Count(stderr.String(), down), stderr.String())
 	waitDialProbes(t)
 }
 
@@ -235,6 +240,7 @@ func TestRunExportsTraces(t *testing.T) {
 	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+fmt.Sprintf(`http: ""
 tracing:
   otlp_endpoint: %s
+min_interval: 100ms
 jobs:
   - name: fast
     schedule: "@every 100ms"
@@ -256,5 +262,54 @@ jobs:
 		assert.Equal(t, "/v1/traces", path)
 	default:
 		t.Fatalf("no span export reached the collector; stderr:\n%s", stderr.String())
+	}
+}
+
+// /readyz is 503 while a quorum of nodes is in quarantine, with each node's state and until
+// when, and 200 again after; the probe logs each node's quarantine once.
+func TestReadyzQuarantine(t *testing.T) {
+	nodes := redistest.StartN(t, 3, redistest.Config{})
+	endQuarantine(t, nodes...)
+	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+`max_ttl: 2s
+jobs:
+  - {name: tick, schedule: "@every 1s", lock_ttl: 1s, command: ["true"]}
+`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, []string{"run", "--config", cfg, "--http", "127.0.0.1:0"}, &stdout, &stderr) }()
+	addr := regexp.MustCompile(`msg="http: serving /healthz /readyz /jobs /metrics" addr=(\S+)`)
+	eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderr.String()) })
+	readyz := "http://" + addr.FindStringSubmatch(stderr.String())[1] + "/readyz"
+	eventually(t, "ready", func() bool { status, _ := get(t, readyz); return status == http.StatusOK })
+
+	// Two nodes lose their memory: the next lock attempt puts them in quarantine for max_ttl.
+	for _, n := range nodes[:2] {
+		require.NoError(t, n.Client().FlushAll(context.Background()).Err())
+	}
+	eventually(t, "not ready during the quarantine", func() bool {
+		status, body := get(t, readyz)
+		return status == http.StatusServiceUnavailable &&
+			strings.Contains(body, "not ready: 1 of 3 nodes answer and are out of quarantine, quorum 2") &&
+			strings.Contains(body, nodes[0].Addr()+": in quarantine until ") && strings.Contains(body, nodes[2].Addr()+": ok")
+	})
+	eventually(t, "ready after the quarantine", func() bool { status, _ := get(t, readyz); return status == http.StatusOK })
+	for _, n := range nodes[:2] {
+		eventually(t, "the log of the quarantine's end", func() bool {
+			return strings.Contains(stderr.String(), `msg="node grants locks again" node=`+n.Addr())
+		})
+	}
+	stderrNow := stderr.String()
+	for _, n := range nodes[:2] {
+		assert.Equal(t, 1, strings.Count(stderrNow, `msg="node is in quarantine: it refuses locks until its boot marker's time" node=`+n.Addr()+" until="), stderrNow)
+	}
+	assert.Contains(t, stderrNow, `msg="fewer nodes grant locks than a quorum: no job can run until enough come back" usable=1`)
+	cancel()
+	select {
+	case c := <-code:
+		assert.Equal(t, 0, c, "stderr:\n%s", stderr.String())
+	case <-time.After(waitLimit):
+		t.Fatalf("run did not return:\n%s", stderr.String())
 	}
 }

@@ -13,30 +13,42 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
 	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/redlock"
 )
 
-// commandJob runs a job's command, once per call, in a process group of its own.
+// commandJob runs a job's command, once per call, under a supervisor (see superviseMode): a
+// cronlock process that starts the command in a process group of its own and ends that group
+// before the run's lease can end, even if the daemon dies or freezes.
 //
 // The command gets the run's facts in its environment (CRONLOCK_JOB, CRONLOCK_TICK,
 // CRONLOCK_TICK_UNIX_MS, CRONLOCK_FENCING_TOKEN, CRONLOCK_REPLICA, CRONLOCK_ATTEMPT); each line
-// it writes is logged with the job's name and the stream. When the run's context ends (lease
-// lost, timeout, drain deadline) its process group gets SIGTERM, then SIGKILL after the kill
-// grace. When the command exits, processes it left running in its group are stopped the same
-// way: a run ends with its processes, so nothing outlives the lock.
+// it writes is logged with the job's name and the stream. The supervisor gets each deadline of
+// the run's lease (the lock's validity, moved by each renewal) and sends the process group
+// SIGTERM kill_grace before it and SIGKILL at it; when the context ends (lease lost, timeout,
+// drain), SIGTERM at once and SIGKILL kill_grace later, or at the deadline if sooner. When the
+// command exits, processes it left running in its group are stopped the same way: a run ends
+// with its processes, so nothing outlives the lock.
 type commandJob struct {
 	name      string
 	argv      []string
-	env       []string // the daemon's environment
+	env       []string // the daemon's environment, with the job's env:
+	dir       string   // working_dir ("": the daemon's)
 	killGrace time.Duration
 	log       *slog.Logger
+	// outputLevel is the level of the command's output lines; outputLimit bounds the bytes of
+	// output one run logs.
+	outputLevel slog.Level
+	outputLimit int64
 }
 
-// groupPoll is how often a stopping process group is checked for processes left.
+// groupPoll is how often a stopping process group is checked for processes left, and how
+// often the daemon looks for a new deadline of a run's lease to send to its supervisor.
 const groupPoll = 20 * time.Millisecond
 
 // outputGrace is how long the output of a command that exited is still read, when a process
@@ -51,7 +63,11 @@ func (c *commandJob) run(ctx context.Context) error {
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w: command not started", context.Cause(ctx))
 	}
-	cmd := exec.Command(c.argv[0], c.argv[1:]...)
+	exe, err := os.Executable()
+	if err != nil {
+		return fmt.Errorf("command %q did not start: the supervisor (this program) is not found: %w", c.argv[0], err)
+	}
+	cmd := exec.Command(exe, append([]string{superviseMode, strconv.FormatInt(int64(c.killGrace), 10)}, c.argv...)...)
 	cmd.Env = append(slices.Clone(c.env),
 		"CRONLOCK_JOB="+run.Job,
 		"CRONLOCK_TICK="+run.Tick.UTC().Format(time.RFC3339Nano),
@@ -60,35 +76,75 @@ func (c *commandJob) run(ctx context.Context) error {
 		"CRONLOCK_REPLICA="+run.Replica,
 		"CRONLOCK_ATTEMPT="+strconv.Itoa(run.Attempt),
 	)
-	inNewGroup(cmd)
-	outR, outW, err := os.Pipe()
-	if err != nil {
-		return err
+	const pipes = 4 // stdout, stderr, control, status; each a read end and a write end
+	ends := make([][2]*os.File, 0, pipes)
+	defer func() {
+		for _, e := range ends {
+			e[0].Close() // a second Close only returns an error
+			e[1].Close()
+		}
+	}()
+	for range pipes {
+		r, w, err := os.Pipe()
+		if err != nil {
+			return err
+		}
+		ends = append(ends, [2]*os.File{r, w})
 	}
-	defer outR.Close()
-	errR, errW, err := os.Pipe()
-	if err != nil {
-		outW.Close()
-		return err
-	}
-	defer errR.Close()
+	outR, outW := ends[0][0], ends[0][1]
+	errR, errW := ends[1][0], ends[1][1]
+	ctlR, ctlW := ends[2][0], ends[2][1]
+	stR, stW := ends[3][0], ends[3][1]
 	cmd.Stdout, cmd.Stderr = outW, errW
+	cmd.ExtraFiles = []*os.File{ctlR, stW} // ctlFD, statusFD
+	cmd.Dir = c.dir                        // the supervisor's, and so the command's
+	deadline := leaseDeadline(ctx)
+	sendDeadline(ctlW, deadline)
 	err = cmd.Start()
-	outW.Close() // the child has its own copies
-	errW.Close()
+	for _, f := range []*os.File{outW, errW, ctlR, stW} { // the supervisor has its own copies
+		f.Close()
+	}
 	if err != nil {
-		return fmt.Errorf("command %q did not start: %w", c.argv[0], err)
+		return fmt.Errorf("command %q did not start: the supervisor did not start: %w", c.argv[0], err)
 	}
 	log := c.log.With("job", c.name)
-	log.Info("run started", "tick", run.Tick, "token", run.FencingToken, "attempt", run.Attempt, "pid", cmd.Process.Pid)
 	start := time.Now()
 
 	var lastErr string
 	var readers sync.WaitGroup
-	readers.Go(func() { c.logLines(log, outR, "stdout", nil) })
-	readers.Go(func() { c.logLines(log, errR, "stderr", &lastErr) })
+	budget := &outputBudget{limit: c.outputLimit}
+	readers.Go(func() { c.logLines(log, outR, "stdout", nil, budget) })
+	readers.Go(func() { c.logLines(log, errR, "stderr", &lastErr, budget) })
 
-	stopped, waitErr := c.wait(ctx, cmd, log)
+	// The feeder tells the supervisor each new deadline, and to stop when ctx ends.
+	finished := make(chan struct{})
+	var feeder sync.WaitGroup
+	feeder.Go(func() {
+		poll := time.NewTicker(groupPoll)
+		defer poll.Stop()
+		for {
+			select {
+			case <-finished:
+				return
+			case <-ctx.Done():
+				log.Warn("stopping the command: SIGTERM to its process group", "cause", context.Cause(ctx), "kill_grace", c.killGrace)
+				_, _ = io.WriteString(ctlW, "stop\n")
+				<-finished
+				return
+			case <-poll.C:
+				if d := leaseDeadline(ctx); !d.Equal(deadline) {
+					deadline = d
+					sendDeadline(ctlW, d)
+				}
+			}
+		}
+	})
+	rep := readReport(stR, func(text string) { log.Warn(text) }, func(pid int) {
+		log.Info("run started", "tick", run.Tick, "token", run.FencingToken, "attempt", run.Attempt, "pid", pid)
+	})
+	waitErr := cmd.Wait()
+	close(finished)
+	feeder.Wait()
 
 	read := make(chan struct{})
 	go func() { readers.Wait(); close(read) }()
@@ -102,70 +158,50 @@ func (c *commandJob) run(ctx context.Context) error {
 		<-read
 	}
 	t.Stop()
+	if n := budget.dropped.Load(); n > 0 {
+		log.Warn("the command's output past output_limit was not logged", "dropped_bytes", n, "output_limit", c.outputLimit)
+	}
 
-	status := describeExit(cmd.ProcessState, waitErr)
+	switch {
+	case rep.startErr != "":
+		return fmt.Errorf("command %q did not start: %s", c.argv[0], rep.startErr)
+	case !rep.exited:
+		return fmt.Errorf("command %q: its supervisor failed (%s)", c.argv[0], describeExit(cmd.ProcessState, waitErr))
+	}
+	status := rep.status
 	log.Info("run finished", "tick", run.Tick, "token", run.FencingToken, "status", status, "duration", time.Since(start).Round(time.Millisecond))
 	if lastErr != "" {
 		status += ": " + truncate(lastErr, 300)
 	}
-	if stopped {
+	switch {
+	case rep.stopped && ctx.Err() != nil:
 		return fmt.Errorf("%w: command stopped (%s)", context.Cause(ctx), status)
-	}
-	if waitErr != nil {
+	case rep.stopped:
+		return fmt.Errorf("command stopped at its lease's deadline (%s)", status)
+	case rep.code != 0:
 		return fmt.Errorf("command %s", status)
 	}
 	return nil
 }
 
-// wait waits for the command to exit. If ctx ends first, it stops the command's process group
-// and reports stopped. Once the command exited, it stops the processes left in its group.
-func (c *commandJob) wait(ctx context.Context, cmd *exec.Cmd, log *slog.Logger) (stopped bool, err error) {
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case err = <-exited:
-		if groupAlive(cmd) {
-			log.Warn("the command exited but left processes running in its process group: stopping them",
-				"pgid", cmd.Process.Pid)
-			c.stopGroup(cmd, nil, log)
-		}
-		return false, err
-	case <-ctx.Done():
-		log.Warn("stopping the command: SIGTERM to its process group", "pgid", cmd.Process.Pid,
-			"cause", context.Cause(ctx), "kill_grace", c.killGrace)
-		return true, c.stopGroup(cmd, exited, log)
+// leaseDeadline is when the lease of the run under ctx ends unless renewed (zero: no lease).
+func leaseDeadline(ctx context.Context) time.Time {
+	if le, ok := redlock.LeaseFrom(ctx); ok {
+		return le.Deadline()
 	}
+	return time.Time{}
 }
 
-// stopGroup sends SIGTERM to the command's process group, and SIGKILL when processes are left
-// after the kill grace. exited, when not nil, delivers the leader's exit; stopGroup returns
-// it. It returns once the leader exited and the group is empty, or SIGKILL was sent.
-func (c *commandJob) stopGroup(cmd *exec.Cmd, exited <-chan error, log *slog.Logger) error {
-	var err error
-	if !signalGroup(cmd, syscall.SIGTERM) && exited == nil {
-		return nil
+// sendDeadline writes the lease deadline d of a run to its supervisor's control pipe w,
+// as an instant of monoNow ("none" for the zero time).
+func sendDeadline(w io.Writer, d time.Time) {
+	if d.IsZero() {
+		_, _ = io.WriteString(w, "deadline none\n")
+		return
 	}
-	grace := time.NewTimer(c.killGrace)
-	defer grace.Stop()
-	poll := time.NewTicker(groupPoll)
-	defer poll.Stop()
-	for {
-		if exited == nil && !groupAlive(cmd) {
-			return err
-		}
-		select {
-		case err = <-exited:
-			exited = nil
-		case <-poll.C:
-		case <-grace.C:
-			log.Warn("processes left after the kill grace: SIGKILL to the process group", "pgid", cmd.Process.Pid)
-			signalGroup(cmd, syscall.SIGKILL)
-			if exited != nil {
-				err = <-exited
-			}
-			return err
-		}
-	}
+	// monoNow first: a pause between the two readings makes the deadline sent earlier, not later.
+	at := monoNow() + int64(time.Until(d))
+	_, _ = fmt.Fprintf(w, "deadline %d\n", max(at, 1))
 }
 
 // describeExit says how the command ended, e.g. "exited with status 3" or "killed by signal
@@ -186,15 +222,32 @@ func describeExit(ps *os.ProcessState, err error) string {
 // maxLine is the longest output line logged as one; longer lines are logged in pieces.
 const maxLine = 64 << 10
 
-// logLines logs each line read from r, with the stream's name, until r ends. It keeps the last
-// non-blank line in last, if not nil.
-func (c *commandJob) logLines(log *slog.Logger, r io.Reader, stream string, last *string) {
+// outputBudget counts a run's output against its limit; it is safe for concurrent use.
+type outputBudget struct {
+	limit         int64
+	used, dropped atomic.Int64
+}
+
+// take reports whether n more bytes may be logged, and counts them as dropped if not.
+func (b *outputBudget) take(n int) bool {
+	if b.used.Add(int64(n)) <= b.limit {
+		return true
+	}
+	b.dropped.Add(int64(n))
+	return false
+}
+
+// logLines logs each line read from r at the job's output level, with the stream's name,
+// while budget allows, until r ends. It keeps the last non-blank line in last, if not nil.
+func (c *commandJob) logLines(log *slog.Logger, r io.Reader, stream string, last *string, budget *outputBudget) {
 	br := bufio.NewReaderSize(r, maxLine)
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
 			text := strings.TrimRight(string(line), "\r\n")
-			log.Info(text, "stream", stream)
+			if budget.take(len(line)) {
+				log.Log(context.Background(), c.outputLevel, text, "stream", stream)
+			}
 			if last != nil && strings.TrimSpace(text) != "" {
 				*last = text
 			}

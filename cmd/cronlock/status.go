@@ -6,7 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"strings"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -124,17 +124,17 @@ func (s *jobStatus) view(cfg *config.Config, entries []scheduler.Entry) []jobVie
 	return out
 }
 
-// readiness answers /readyz: whether a quorum of nodes answers PING within readyTimeout. The
-// answer is cached for readyCache.
+// readiness answers /readyz: whether a quorum of nodes answers and is out of quarantine
+// (grants locks), from a probe of every node that is at most readyCache old.
 type readiness struct {
 	clients []*redis.Client
 	quorum  int
+	bootKey string
 	stop    atomic.Bool // the daemon is stopping: not ready
 
 	mu     sync.Mutex
 	at     time.Time
-	ok     int
-	detail []string
+	states []nodeState
 }
 
 const (
@@ -142,32 +142,72 @@ const (
 	readyCache   = time.Second
 )
 
-func (r *readiness) check(ctx context.Context) (ok int, detail []string) {
+// nodeState is what a probe found of a node.
+type nodeState struct {
+	addr    string
+	err     error     // it did not answer
+	missing bool      // it has no boot marker: new, or lost its memory
+	marker  string    // its boot marker
+	until   time.Time // the end of its quarantine, on this host's clock (zero: none)
+}
+
+// usable reports whether the node grants locks.
+func (n nodeState) usable() bool { return n.err == nil && !n.missing && n.until.IsZero() }
+
+// kind is the node's state without its details, to tell a change of state.
+func (n nodeState) kind() string {
+	switch {
+	case n.err != nil:
+		return "down"
+	case n.missing:
+		return "missing"
+	case !n.until.IsZero():
+		return "quarantined " + n.marker
+	}
+	return "ok"
+}
+
+func (n nodeState) String() string {
+	switch {
+	case n.err != nil:
+		return fmt.Sprintf("%s: down: %v", n.addr, n.err)
+	case n.missing:
+		return fmt.Sprintf("%s: no boot marker (new, or lost its memory): it refuses locks for max_ttl after the first lock attempt", n.addr)
+	case !n.until.IsZero():
+		return fmt.Sprintf("%s: in quarantine until %s: it refuses locks until then", n.addr, n.until.UTC().Format(time.RFC3339))
+	}
+	return n.addr + ": ok"
+}
+
+// check returns every node's state and how many are usable, probing the nodes if the last
+// probe is older than readyCache.
+func (r *readiness) check(ctx context.Context) (usable int, states []nodeState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if !r.at.IsZero() && time.Since(r.at) < readyCache {
-		return r.ok, r.detail
+	if r.at.IsZero() || time.Since(r.at) >= readyCache {
+		r.states = make([]nodeState, len(r.clients))
+		eachNode(ctx, r.clients, readyTimeout, func(ctx context.Context, i int, c *redis.Client) {
+			n := nodeState{addr: c.Options().Addr}
+			q, err := readQuarantine(ctx, c, r.bootKey)
+			n.err, n.missing, n.marker = err, q.missing, q.value
+			if err == nil && q.remaining > 0 {
+				n.until = time.Now().Add(q.remaining)
+			}
+			r.states[i] = n
+		})
+		r.at = time.Now()
 	}
-	results := make([]error, len(r.clients))
-	eachNode(ctx, r.clients, readyTimeout, func(ctx context.Context, i int, c *redis.Client) {
-		results[i] = c.Ping(ctx).Err()
-	})
-	r.ok, r.detail = 0, nil
-	for i, err := range results {
-		if err == nil {
-			r.ok++
-			r.detail = append(r.detail, fmt.Sprintf("%s: ok", r.clients[i].Options().Addr))
-		} else {
-			r.detail = append(r.detail, fmt.Sprintf("%s: %v", r.clients[i].Options().Addr, err))
+	for _, n := range r.states {
+		if n.usable() {
+			usable++
 		}
 	}
-	r.at = time.Now()
-	return r.ok, r.detail
+	return usable, slices.Clone(r.states)
 }
 
 // handler serves /healthz, /readyz, /jobs and /metrics (the Prometheus exposition of the
 // daemon's OpenTelemetry metrics).
-func statusHandler(cfg *config.Config, replica string, sched *scheduler.Scheduler, st *jobStatus, ready *readiness, metrics http.Handler) http.Handler {
+func statusHandler(cfg func() *config.Config, replica string, sched *scheduler.Scheduler, st *jobStatus, ready *readiness, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
@@ -179,14 +219,16 @@ func statusHandler(cfg *config.Config, replica string, sched *scheduler.Schedule
 			fmt.Fprintln(w, "not ready: stopping")
 			return
 		}
-		ok, detail := ready.check(r.Context())
-		if ok < ready.quorum {
+		usable, states := ready.check(r.Context())
+		verdict := "ready"
+		if usable < ready.quorum {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintf(w, "not ready: %d of %d nodes answer, quorum %d\n", ok, len(ready.clients), ready.quorum)
-		} else {
-			fmt.Fprintf(w, "ready: %d of %d nodes answer, quorum %d\n", ok, len(ready.clients), ready.quorum)
+			verdict = "not ready"
 		}
-		fmt.Fprintln(w, strings.Join(detail, "\n"))
+		fmt.Fprintf(w, "%s: %d of %d nodes answer and are out of quarantine, quorum %d\n", verdict, usable, len(ready.clients), ready.quorum)
+		for _, n := range states {
+			fmt.Fprintln(w, n)
+		}
 	})
 	mux.HandleFunc("GET /jobs", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
@@ -195,7 +237,7 @@ func statusHandler(cfg *config.Config, replica string, sched *scheduler.Schedule
 		_ = enc.Encode(struct {
 			Replica string    `json:"replica"`
 			Jobs    []jobView `json:"jobs"`
-		}{replica, st.view(cfg, sched.Entries())})
+		}{replica, st.view(cfg(), sched.Entries())})
 	})
 	return mux
 }

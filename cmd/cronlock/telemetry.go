@@ -4,11 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"net/http"
 	"net/url"
+	"sync"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
@@ -19,6 +23,24 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/middleware"
 )
+
+var (
+	otelLogOnce sync.Once
+	otelLogger  atomic.Pointer[slog.Logger]
+)
+
+// logOTelTo sends OpenTelemetry's errors (an export that failed, …) to l at warn level (nil:
+// discard them), instead of its own line on stderr.
+func logOTelTo(l *slog.Logger) {
+	otelLogger.Store(l)
+	otelLogOnce.Do(func() {
+		otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
+			if l := otelLogger.Load(); l != nil {
+				l.Warn("opentelemetry", "err", err)
+			}
+		}))
+	})
+}
 
 // telemetry is the daemon's OpenTelemetry: metrics read by a Prometheus exporter and served
 // on /metrics, and, when tracing.otlp_endpoint is set, spans exported over OTLP/HTTP.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"os/exec"
+	"log/slog"
+	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -14,8 +16,9 @@ import (
 
 const validateUsage = `Usage: cronlock validate --config FILE
 
-Checks the config file without connecting to any node or running any command, and prints the
-nodes and the jobs with their next tick. Problems are printed one per line as FILE:LINE: FIELD:
+Checks the config file without connecting to any node or running any command — every check
+that 'cronlock run' makes before it starts — and prints the nodes and the jobs with their next
+tick. Problems are printed one per line as FILE:LINE: FIELD:
 what is wrong and how to fix it. It also warns (without failing) about password variables
 that are not set and programs not found on this host.
 
@@ -34,11 +37,28 @@ func validateCmd(_ context.Context, args []string, stdout, stderr io.Writer) err
 		return err
 	}
 	var addrs []string
-	for _, n := range cfg.Nodes {
+	checked := *cfg // what run would check, but without the passwords that are not set here
+	checked.Nodes = slices.Clone(cfg.Nodes)
+	for i, n := range cfg.Nodes {
 		addrs = append(addrs, n.Addr)
 		if _, err := n.Password(nil); err != nil {
 			fmt.Fprintf(stderr, "warning: %v\n", err)
+			checked.Nodes[i].PasswordEnv = ""
 		}
+	}
+	for _, j := range cfg.Jobs {
+		if _, err := j.Environ(nil); err != nil {
+			fmt.Fprintf(stderr, "warning: %v\n", err)
+		}
+	}
+	// The daemon's own start, which connects to nothing and starts nothing; variables that are
+	// not set here (warned about above) are taken as empty.
+	d := &daemon{cfg: &checked, flags: runFlags{set: map[string]bool{}}, status: newJobStatus(), gate: newGate(), log: slog.New(slog.DiscardHandler),
+		lookupEnv: func(name string) (string, bool) { v, _ := os.LookupEnv(name); return v, true }}
+	err = d.start()
+	d.close()
+	if err != nil {
+		return err
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", cfg.File)
 	fmt.Fprintf(stdout, "nodes: %d, quorum %d: %s\n", len(cfg.Nodes), cfg.Quorum(), strings.Join(addrs, ", "))
@@ -52,7 +72,7 @@ func validateCmd(_ context.Context, args []string, stdout, stderr io.Writer) err
 			next = s.Next(now).UTC().Format(time.RFC3339Nano)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%q\n", j.Name, j.Schedule, next, j.Command)
-		if _, err := exec.LookPath(j.Command[0]); err != nil {
+		for _, err := range hostProblems(j) {
 			fmt.Fprintf(stderr, "warning: %s:%d: job %q: %v (on this host)\n", cfg.File, j.Line, j.Name, err)
 		}
 	}

@@ -1,7 +1,9 @@
 package config
 
 import (
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"strings"
 	"time"
@@ -16,6 +18,8 @@ const (
 	DefaultBootKey     = redlock.DefaultBootKey
 	DefaultMaxTTL      = redlock.DefaultMaxTTL
 	DefaultKillGrace   = 10 * time.Second
+	DefaultMinInterval = time.Second
+	DefaultOutputLimit = 64 << 10
 	DefaultServiceName = "cronlock"
 )
 
@@ -37,13 +41,17 @@ type Config struct {
 	HTTP string
 	// Tracing holds the tracing settings.
 	Tracing Tracing
-	// KillGrace is how long a job's process group has between SIGTERM and SIGKILL. Default 10s.
+	// KillGrace is the kill_grace: given, or DefaultKillGrace. Each job's own is Job.KillGrace.
 	KillGrace time.Duration
+	// KillGraceGiven says whether kill_grace: was given.
+	KillGraceGiven bool
 	// BootKey is the key of each node's boot marker (quarantine). Default "cronlock:boot".
 	BootKey string
 	// MaxTTL is the longest lock TTL, and each node's quarantine after it lost its memory.
 	// Default 1m.
 	MaxTTL time.Duration
+	// MinInterval is the shortest time allowed between two ticks of a job. Default 1s.
+	MinInterval time.Duration
 	// Jobs are the jobs, in file order.
 	Jobs []Job
 }
@@ -120,8 +128,56 @@ type Job struct {
 	Retries int
 	// CatchUp is how old a missed tick may be and still run at start (0: none).
 	CatchUp time.Duration
+	// OutputLevel is the level at which the command's output lines are logged. Default info.
+	OutputLevel slog.Level
+	// OutputLimit is how many bytes of output one run logs; the rest is counted, not logged
+	// (0: none logged). Default 64 KiB.
+	OutputLimit int64
+	// Env are the variables added to the command's environment (env:).
+	Env []EnvVar
+	// WorkingDir is the directory the command runs in ("": the daemon's).
+	WorkingDir string
+	// KillGrace is how long before its lease's deadline a run's process group gets SIGTERM
+	// (SIGKILL comes at the deadline), and how long it has between the two when the run is
+	// stopped earlier: KillGraceFor of the config's kill_grace.
+	KillGrace time.Duration
 	// Line is where the job is in the file.
 	Line int
+}
+
+// EnvVar is one variable of a job's env:.
+type EnvVar struct {
+	// Name is the variable's name.
+	Name string
+	// Value is its value, or with NAME_env: the name of the daemon's variable it is taken from.
+	Value string
+
+	fromEnv bool
+	file    string
+	line    int
+	path    string
+}
+
+// Environ returns the job's env: as NAME=value strings, with the NAME_env: references looked
+// up with lookup (os.LookupEnv when nil). A variable referred to that is not set is an *Error
+// naming its key and line.
+func (j Job) Environ(lookup func(string) (string, bool)) ([]string, error) {
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	out := make([]string, 0, len(j.Env))
+	for _, v := range j.Env {
+		value := v.Value
+		if v.fromEnv {
+			var ok bool
+			if value, ok = lookup(v.Value); !ok {
+				return nil, &Error{File: v.file, Line: v.line, Field: v.path,
+					Problem: fmt.Sprintf("environment variable %s is not set: export it in the daemon's environment, with the value of %s", v.Value, v.Name)}
+			}
+		}
+		out = append(out, v.Name+"="+value)
+	}
+	return out, nil
 }
 
 // Options returns the job's options for job.Job.
@@ -134,6 +190,36 @@ func (j Job) Options() job.Options {
 		Retries:    j.Retries,
 		CatchUp:    j.CatchUp,
 	}
+}
+
+// KillGraceFor returns the kill grace of the job's runs under the daemon-wide grace (given says
+// whether one was given, as kill_grace: or --kill-grace). The supervisor of a run sends SIGTERM
+// grace before the lease's deadline, so a grace given must be shorter than the least validity a
+// renewed lease has left, lock_ttl − renew_every; without one the grace is DefaultKillGrace,
+// lowered to half that validity.
+func (j Job) KillGraceFor(grace time.Duration, given bool) (time.Duration, error) {
+	o := j.Options().WithDefaults()
+	left := o.LockTTL - o.RenewEvery
+	switch {
+	case !given:
+		return min(DefaultKillGrace, left/2), nil
+	case grace >= left:
+		return 0, fmt.Errorf("%v is not shorter than lock_ttl %v − renew_every %v = %v of job %q, the least validity its lease has left after a renewal: SIGTERM comes kill_grace before the lease's deadline, so it would come before every renewal; lower kill_grace, or raise the job's lock_ttl",
+			grace, o.LockTTL, o.RenewEvery, left, j.Name)
+	}
+	return grace, nil
+}
+
+// JobError returns err, an error that job.Job.Validate or the scheduler gave for jobs[i], as
+// an *Error that names the job's YAML key (lock_ttl, not Options.LockTTL).
+func (c *Config) JobError(i int, err error) error {
+	path := fmt.Sprintf("jobs[%d]", i)
+	if ie, ok := errors.AsType[*job.InvalidError](err); ok {
+		if key, known := fieldKeys[ie.Field]; known {
+			return &Error{File: c.File, Line: c.Jobs[i].Line, Field: path + "." + key, Problem: goNames.Replace(ie.Problem)}
+		}
+	}
+	return &Error{File: c.File, Line: c.Jobs[i].Line, Field: path, Problem: err.Error()}
 }
 
 // Error is one problem in a config file.

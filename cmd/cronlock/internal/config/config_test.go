@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -54,7 +55,7 @@ func TestParseIssueExample(t *testing.T) {
 	require.Len(t, c.Jobs, 1)
 	assert.Equal(t, config.Job{
 		Name: "backup", Schedule: "0 */5 * * * *", Command: []string{"/usr/local/bin/backup", "--fast"},
-		Timeout: 10 * time.Minute, LockTTL: 30 * time.Second, Overlap: job.Forbid, Line: 10,
+		Timeout: 10 * time.Minute, LockTTL: 30 * time.Second, Overlap: job.Forbid, OutputLimit: config.DefaultOutputLimit, KillGrace: config.DefaultKillGrace, Line: 10,
 	}, c.Jobs[0])
 	assert.Equal(t, job.Options{Timeout: 10 * time.Minute, LockTTL: 30 * time.Second}, c.Jobs[0].Options())
 }
@@ -134,6 +135,8 @@ jobs:
     overlap: allow
     retries: 3
     catch_up: 10m
+    output_level: debug
+    output_limit: 1MiB
 `, func(t *testing.T, c *config.Config) {
 			assert.Equal(t, "prod", c.Prefix)
 			assert.Equal(t, "host-1", c.Replica)
@@ -144,7 +147,7 @@ jobs:
 			assert.Equal(t, 2*time.Minute, c.MaxTTL)
 			assert.Equal(t, config.Job{Name: "a", Schedule: "*/5 * * * *", Command: []string{"sh", "-c", "echo $CRONLOCK_TICK"},
 				Timeout: time.Hour, LockTTL: 90 * time.Second, RenewEvery: 20 * time.Second, Overlap: job.Allow,
-				Retries: 3, CatchUp: 10 * time.Minute, Line: 10}, c.Jobs[0])
+				Retries: 3, CatchUp: 10 * time.Minute, OutputLevel: slog.LevelDebug, OutputLimit: 1 << 20, KillGrace: 3 * time.Second, Line: 10}, c.Jobs[0])
 		}},
 		{"null values mean the default", "nodes: [a:1]\nprefix:\nreplica: ~\njobs: [{name: j, schedule: '@every 1s', command: [true], timeout: null}]\n", func(t *testing.T, c *config.Config) {
 			assert.Equal(t, "cronlock", c.Prefix)
@@ -190,6 +193,42 @@ jobs:
 	}
 }
 
+// Without kill_grace:, a job's grace is the default, lowered to half of what a renewed lease has
+// left; kill_grace: is taken as given when it fits.
+func TestKillGrace(t *testing.T) {
+	c, err := config.Parse("c.yaml", []byte(good+"    lock_ttl: 6s\n  - {name: long, schedule: '@hourly', command: [x], lock_ttl: 50s, renew_every: 5s}\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 2*time.Second, c.Jobs[0].KillGrace, "(6s − 2s) / 2")
+	assert.Equal(t, config.DefaultKillGrace, c.Jobs[1].KillGrace)
+	c, err = config.Parse("c.yaml", []byte("kill_grace: 3s\n"+good+"    lock_ttl: 6s\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 3*time.Second, c.Jobs[0].KillGrace)
+	_, err = c.Jobs[0].KillGraceFor(4*time.Second, true)
+	assert.ErrorContains(t, err, "4s is not shorter than lock_ttl 6s − renew_every 2s = 4s")
+}
+
+// min_interval lowers the floor of schedules; every second is at the default floor.
+func TestMinInterval(t *testing.T) {
+	c, err := config.Parse("c.yaml", []byte("min_interval: 100ms\nnodes: [a:1]\njobs: [{name: j, schedule: '@every 100ms', command: [x]}]\n"))
+	require.NoError(t, err)
+	assert.Equal(t, 100*time.Millisecond, c.MinInterval)
+	_, err = config.Parse("c.yaml", []byte("nodes: [a:1]\njobs: [{name: j, schedule: '* * * * * *', command: [x]}]\n"))
+	require.NoError(t, err)
+}
+
+// A job's env: values as given, NAME_env: from the daemon's environment, an error naming the
+// key when the variable is not set.
+func TestJobEnviron(t *testing.T) {
+	c, err := config.Parse("c.yaml", []byte(good+"    working_dir: /srv\n    env:\n      MODE: fast\n      N: 3\n      PW_env: TEST_PW\n"))
+	require.NoError(t, err)
+	assert.Equal(t, "/srv", c.Jobs[0].WorkingDir)
+	env, err := c.Jobs[0].Environ(func(name string) (string, bool) { return "secret", name == "TEST_PW" })
+	require.NoError(t, err)
+	assert.Equal(t, []string{"MODE=fast", "N=3", "PW=secret"}, env)
+	_, err = c.Jobs[0].Environ(func(string) (string, bool) { return "", false })
+	assert.EqualError(t, err, "c.yaml:10: jobs[0].env.PW_env: environment variable TEST_PW is not set: export it in the daemon's environment, with the value of PW")
+}
+
 // good is a valid file, with each job line numbered for the bad cases built from it.
 const good = `nodes: ["a:1", "b:1", "c:1"]
 jobs:
@@ -204,15 +243,28 @@ func TestParseBad(t *testing.T) {
 		yaml string
 		want string // the whole first line of the error
 	}{
+		{"kill grace longer than a renewed lease has left", "kill_grace: 10s\n" + good + "    lock_ttl: 6s\n",
+			`c.yaml:1: kill_grace: 10s is not shorter than lock_ttl 6s − renew_every 2s = 4s of job "backup", the least validity its lease has left after a renewal: SIGTERM comes kill_grace before the lease's deadline, so it would come before every renewal; lower kill_grace, or raise the job's lock_ttl`},
+		{"schedule faster than min_interval", "nodes: [a:1]\njobs: [{name: j, schedule: '@every 500ms', command: [x]}]\n",
+			`c.yaml:2: jobs[0].schedule: "@every 500ms" fires 500ms apart, more often than min_interval 1s: each tick starts a process on some host; give a slower schedule, or lower min_interval (e.g. min_interval: 500ms)`},
+		{"min_interval not positive", "min_interval: 0s\n" + good, `c.yaml:1: min_interval: 0s: must be positive, e.g. 1s (the shortest time between two ticks of a job)`},
+		{"bad output level", good + "    output_level: loud\n", `c.yaml:6: jobs[0].output_level: "loud" is not a log level: use debug, info (the default), warn or error`},
+		{"bad output limit", good + "    output_limit: 64KB\n", `c.yaml:6: jobs[0].output_limit: "64KB" is not a size: give a count of bytes, e.g. 65536, 64KiB or 1MiB`},
+		{"negative output limit", good + "    output_limit: -1\n", `c.yaml:6: jobs[0].output_limit: -1 is negative: give a count of bytes, e.g. 64KiB (0: none)`},
+		{"env not a mapping", good + "    env: [A=1]\n", `c.yaml:6: jobs[0].env: must be a mapping of variable names to values, e.g. {REPORT_DIR: /var/reports, DB_PASSWORD_env: BACKUP_DB_PASSWORD}; not a list`},
+		{"env sets a CRONLOCK_ variable", good + "    env: {CRONLOCK_JOB: x}\n", `c.yaml:6: jobs[0].env.CRONLOCK_JOB: CRONLOCK_JOB is set by cronlock for each run: give another name`},
+		{"env reference empty", good + "    env: {PW_env: ''}\n", `c.yaml:6: jobs[0].env.PW_env: is empty: give the name of the daemon's variable to take PW from`},
+		{"env given twice", good + "    env: {PW: a, PW_env: B}\n", `c.yaml:6: jobs[0].env.PW_env: PW is given twice (first on line 6): keep one`},
+		{"working_dir empty", good + "    working_dir: ''\n", `c.yaml:6: jobs[0].working_dir: is empty: give the directory the command runs in, e.g. /var/lib/backup, or leave it out for the daemon's`},
 		{"bad duration", good + "    timeout: 10x\n", `c.yaml:6: jobs[0].timeout: "10x" is not a duration (e.g. 10m, 90s)`},
 		{"duration without unit", good + "    lock_ttl: 30\n", `c.yaml:6: jobs[0].lock_ttl: 30 is not a duration: give a unit, e.g. 30s or 30m`},
 		{"duration as a list", good + "    timeout: [1s]\n", `c.yaml:6: jobs[0].timeout: must be a duration (e.g. 10m, 90s), not a list`},
 		{"unknown top-level key", "nodes: [a:1]\nnode: [b:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
-			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, tracing, kill_grace, boot_key, max_ttl, jobs)`},
+			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, tracing, kill_grace, boot_key, max_ttl, min_interval, jobs)`},
 		{"unknown job key", good + "    timout: 1m\n",
-			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up)`},
+			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, env, working_dir)`},
 		{"unknown key far from any", good + "    owner: ops\n",
-			`c.yaml:6: jobs[0].owner: unknown key (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up)`},
+			`c.yaml:6: jobs[0].owner: unknown key (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, env, working_dir)`},
 		{"unknown node key", "nodes: [{addr: 'a:1', password: hunter2}]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
 			`c.yaml:1: nodes[0].password: unknown key (known: addr, username, password_env, tls, db)`},
 		{"unknown tracing key", good + "tracing:\n  endpoint: x\n",

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -395,18 +397,91 @@ func (p *parser) integer(e entry, path string) (int, bool) {
 	return 0, false
 }
 
-var topKeys = []string{"nodes", "allow_even_nodes", "prefix", "replica", "http", "tracing", "kill_grace", "boot_key", "max_ttl", "jobs"}
+// env parses a job's env: a mapping of variable names to values, where NAME_env: VAR takes
+// NAME's value from the daemon's variable VAR.
+func (p *parser) env(e entry, path string) []EnvVar {
+	if e.val.Kind != yaml.MappingNode {
+		p.fail(e.val.Line, path, "must be a mapping of variable names to values, e.g. {REPORT_DIR: /var/reports, DB_PASSWORD_env: BACKUP_DB_PASSWORD}; not %s", kindName(e.val))
+		return nil
+	}
+	var out []EnvVar
+	seen := map[string]int{}
+	for i := 0; i+1 < len(e.val.Content); i += 2 {
+		k, v := p.resolve(e.val.Content[i]), p.resolve(e.val.Content[i+1])
+		if k == nil || v == nil {
+			return nil
+		}
+		key := join(path, k.Value)
+		if k.Kind != yaml.ScalarNode || v.Kind != yaml.ScalarNode || isNull(v) {
+			p.fail(k.Line, key, "must be a variable name with a value (a string), not %s: %s", kindName(k), kindName(v))
+			continue
+		}
+		ev := EnvVar{Value: v.Value, file: p.file, line: v.Line, path: key}
+		ev.Name, ev.fromEnv = k.Value, false
+		if name, ok := strings.CutSuffix(k.Value, "_env"); ok {
+			ev.Name, ev.fromEnv = name, true
+		}
+		switch {
+		case ev.Name == "" || strings.ContainsAny(ev.Name, "=\x00") || strings.IndexFunc(ev.Name, unicode.IsSpace) >= 0:
+			p.fail(k.Line, key, "%q is not a variable name: use letters, digits and _", ev.Name)
+		case strings.HasPrefix(ev.Name, "CRONLOCK_"):
+			p.fail(k.Line, key, "%s is set by cronlock for each run: give another name", ev.Name)
+		case ev.fromEnv && ev.Value == "":
+			p.fail(v.Line, key, "is empty: give the name of the daemon's variable to take %s from", ev.Name)
+		case strings.ContainsRune(ev.Value, 0):
+			p.fail(v.Line, key, "has a NUL byte, which no environment variable can hold")
+		default:
+			if first, dup := seen[ev.Name]; dup {
+				p.fail(k.Line, key, "%s is given twice (first on line %d): keep one", ev.Name, first)
+				continue
+			}
+			seen[ev.Name] = k.Line
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// size parses a count of bytes: a whole number, or one with a unit B, KiB or MiB (e.g. 64KiB).
+func (p *parser) size(e entry, path string) (int64, bool) {
+	if e.val.Kind == yaml.ScalarNode && e.val.ShortTag() == "!!int" {
+		n, ok := p.integer(e, path)
+		if ok && n < 0 {
+			p.fail(e.val.Line, path, "%d is negative: give a count of bytes, e.g. 64KiB (0: none)", n)
+			return 0, false
+		}
+		return int64(n), ok
+	}
+	v := strings.TrimSpace(e.val.Value)
+	for _, u := range []struct {
+		suffix string
+		mult   int64
+	}{{"KiB", 1 << 10}, {"MiB", 1 << 20}, {"B", 1}} {
+		if num, ok := strings.CutSuffix(v, u.suffix); ok && e.val.Kind == yaml.ScalarNode {
+			if n, err := strconv.ParseInt(strings.TrimSpace(num), 10, 32); err == nil && n >= 0 {
+				return n * u.mult, true
+			}
+			break
+		}
+	}
+	p.fail(e.val.Line, path, "%q is not a size: give a count of bytes, e.g. 65536, 64KiB or 1MiB", v)
+	return 0, false
+}
+
+var topKeys = []string{"nodes", "allow_even_nodes", "prefix", "replica", "http", "tracing", "kill_grace", "boot_key", "max_ttl", "min_interval", "jobs"}
 
 func (p *parser) config(root *yaml.Node) *Config {
 	c := &Config{
-		File:      p.file,
-		Prefix:    DefaultPrefix,
-		BootKey:   DefaultBootKey,
-		MaxTTL:    DefaultMaxTTL,
-		KillGrace: DefaultKillGrace,
-		Tracing:   Tracing{ServiceName: DefaultServiceName},
+		File:        p.file,
+		Prefix:      DefaultPrefix,
+		BootKey:     DefaultBootKey,
+		MaxTTL:      DefaultMaxTTL,
+		KillGrace:   DefaultKillGrace,
+		MinInterval: DefaultMinInterval,
+		Tracing:     Tracing{ServiceName: DefaultServiceName},
 	}
 	m := p.mapping(root, "", topKeys, true)
+	killGraceLine := 0
 	if e, ok := m["allow_even_nodes"]; ok {
 		c.AllowEvenNodes, _ = p.boolean(e, "allow_even_nodes")
 	}
@@ -443,7 +518,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 			if d < 0 {
 				p.fail(e.val.Line, "kill_grace", "%v is negative: give how long a job's processes have between SIGTERM and SIGKILL, e.g. 10s (0: SIGKILL at once)", d)
 			}
-			c.KillGrace = d
+			c.KillGrace, c.KillGraceGiven = d, true
+			killGraceLine = e.val.Line
 		}
 	}
 	if e, ok := m["boot_key"]; ok {
@@ -468,6 +544,15 @@ func (p *parser) config(root *yaml.Node) *Config {
 			c.MaxTTL = d
 		}
 	}
+	if e, ok := m["min_interval"]; ok {
+		if d, ok := p.duration(e, "min_interval"); ok {
+			if d <= 0 {
+				p.fail(e.val.Line, "min_interval", "%v: must be positive, e.g. 1s (the shortest time between two ticks of a job)", d)
+			} else {
+				c.MinInterval = d
+			}
+		}
+	}
 	if e, ok := m["nodes"]; ok {
 		c.Nodes = p.nodes(e)
 		if n := len(c.Nodes); n > 0 && n%2 == 0 && !c.AllowEvenNodes {
@@ -477,7 +562,14 @@ func (p *parser) config(root *yaml.Node) *Config {
 		p.fail(0, "nodes", `missing: give the addresses of independent Redis nodes, e.g. nodes: ["10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"]`)
 	}
 	if e, ok := m["jobs"]; ok {
-		c.Jobs = p.jobs(e, c.MaxTTL, maxTTLOK)
+		c.Jobs = p.jobs(e, c.MaxTTL, maxTTLOK, c.MinInterval)
+		for i := range c.Jobs {
+			j := &c.Jobs[i]
+			var err error
+			if j.KillGrace, err = j.KillGraceFor(c.KillGrace, c.KillGraceGiven); err != nil {
+				p.fail(killGraceLine, "kill_grace", "%v", err)
+			}
+		}
 	} else {
 		p.fail(0, "jobs", "missing: give at least one job with name:, schedule: and command:")
 	}
@@ -605,7 +697,7 @@ func (p *parser) nodes(e entry) []Node {
 	return out
 }
 
-var jobKeys = []string{"name", "schedule", "command", "timeout", "lock_ttl", "renew_every", "overlap", "retries", "catch_up"}
+var jobKeys = []string{"name", "schedule", "command", "timeout", "lock_ttl", "renew_every", "overlap", "retries", "catch_up", "output_level", "output_limit", "env", "working_dir"}
 
 // fieldKeys maps the fields of job.InvalidError to the keys of a job.
 var fieldKeys = map[string]string{
@@ -626,7 +718,7 @@ var goNames = strings.NewReplacer(
 	"job.Forbid", "forbid", "job.Allow", "allow",
 )
 
-func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool) []Job {
+func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool, minInterval time.Duration) []Job {
 	if e.val.Kind != yaml.SequenceNode {
 		p.fail(e.val.Line, "jobs", "must be a list of jobs (each with name:, schedule: and command:), not %s", kindName(e.val))
 		return nil
@@ -647,7 +739,7 @@ func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool) []Job {
 			p.fail(item.Line, path, "must be a mapping (name:, schedule:, command:, …), not %s", kindName(item))
 			continue
 		}
-		if j, ok := p.job(item, path, maxTTL, maxTTLOK); ok {
+		if j, ok := p.job(item, path, maxTTL, maxTTLOK, minInterval); ok {
 			if k, dup := names[j.Name]; dup {
 				p.fail(j.Line, path+".name", "%q is already the name of jobs[%d] (line %d): give each job its own name", j.Name, k, out[k].Line)
 				continue
@@ -660,9 +752,9 @@ func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool) []Job {
 }
 
 // job parses one job; false when it has a problem (reported).
-func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLOK bool) (Job, bool) {
+func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLOK bool, minInterval time.Duration) (Job, bool) {
 	before := p.count()
-	j := Job{Line: item.Line}
+	j := Job{Line: item.Line, OutputLevel: slog.LevelInfo, OutputLimit: DefaultOutputLimit}
 	m := p.mapping(item, path, jobKeys, false)
 	line := func(key string) int {
 		if e, ok := m[key]; ok {
@@ -684,6 +776,10 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 				p.fail(e.val.Line, path+".schedule", "%v", err)
 			case sched.Next(time.Now()).IsZero():
 				p.fail(e.val.Line, path+".schedule", "%q never fires: no matching time in the next five years (a date such as 30 February?)", s)
+			default:
+				if gap := shortestGap(sched); gap < minInterval {
+					p.fail(e.val.Line, path+".schedule", "%q fires %v apart, more often than min_interval %v: each tick starts a process on some host; give a slower schedule, or lower min_interval (e.g. min_interval: %v)", s, gap, minInterval, gap)
+				}
 			}
 		}
 	} else {
@@ -717,6 +813,27 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 	if e, ok := m["retries"]; ok {
 		j.Retries, _ = p.integer(e, path+".retries")
 	}
+	if e, ok := m["output_level"]; ok {
+		if s, ok := p.str(e, path+".output_level"); ok {
+			if err := j.OutputLevel.UnmarshalText([]byte(s)); err != nil {
+				p.fail(e.val.Line, path+".output_level", "%q is not a log level: use debug, info (the default), warn or error", s)
+			}
+		}
+	}
+	if e, ok := m["output_limit"]; ok {
+		j.OutputLimit, _ = p.size(e, path+".output_limit")
+	}
+	if e, ok := m["env"]; ok {
+		j.Env = p.env(e, path+".env")
+	}
+	if e, ok := m["working_dir"]; ok {
+		if s, ok := p.str(e, path+".working_dir"); ok {
+			if s == "" {
+				p.fail(e.val.Line, path+".working_dir", "is empty: give the directory the command runs in, e.g. /var/lib/backup, or leave it out for the daemon's")
+			}
+			j.WorkingDir = s
+		}
+	}
 	if p.count() > before {
 		return j, false
 	}
@@ -742,6 +859,22 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 		return j, false
 	}
 	return j, true
+}
+
+// shortestGap is the shortest time between two of the next ticks of sched.
+func shortestGap(sched interface{ Next(time.Time) time.Time }) time.Duration {
+	const ticks = 64 // enough to see every gap of a cron spec within a minute
+	gap := time.Duration(math.MaxInt64)
+	t := sched.Next(time.Now())
+	for range ticks {
+		next := sched.Next(t)
+		if next.IsZero() {
+			break
+		}
+		gap = min(gap, next.Sub(t))
+		t = next
+	}
+	return gap
 }
 
 // command parses a job's command: a non-empty list of strings.

@@ -1,0 +1,90 @@
+//go:build unix
+
+package main
+
+import (
+	"os"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// countLines counts the lines of the file at path that equal line.
+func countLines(path, line string) int {
+	data, _ := os.ReadFile(path)
+	n := 0
+	for l := range strings.Lines(string(data)) {
+		if strings.TrimSpace(l) == line {
+			n++
+		}
+	}
+	return n
+}
+
+func TestSignals(t *testing.T) {
+	bin := buildBinary(t, t.TempDir())
+
+	t.Run("SIGHUP reloads the jobs; an invalid file is refused and the running config kept", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		ledger := dir + "/ledger"
+		node := redistest.Start(t, redistest.Config{})
+		endQuarantine(t, node)
+		job := func(name, says string) string {
+			return "  - {name: " + name + ", schedule: '@every 1s', lock_ttl: 3s, command: [sh, -c, 'echo " + says + " >> \"$0\"', " + ledger + "]}\n"
+		}
+		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n"+job("keep", "keep-v1")+job("gone", "gone"))
+		p := startProc(t, bin, "daemon", nil, "run", "--config", cfg)
+		eventually(t, "runs of both jobs", func() bool { return countLines(ledger, "keep-v1") > 0 && countLines(ledger, "gone") > 0 })
+
+		writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n"+job("keep", "keep-v2")+job("added", "added"))
+		p.signal(t, syscall.SIGHUP)
+		p.waitLog(t, `msg=reloaded file=`+cfg+` jobs=2 added=1 changed=1 removed=1`)
+		eventually(t, "runs of the changed and the added job", func() bool { return countLines(ledger, "keep-v2") > 0 && countLines(ledger, "added") > 0 })
+		gone, v1 := countLines(ledger, "gone"), countLines(ledger, "keep-v1")
+		v2 := countLines(ledger, "keep-v2")
+		eventually(t, "two more runs of the changed job", func() bool { return countLines(ledger, "keep-v2") >= v2+2 })
+		assert.Equal(t, gone, countLines(ledger, "gone"), "the removed job ran after the reload")
+		assert.Equal(t, v1, countLines(ledger, "keep-v1"), "the changed job ran its old command after the reload")
+
+		writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n"+job("keep", "keep-v3")+
+			"  - {name: bad, schedule: '@every 1s', timeout: 10x, command: [x]}\n")
+		p.signal(t, syscall.SIGHUP)
+		p.waitLog(t, `msg="reload: config refused, the running one is kept" err="`+cfg+`:4: jobs[1].timeout: \"10x\" is not a duration`)
+		v2 = countLines(ledger, "keep-v2")
+		eventually(t, "the running config to go on", func() bool { return countLines(ledger, "keep-v2") >= v2+2 })
+		assert.Zero(t, countLines(ledger, "keep-v3"))
+
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
+	})
+
+	t.Run("SIGTERM while a tick waits for unavailable nodes returns at once", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		// No node answers; the catch-up tick starts at once and waits for them until its window
+		// (up to a minute) closes.
+		cfg := writeFile(t, dir, "c.yaml", `nodes: ["127.0.0.1:1"]
+jobs:
+  - {name: waits, schedule: '@every 1m', catch_up: 2m, command: ["true"]}
+`)
+		p := startProc(t, bin, "daemon", nil, "run", "--config", cfg)
+		p.waitLog(t, `msg="cronlock: catching up a missed tick"`)
+		p.waitLog(t, `msg="ready: taking ticks"`)
+		p.signal(t, syscall.SIGTERM)
+		start := time.Now()
+		select {
+		case <-p.done:
+		case <-time.After(time.Second):
+			require.Fail(t, "the daemon did not stop within a second", p.out.String())
+		}
+		t.Logf("stopped in %v", time.Since(start))
+		assert.Equal(t, 0, p.cmd.ProcessState.ExitCode(), p.out.String())
+	})
+}
