@@ -45,6 +45,7 @@ type request struct {
 	wake     bool
 	splits   int       // ResolveSplits
 	before   time.Time // StartBefore
+	replicas int       // WaitForReplicas
 	hold     *Lock     // a live hold of the key that the caller's context carries
 	last     Attempt   // the last attempt made
 }
@@ -98,6 +99,9 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if err := c.CheckTTL(ttl); err != nil {
 		return nil, err
 	}
+	if ac.replicas < 0 {
+		return nil, fmt.Errorf("redlock: lock %s: WaitForReplicas(%d): give how many replicas of each node must acknowledge, or 0 not to wait", quote(key), ac.replicas)
+	}
 	if !ac.before.IsZero() && !time.Now().Before(ac.before) {
 		return nil, fmt.Errorf("redlock: lock %s: the StartBefore time has passed: %w", quote(key), context.DeadlineExceeded)
 	}
@@ -122,7 +126,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		label = ac.label
 	}
 	return &request{keys: keys, ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, hook: ac.onAttempt,
-		wake: ac.wake, splits: ac.splits, before: ac.before, hold: c.heldBy(ctx, key)}, nil
+		wake: ac.wake, splits: ac.splits, before: ac.before, replicas: ac.replicas, hold: c.heldBy(ctx, key)}, nil
 }
 
 // TryAcquire makes one attempt to acquire the lock named key for ttl — more only after a
@@ -302,7 +306,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	start := time.Now()
 	args := []any{value, req.ttlms, c.quarantineMillis, req.label, req.metadata} // shared by every node's request
 	call := func(ctx context.Context, i int) reply {
-		res, err := acquireScript.Run(ctx, c.nodes[i], req.keys, args...).Slice()
+		res, err := runScript(ctx, c.nodes[i], acquireScript, acquireSrc, req.replicas, req.keys, args...).Slice()
 		if err != nil {
 			return reply{node: i, outcome: outcomeError, err: err}
 		}
@@ -390,7 +394,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 	l := &Lock{
 		c: c, keys: req.lockKeys(), fenceKey: req.fenceKey, value: value, label: req.label,
-		ttl: req.ttl, token: token, acquiredAt: start, valid: &validity{until: validUntil},
+		ttl: req.ttl, token: token, acquiredAt: start, valid: &validity{until: validUntil}, replicas: req.replicas,
 	}
 	late.settle(l)
 	return report(l, nil)
@@ -465,7 +469,7 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 	arg := strconv.FormatUint(top, 10)
 	t := tally{n: len(c.nodes), quorum: c.quorum, ok: have}
 	_, err := c.fanout(ctx, need, c.nodeTimeout(req.ttl), func(ctx context.Context, i int) reply {
-		if err := fenceScript.Run(ctx, c.nodes[i], []string{req.fenceKey}, arg).Err(); err != nil {
+		if err := runScript(ctx, c.nodes[i], fenceScript, fenceSrc, req.replicas, []string{req.fenceKey}, arg).Err(); err != nil {
 			return reply{node: i, outcome: outcomeError, err: err}
 		}
 		return reply{node: i, outcome: outcomeOK}

@@ -18,6 +18,7 @@ type Lock struct {
 	label    string
 	ttl      time.Duration
 	token    uint64
+	replicas int // WaitForReplicas
 	// acquiredAt is when the successful attempt started.
 	acquiredAt time.Time
 	// depth is 0 for a lock, n for the n-th nested hold of it (see Acquire).
@@ -117,7 +118,7 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 	t := tally{n: len(c.nodes), quorum: c.quorum}
 	args := []any{l.value, ttlms}
 	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
-		n, err := extendScript.Run(ctx, c.nodes[i], l.keys, args...).Int64()
+		n, err := runScript(ctx, c.nodes[i], extendScript, extendSrc, l.replicas, l.keys, args...).Int64()
 		return judge(i, n, err)
 	}, func(r reply) bool { return t.add(c, r) }, nil)
 	if err != nil {

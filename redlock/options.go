@@ -206,6 +206,7 @@ type acquireConfig struct {
 	wake      bool
 	splits    int
 	before    time.Time
+	replicas  int
 }
 
 // Also takes these keys together with the primary key, atomically on each node: the lock is
@@ -259,6 +260,18 @@ func WakeOnRelease() AcquireOption {
 // Acquire, which tries again after every refusal anyway, ignores it. Default 0.
 func ResolveSplits(n int) AcquireOption {
 	return func(c *acquireConfig) { c.splits = n }
+}
+
+// WaitForReplicas makes each node's yes count only once n of that node's replicas
+// acknowledged it, for nodes that are a primary with replicas (behind Sentinel, say): the
+// acquire script and a WAIT n go out in one pipeline, and a node whose replicas did not
+// acknowledge within the node timeout counts as failed (ErrNotReplicated). Without it a
+// failover to a replica that missed the lock forgets the lock and its fence counter, silently.
+// The lock's extensions and fencing write-backs wait the same way. Each node must be a go-redis
+// client (it pipelines). Cost: the replication round trip, on every node, on every
+// acquisition and renewal. Default 0: do not wait.
+func WaitForReplicas(n int) AcquireOption {
+	return func(c *acquireConfig) { c.replicas = n }
 }
 
 // StartBefore bounds the acquisition in time like a context deadline that cuts no request:

@@ -71,7 +71,7 @@ func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number 
 			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs}
 	default:
 		l = &Lock{c: c, keys: outer.keys, fenceKey: outer.fenceKey, value: outer.value, label: outer.label,
-			ttl: outer.ttl, token: outer.token, acquiredAt: start, depth: outer.depth + 1, valid: outer.valid}
+			ttl: outer.ttl, token: outer.token, replicas: outer.replicas, acquiredAt: start, depth: outer.depth + 1, valid: outer.valid}
 		a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
 	}
 	a.OK, a.Refused, a.Failed, a.Err = t.ok, t.refused, t.failed, err

@@ -1,0 +1,182 @@
+package redlock_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// replicated is three lock nodes, each a primary with one replica, and clients whose node 0
+// follows a failover: failover0 kills primary 0 and promotes its replica, as Sentinel would.
+type replicated struct {
+	primaries, replicas []*redistest.Server
+	addr0               atomic.Value // the address node 0's clients dial
+}
+
+func newReplicated(t testing.TB) *replicated {
+	t.Helper()
+	r := &replicated{primaries: redistest.StartN(t, 3, redistest.Config{})}
+	for _, p := range r.primaries {
+		_, port, _ := net.SplitHostPort(p.Addr())
+		r.replicas = append(r.replicas, redistest.Start(t, redistest.Config{Args: []string{"--replicaof", "127.0.0.1", port}}))
+	}
+	ctx := context.Background()
+	for i, s := range r.replicas {
+		require.Eventually(t, func() bool {
+			info, _ := s.Client().Info(ctx, "replication").Result()
+			return strings.Contains(info, "master_link_status:up")
+		}, 10*time.Second, 10*time.Millisecond, "replica %d never caught up", i)
+	}
+	r.addr0.Store(r.primaries[0].Addr())
+	return r
+}
+
+// client returns a lock client over the three primaries; node 0 follows failover0.
+func (r *replicated) client(t *testing.T) *redlock.Client {
+	t.Helper()
+	var nodes []redlock.Node
+	for i, p := range r.primaries {
+		opts := &redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1}
+		if i == 0 {
+			opts.Dialer = func(ctx context.Context, network, _ string) (net.Conn, error) {
+				var d net.Dialer
+				return d.DialContext(ctx, network, r.addr0.Load().(string))
+			}
+		}
+		rc := redis.NewClient(opts)
+		t.Cleanup(func() { _ = rc.Close() })
+		nodes = append(nodes, rc)
+	}
+	// WAIT's timeout is noticed on Redis's server cron, up to 100ms late: a node timeout with
+	// room for that on a loaded machine.
+	lc, err := redlock.New(nodes, redlock.WithNodeTimeout(time.Second))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lc.Close() })
+	require.NoError(t, lc.EndQuarantine(ctxT(t)))
+	return lc
+}
+
+// detach0 stops replica 0 from replicating: from now on it misses every write to primary 0,
+// as a replica that fell behind would.
+func (r *replicated) detach0(t *testing.T) {
+	t.Helper()
+	require.NoError(t, r.replicas[0].Client().Do(ctxT(t), "replicaof", "no", "one").Err())
+}
+
+// failover0 kills primary 0 and promotes its replica; node 0's clients then reach the replica.
+func (r *replicated) failover0(t *testing.T) {
+	t.Helper()
+	require.NoError(t, r.primaries[0].Kill())
+	require.NoError(t, r.replicas[0].Client().Do(ctxT(t), "replicaof", "no", "one").Err())
+	r.addr0.Store(r.replicas[0].Addr())
+}
+
+// A failover to a replica that missed the lock forgets it: without WaitForReplicas a second
+// client takes a lock the first still holds; with it, the first acquisition is not counted on a
+// node whose replica did not acknowledge it, and a lock that was acknowledged survives the
+// failover.
+func TestWaitForReplicasSurvivesFailover(t *testing.T) {
+	key := "replicated"
+	for _, tc := range []struct {
+		name string
+		opts []redlock.AcquireOption
+	}{{"without", nil}, {"with", []redlock.AcquireOption{redlock.WaitForReplicas(1)}}} {
+		t.Run(tc.name+" WaitForReplicas, replica 0 behind", func(t *testing.T) {
+			r := newReplicated(t)
+			a, b := r.client(t), r.client(t)
+			ctx := ctxT(t)
+			// Node 2 is held by someone else, and replica 0 falls behind: the lock can only be
+			// taken on nodes 0 and 1, and replica 0 misses it.
+			other := r.primaries[2].Client()
+			require.NoError(t, other.HSet(ctx, key, "v", "other", "l", "other").Err())
+			r.detach0(t)
+			la, errA := a.TryAcquire(ctx, key, 10*time.Second, tc.opts...)
+			r.failover0(t)
+			require.NoError(t, other.Del(ctx, key).Err())
+			lb, errB := b.TryAcquire(ctx, key, 10*time.Second, tc.opts...)
+			if tc.opts == nil {
+				// The risk the docs describe: two holders at once.
+				require.NoError(t, errA)
+				require.NoError(t, errB, "the promoted replica forgot a's lock")
+				assert.Greater(t, lb.Token(), uint64(0))
+				return
+			}
+			require.ErrorIs(t, errA, redlock.ErrNotReplicated, "node 0's yes was not replicated, so it did not count")
+			require.Nil(t, la)
+			require.NoError(t, errB, "nobody holds the lock")
+			require.NoError(t, lb.Release(ctx))
+		})
+	}
+	t.Run("with WaitForReplicas, replicas up", func(t *testing.T) {
+		r := newReplicated(t)
+		a, b := r.client(t), r.client(t)
+		ctx := ctxT(t)
+		other := r.primaries[2].Client()
+		require.NoError(t, other.HSet(ctx, key, "v", "other", "l", "other").Err())
+		la, err := a.TryAcquire(ctx, key, 10*time.Second, redlock.WaitForReplicas(1))
+		require.NoError(t, err)
+		_, err = la.Extend(ctx) // extensions wait for the replicas too
+		require.NoError(t, err)
+		r.failover0(t)
+		require.NoError(t, other.Del(ctx, key).Err())
+		_, err = b.TryAcquire(ctx, key, 10*time.Second, redlock.WaitForReplicas(1))
+		require.ErrorIs(t, err, redlock.ErrNotAcquired, "the promoted replica kept a's lock")
+	})
+}
+
+func TestWaitForReplicasRefusesBadInput(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t, redlock.WithNodeTimeout(time.Second))
+	_, err := lc.TryAcquire(ctxT(t), "k", 10*time.Second, redlock.WaitForReplicas(-1))
+	require.ErrorContains(t, err, "WaitForReplicas(-1)")
+	// Standalone nodes have no replica to acknowledge: every node fails, and says why.
+	_, err = lc.TryAcquire(ctxT(t), "k", 10*time.Second, redlock.WaitForReplicas(1))
+	require.ErrorIs(t, err, redlock.ErrQuorumUnavailable)
+	require.ErrorIs(t, err, redlock.ErrNotReplicated)
+	assert.Contains(t, err.Error(), fmt.Sprintf("0 of %d replicas acknowledged", 1))
+}
+
+// BenchmarkWaitForReplicas measures what waiting for each node's replica costs an
+// acquire+release pair, on three primaries with one replica each:
+//
+//	go test -run '^$' -bench WaitForReplicas -benchmem ./redlock/
+func BenchmarkWaitForReplicas(b *testing.B) {
+	for _, tc := range []struct {
+		name string
+		opts []redlock.AcquireOption
+	}{{"off", nil}, {"replicas=1", []redlock.AcquireOption{redlock.WaitForReplicas(1)}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			r := newReplicated(b)
+			var nodes []redlock.Node
+			for _, p := range r.primaries {
+				nodes = append(nodes, nodeClient(b, p.Addr()))
+			}
+			lc, err := redlock.New(nodes, redlock.WithNodeTimeout(time.Second))
+			require.NoError(b, err)
+			b.Cleanup(func() { _ = lc.Close() })
+			ctx := context.Background()
+			require.NoError(b, lc.EndQuarantine(ctx))
+			b.ResetTimer()
+			for i := range b.N {
+				l, err := lc.TryAcquire(ctx, fmt.Sprintf("bench:%d", i), 10*time.Second, tc.opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := l.Release(ctx); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
