@@ -98,10 +98,11 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // lease.
 //
 // The lock is the tick key, with the job's run key too when Overlap is Forbid. A tick held by
-// another replica, already done, or (Forbid) whose previous run still runs is skipped with a
-// final *job.SkipError; refusals that may have split the vote, and run keys that may be
-// leftovers of a failed attempt, are looked at again first (docs/scheduler.md). Unavailable
-// nodes are retried on cfg.BackOff until the tick's deadline or ctx's end.
+// another replica, already done, or (Forbid) whose previous run still runs, and every tick
+// while the job's PauseKey is on a quorum of the nodes, is skipped with a final
+// *job.SkipError; refusals that may have split the vote, and run keys that may be leftovers
+// of a failed attempt, are looked at again first (docs/scheduler.md). Unavailable nodes are
+// retried on cfg.BackOff until the tick's deadline or ctx's end.
 //
 // The handler runs under the lease's context (cancelled with cause redlock.ErrLeaseLost before
 // the lock could expire anywhere), with a job.Run whose FencingToken is set. On nil the tick is
@@ -155,8 +156,9 @@ const (
 // acquire takes the tick's lock, reporting each attempt to p.
 func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run, p *lockProbe) (*redlock.Lock, error) {
 	tickKey, runKey := TickKey(c.Prefix, run.Job, run.Tick), RunKey(c.Prefix, run.Job)
-	opts := make([]redlock.AcquireOption, 0, 7) // room for every option below
+	opts := make([]redlock.AcquireOption, 0, 8) // room for every option below
 	opts = append(opts, redlock.FenceKey(FenceCounterKey(c.Prefix, run.Job)), redlock.ResolveSplits(maxSplitRetries))
+	opts = append(opts, redlock.RefuseWhile(PauseKey(c.Prefix, run.Job)))
 	if run.Replica != "" {
 		opts = append(opts, redlock.Label(run.Replica))
 	}
@@ -277,6 +279,11 @@ func (c LockConfig) markSkipped(ctx context.Context, locks *redlock.Client, run 
 // skip turns a refusal into a *job.SkipError with its reason.
 func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
 	se := &job.SkipError{Reason: job.SkipHeld, Err: err}
+	if ae.Refusal != nil {
+		p := ParsePause(ae.Refusal.Value)
+		se.Reason, se.Pause = job.SkipPaused, &p
+		return se
+	}
 	if h := ae.Holder; h != nil {
 		se.Holder = &job.Holder{Key: h.Key, Label: h.Label, Metadata: h.Metadata, Done: h.Done}
 		switch {

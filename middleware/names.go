@@ -23,7 +23,8 @@ const (
 	attrTick    = attribute.Key("cronlock.tick") // the scheduled instant, Unix milliseconds
 	attrReplica = attribute.Key("cronlock.replica")
 	attrOutcome = attribute.Key("cronlock.outcome")
-	attrHolder  = attribute.Key("cronlock.holder") // label of the replica that holds a skipped tick
+	attrHolder  = attribute.Key("cronlock.holder")       // label of the replica that holds a skipped tick
+	attrPause   = attribute.Key("cronlock.pause.reason") // why a skipped_paused tick's job is paused
 	attrToken   = attribute.Key("cronlock.fencing_token")
 	attrAttempt = attribute.Key("cronlock.run.attempt") // job.Run.Attempt (Retry's count)
 
@@ -53,6 +54,7 @@ const (
 	resultHeld        = "held"               // another replica holds the tick
 	resultDone        = "done"               // the tick is kept as done
 	resultOverlap     = "overlap"            // a previous run of the job holds the run key
+	resultPaused      = "paused"             // the job is paused (its pause key refused the lock)
 	resultUnavailable = "quorum_unavailable" // too many nodes failed or are in quarantine
 	resultError       = "error"              // anything else, e.g. the context ended
 )

@@ -30,7 +30,8 @@ func WithTracerProvider(tp trace.TracerProvider) TraceOption {
 // Trace records each tick on this replica as a span named "cronlock.tick", with the job's
 // name, the tick's scheduled instant (Unix milliseconds), the replica's name and the tick's
 // outcome (Outcome: "ran", "failed", "skipped_held", "skipped_done", "skipped_overlap",
-// "skipped_late", "lease_lost" or "quorum_unavailable"). Failures, lost leases and unavailable
+// "skipped_late", "skipped_paused", "lease_lost" or "quorum_unavailable"; a skipped_paused span
+// also has "cronlock.pause.reason"). Failures, lost leases and unavailable
 // nodes are recorded as errors (span.RecordError and an Error status); skips are not errors.
 //
 // Put it outermost (scheduler.WithMiddleware(middleware.Trace())), so that the span covers the
@@ -91,11 +92,15 @@ func endTick(ctx context.Context, span trace.Span, err error) {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	default: // a skip
-		if se, ok := errors.AsType[*job.SkipError](err); ok && se.Holder != nil {
+		se, ok := errors.AsType[*job.SkipError](err)
+		if ok && se.Holder != nil {
 			holder = se.Holder
 			if sc, ok := parseTraceparent(holder.Metadata); ok {
 				span.AddLink(trace.Link{SpanContext: sc})
 			}
+		}
+		if ok && se.Pause != nil {
+			span.SetAttributes(attrPause.String(se.Pause.Reason))
 		}
 	}
 	setTickAttributes(ctx, span, outcome, holder)

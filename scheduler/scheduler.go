@@ -371,12 +371,17 @@ func (s *Scheduler) report(run *job.Run, err error) {
 	switch outcome {
 	case middleware.OutcomeFailed, middleware.OutcomeLeaseLost, middleware.OutcomeQuorumUnavailable:
 		level = slog.LevelWarn
+	case middleware.OutcomeSkippedPaused:
+		level = slog.LevelInfo
 	}
 	ctx := context.Background()
 	if !s.cfg.logger.Enabled(ctx, level) {
 		return
 	}
 	attrs := []any{"job", run.Job, "tick", run.Tick, "outcome", outcome}
+	if se, ok := errors.AsType[*job.SkipError](err); ok && se.Pause != nil {
+		attrs = append(attrs, "reason", se.Pause.Reason, "paused_since", se.Pause.Since, "paused_by", se.Pause.By)
+	}
 	if err != nil {
 		attrs = append(attrs, "err", err)
 	}
