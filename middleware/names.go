@@ -8,6 +8,7 @@ const scope = "github.com/cronlock/cronlock"
 // Span and event names. docs/observability.md describes each with its attributes.
 const (
 	spanTick    = "cronlock.tick"
+	spanTrigger = "cronlock.trigger" // a manual run, in place of the tick
 	spanAcquire = "cronlock.lock.acquire"
 	spanRun     = "cronlock.job.run"
 	spanRelease = "cronlock.lock.release"
@@ -20,7 +21,8 @@ const (
 // Attribute keys, of spans, events and measurements.
 const (
 	attrJob     = attribute.Key("cronlock.job")
-	attrTick    = attribute.Key("cronlock.tick") // the scheduled instant, Unix milliseconds
+	attrTick    = attribute.Key("cronlock.tick")    // the scheduled instant, Unix milliseconds
+	attrTrigger = attribute.Key("cronlock.trigger") // the id of a manual run
 	attrReplica = attribute.Key("cronlock.replica")
 	attrOutcome = attribute.Key("cronlock.outcome")
 	attrHolder  = attribute.Key("cronlock.holder")       // label of the replica that holds a skipped tick

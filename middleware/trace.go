@@ -60,7 +60,11 @@ func Trace(opts ...TraceOption) Middleware {
 		return func(ctx context.Context) (err error) {
 			// The attributes are set when the span ends, in one call: each call costs an
 			// allocation, and the outcome is known only then.
-			ctx, span := tracer.Start(ctx, spanTick)
+			name := spanTick
+			if run, ok := job.RunFrom(ctx); ok && run.Trigger != "" {
+				name = spanTrigger
+			}
+			ctx, span := tracer.Start(ctx, name)
 			if !span.IsRecording() {
 				span.End()
 				return next(ctx)
@@ -108,10 +112,13 @@ func endTick(ctx context.Context, span trace.Span, err error) {
 
 // setTickAttributes sets the tick span's attributes, in one call.
 func setTickAttributes(ctx context.Context, span trace.Span, outcome string, holder *job.Holder) {
-	var kv [5]attribute.KeyValue
+	var kv [6]attribute.KeyValue
 	attrs := kv[:0]
 	if run, ok := job.RunFrom(ctx); ok {
 		attrs = append(attrs, attrJob.String(run.Job), attrTick.Int64(run.Tick.UnixMilli()), attrReplica.String(run.Replica))
+		if run.Trigger != "" {
+			attrs = append(attrs, attrTrigger.String(run.Trigger))
+		}
 	}
 	if outcome != "" {
 		attrs = append(attrs, attrOutcome.String(outcome))

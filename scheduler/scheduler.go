@@ -59,6 +59,10 @@ type Scheduler struct {
 	stop     chan struct{} // closed by Stop
 	stopOnce sync.Once
 	loopDone chan struct{} // closed when the loop exits
+	pollNow  chan struct{} // Trigger asks the trigger poller to look at once
+	pollDone chan struct{} // closed when the trigger poller exits
+
+	triggered map[string]bool // manual runs under way here, by queue member; guarded by mu
 
 	runs       sync.WaitGroup
 	runCtx     context.Context
@@ -109,6 +113,9 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 		entries: make(map[string]*entry),
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
+		pollNow: make(chan struct{}, 1),
+
+		triggered: make(map[string]bool),
 	}
 	s.runCtx, s.cancelRuns = context.WithCancelCause(context.Background())
 	if s.limiter, err = middleware.NewLimiter(cfg.lockConc); err != nil {
@@ -255,7 +262,9 @@ func (s *Scheduler) Start() error {
 	default:
 	}
 	s.loopDone = make(chan struct{})
+	s.pollDone = make(chan struct{})
 	go s.loop()
+	go s.pollTriggers()
 	return nil
 }
 
@@ -379,6 +388,9 @@ func (s *Scheduler) report(run *job.Run, err error) {
 		return
 	}
 	attrs := []any{"job", run.Job, "tick", run.Tick, "outcome", outcome}
+	if run.Trigger != "" {
+		attrs = append(attrs, "trigger", run.Trigger)
+	}
 	if se, ok := errors.AsType[*job.SkipError](err); ok && se.Pause != nil {
 		attrs = append(attrs, "reason", se.Pause.Reason, "paused_since", se.Pause.Since, "paused_by", se.Pause.By)
 	}
@@ -398,11 +410,12 @@ func (s *Scheduler) report(run *job.Run, err error) {
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	s.state = stopped
-	loopDone := s.loopDone
+	loopDone, pollDone := s.loopDone, s.pollDone
 	s.mu.Unlock()
 	s.stopOnce.Do(func() { close(s.stop) })
 	if loopDone != nil {
 		<-loopDone
+		<-pollDone
 	}
 	done := make(chan struct{})
 	go func() {

@@ -1,0 +1,120 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/scheduler"
+)
+
+// manual starts n replicas with job "manual", which ticks hourly (so only manual runs run
+// in a test) and takes a millisecond.
+func manual(t *testing.T, c *cluster, led *ledger, n int, o job.Options) []*scheduler.Scheduler {
+	t.Helper()
+	var out []*scheduler.Scheduler
+	for i := range n {
+		s := newScheduler(t, c.client(t, false), scheduler.WithReplica(fmt.Sprintf("r%d", i)), scheduler.WithMiddleware(led.observe()))
+		require.NoError(t, s.Add(job.Job{Name: "manual", Spec: "@hourly", Options: o,
+			Handler: led.handler(func(ctx context.Context) error { return sleepCtx(ctx, time.Millisecond) })}))
+		require.NoError(t, s.Start())
+		out = append(out, s)
+	}
+	return out
+}
+
+// 100 manual runs asked at once from three replicas run 100 times: each once, on one replica.
+func TestTriggersRunExactlyOnce(t *testing.T) {
+	c := newCluster(t, 3, false)
+	led := newLedger()
+	rs := manual(t, c, led, 3, job.Options{Overlap: job.Allow, LockTTL: 5 * time.Second})
+	ctx := ctxT(t)
+	const n = 100
+	ids := make(chan string, n)
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			id, err := rs[i%3].Trigger(ctx, "manual")
+			assert.NoError(t, err)
+			ids <- id
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(ids)
+	asked := map[string]bool{}
+	for id := range ids {
+		asked[id] = true
+	}
+	require.Len(t, asked, n, "ids are unique")
+
+	// Every request ran and left the queue on every node; then no run can start again.
+	led.wait(t, "every manual run", func() bool {
+		ran := map[string]bool{}
+		for _, e := range led.events {
+			ran[e.Trigger] = true
+		}
+		return len(ran) == n
+	})
+	require.Eventually(t, func() bool { return c.exists(t, middleware.TriggersKey("cronlock")) == 0 }, waitLimit, 10*time.Millisecond)
+	stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range rs {
+		require.NoError(t, s.Stop(stop))
+	}
+	outcomes, events := led.snapshot()
+	runs := map[string]int{}
+	for _, e := range events {
+		assert.True(t, asked[e.Trigger], "run %v is of a trigger asked for", e)
+		runs[e.Trigger]++
+	}
+	for id, k := range runs {
+		assert.Equal(t, 1, k, "trigger %s ran %d times", id, k)
+	}
+	counts := map[string]int{}
+	for _, o := range outcomes {
+		counts[o.Outcome]++
+	}
+	assert.Equal(t, n, counts[middleware.OutcomeRan], "outcomes %v", counts)
+	t.Logf("outcomes: %v", counts)
+}
+
+// A manual run asked of a replica that is not running is started by a running one within a
+// second, while the job is paused, and is not retried after it failed.
+func TestTriggerRunsElsewhereWhilePaused(t *testing.T) {
+	c := newCluster(t, 3, false)
+	led := newLedger()
+	asker := newScheduler(t, c.client(t, false), scheduler.WithReplica("asker"))
+	h := job.Job{Name: "manual", Spec: "@hourly", Options: job.Options{Retries: 3}, Handler: led.handler(func(context.Context) error {
+		return fmt.Errorf("boom")
+	})}
+	require.NoError(t, asker.Add(h))
+	runner := newScheduler(t, c.client(t, false), scheduler.WithReplica("runner"), scheduler.WithMiddleware(led.observe()))
+	require.NoError(t, runner.Add(h))
+	require.NoError(t, runner.Start())
+	ctx := ctxT(t)
+	require.NoError(t, asker.Pause(ctx, "manual", "paused, but an operator asks"))
+
+	asked := time.Now()
+	id, err := asker.Trigger(ctx, "manual")
+	require.NoError(t, err)
+	ev := led.waitEvent(t, "the manual run", func(e event) bool { return e.Trigger == id })
+	assert.Equal(t, "runner", ev.Replica)
+	assert.Less(t, ev.Start.Sub(asked), time.Second, "started within a second")
+	o := led.waitOutcome(t, "its outcome", func(o outcome) bool { return o.Outcome != "" })
+	assert.Equal(t, middleware.OutcomeFailed, o.Outcome)
+	require.Eventually(t, func() bool { return c.exists(t, middleware.TriggersKey("cronlock")) == 0 }, waitLimit, 10*time.Millisecond)
+	assert.True(t, c.doneOnQuorum(t, middleware.TriggerKey("cronlock", "manual", id)), "a failed manual run is kept as done")
+	require.NoError(t, runner.Stop(ctx))
+	_, events := led.snapshot()
+	assert.Len(t, events, 1, "run once, not retried")
+}
