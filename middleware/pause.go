@@ -7,6 +7,10 @@ import (
 	"github.com/cronlock/cronlock/job"
 )
 
+// HistoryKey returns the key of a job's run history on the lock nodes: {prefix:name}:history,
+// a stream capped at the scheduler's history size.
+func HistoryKey(prefix, name string) string { return "{" + prefix + ":" + name + "}:history" }
+
 // PauseKey returns the key whose existence on the lock nodes pauses a job: {prefix:name}:paused.
 // Lock refuses a tick while it exists on a node (redlock.RefuseWhile); written to a quorum it
 // refuses every tick, until it is deleted. Its value is PauseValue's.

@@ -35,6 +35,7 @@ type config struct {
 	retention    time.Duration
 	retentionSet bool
 	lockConc     int
+	historySize  int
 }
 
 // DefaultMaxClockSkew is the default of WithMaxClockSkew.
@@ -53,6 +54,8 @@ func defaultConfig() config {
 		loc:      time.UTC,
 		maxSkew:  DefaultMaxClockSkew,
 		lockConc: 10 * runtime.GOMAXPROCS(0),
+
+		historySize: DefaultHistorySize,
 	}
 }
 
@@ -177,6 +180,18 @@ func WithLockConcurrency(n int) Option {
 			return fmt.Errorf("scheduler: lock concurrency %d: must be positive, e.g. the node clients' pool size (go-redis: 10·GOMAXPROCS)", n)
 		}
 		cfg.lockConc = n
+		return nil
+	}
+}
+
+// WithHistorySize sets how many records of each job's runs the lock nodes keep (History).
+// Default 100. 0 keeps none, and saves the request per node that each record costs.
+func WithHistorySize(n int) Option {
+	return func(cfg *config) error {
+		if n < 0 {
+			return fmt.Errorf("scheduler: history size %d is negative: give how many records of each job's runs to keep, e.g. %d, or 0 for none", n, DefaultHistorySize)
+		}
+		cfg.historySize = n
 		return nil
 	}
 }

@@ -187,6 +187,7 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 			Prefix: s.cfg.prefix, TTL: o.LockTTL, RenewEvery: o.RenewEvery, Overlap: o.Overlap,
 			KeepDone: keepDone, Clock: s.cfg.clock, Logger: s.cfg.logger, Limiter: s.limiter,
 		}),
+		record,
 		middleware.Timeout(o.Timeout),
 		middleware.Recover(),
 	)
@@ -368,8 +369,7 @@ func (s *Scheduler) launch(e *entry, tick, next time.Time) {
 	s.runs.Add(1)
 	go func() {
 		defer s.runs.Done()
-		err := e.handler(job.NewContext(s.runCtx, run))
-		s.report(run, err)
+		_ = s.runHandler(e, run)
 	}()
 }
 

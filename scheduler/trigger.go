@@ -119,9 +119,7 @@ func (s *Scheduler) startTriggers(ctx context.Context) {
 		s.runs.Add(1)
 		go func() {
 			defer s.runs.Done()
-			err := e.handler(job.NewContext(s.runCtx, run))
-			s.report(run, err)
-			switch middleware.Outcome(err) {
+			switch middleware.Outcome(s.runHandler(e, run)) {
 			case middleware.OutcomeSkippedOverlap, middleware.OutcomeSkippedHeld, middleware.OutcomeQuorumUnavailable:
 				// Not run yet (or run elsewhere, whose replica dequeues it): look again later.
 			default:
