@@ -252,6 +252,9 @@ func (d *daemon) start() error {
 		return usageError{fmt.Errorf("%s: %w", cfg.File, err)}
 	}
 	d.closeLocks = locks.Close
+	if err := registerJobGauges(d.tel.meters, d.sched); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	env := jobEnviron(cfg)
 	for i, j := range cfg.Jobs {
 		if _, err := exec.LookPath(j.Command[0]); err != nil {

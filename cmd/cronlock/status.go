@@ -166,7 +166,7 @@ func (r *readiness) check(ctx context.Context) (ok int, detail []string) {
 }
 
 // handler serves /healthz, /readyz, /jobs and /metrics (the Prometheus exposition of the
-// daemon's OpenTelemetry metrics).
+// daemon's OpenTelemetry metrics), and the control endpoints and status page (control.go).
 func statusHandler(cfg *config.Config, replica string, sched *scheduler.Scheduler, st *jobStatus, ready *readiness, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
@@ -197,5 +197,6 @@ func statusHandler(cfg *config.Config, replica string, sched *scheduler.Schedule
 			Jobs    []jobView `json:"jobs"`
 		}{replica, st.view(cfg, sched.Entries())})
 	})
+	newControl(cfg, sched).mount(mux)
 	return mux
 }
