@@ -4,11 +4,15 @@ import (
 	"context"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -117,4 +121,63 @@ func TestTriggerRunsElsewhereWhilePaused(t *testing.T) {
 	require.NoError(t, runner.Stop(ctx))
 	_, events := led.snapshot()
 	assert.Len(t, events, 1, "run once, not retried")
+}
+
+// A traced manual run is a cronlock.trigger span, and its history record has the span's trace.
+func TestTriggerIsTracedAndRecorded(t *testing.T) {
+	c := newCluster(t, 3, false)
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	s := newScheduler(t, c.client(t, false), scheduler.WithMiddleware(middleware.Trace(middleware.WithTracerProvider(tp))))
+	require.NoError(t, s.Add(job.Job{Name: "traced", Spec: "@hourly", Handler: func(context.Context) error { return nil }}))
+	require.NoError(t, s.Start())
+	ctx := ctxT(t)
+	id, err := s.Trigger(ctx, "traced")
+	require.NoError(t, err)
+	var h []scheduler.Record
+	require.Eventually(t, func() bool {
+		h, err = s.History(ctx, "traced", 1)
+		return err == nil && len(h) == 1
+	}, waitLimit, 10*time.Millisecond)
+	var root sdktrace.ReadOnlySpan
+	for _, sp := range spans.Ended() {
+		if sp.Name() == "cronlock.trigger" {
+			root = sp
+		}
+	}
+	require.NotNil(t, root, "a cronlock.trigger span")
+	assert.Contains(t, root.Attributes(), attribute.String("cronlock.trigger", id))
+	assert.Equal(t, root.SpanContext().TraceID().String(), h[0].TraceID)
+	assert.Equal(t, id, h[0].Trigger)
+}
+
+// With Overlap Forbid, a manual run asked while a run of the job is running waits for it
+// (skipped_overlap, still queued), then runs.
+func TestTriggerWaitsForTheRunningRun(t *testing.T) {
+	c := newCluster(t, 3, false)
+	led := newLedger()
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int32
+	s := newScheduler(t, c.client(t, false), scheduler.WithMiddleware(led.observe()))
+	require.NoError(t, s.Add(job.Job{Name: "slow", Spec: "@hourly", Options: job.Options{LockTTL: 5 * time.Second},
+		Handler: led.handler(func(context.Context) error {
+			if calls.Add(1) == 1 { // the first run holds the job's run key until released
+				close(started)
+				<-release
+			}
+			return nil
+		})}))
+	require.NoError(t, s.Start())
+	ctx := ctxT(t)
+	first, err := s.Trigger(ctx, "slow")
+	require.NoError(t, err)
+	<-started
+	second, err := s.Trigger(ctx, "slow")
+	require.NoError(t, err)
+	led.waitOutcome(t, "the second refused while the first runs", func(o outcome) bool { return o.Outcome == middleware.OutcomeSkippedOverlap })
+	close(release)
+	led.waitEvent(t, "the second run", func(e event) bool { return e.Trigger == second })
+	_, events := led.snapshot()
+	require.Len(t, events, 2)
+	assert.Equal(t, first, events[0].Trigger)
 }
