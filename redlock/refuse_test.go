@@ -94,3 +94,26 @@ func TestBroadcastWithoutQuorum(t *testing.T) {
 	require.ErrorAs(t, err, &ne)
 	assert.Equal(t, "OK", replies[1])
 }
+
+// Subscribe relays a message published on any node, and its nil value (no node can subscribe)
+// is harmless.
+func TestSubscribeRelaysMessages(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	channel := redistest.Key(t) + ":asked"
+	n := lc.Subscribe(ctx, channel)
+	require.NotNil(t, n)
+	defer n.Close()
+	publish := redis.NewScript(`return redis.call('PUBLISH', KEYS[1], ARGV[1])`)
+	_, err := lc.Broadcast(ctx, publish, []string{channel}, "hello")
+	require.NoError(t, err)
+	select {
+	case <-n.C():
+	case <-ctx.Done():
+		t.Fatal("no message relayed")
+	}
+	var none *redlock.Notifications
+	assert.Nil(t, none.C())
+	none.Close()
+}

@@ -121,7 +121,7 @@ func TestHistoryIsCapped(t *testing.T) {
 func TestHistoryRecordsFailedTrigger(t *testing.T) {
 	c := newCluster(t, 3, false)
 	s := newScheduler(t, c.client(t, false))
-	require.NoError(t, s.Add(job.Job{Name: "j", Spec: "@hourly", Handler: func(context.Context) error { return fmt.Errorf("disk full") }}))
+	require.NoError(t, s.Add(job.Job{Name: "j", Spec: onlyManual, Handler: func(context.Context) error { return fmt.Errorf("disk full") }}))
 	require.NoError(t, s.Start())
 	ctx := ctxT(t)
 	id, err := s.Trigger(ctx, "j")

@@ -36,6 +36,7 @@ type config struct {
 	retentionSet bool
 	lockConc     int
 	historySize  int
+	triggerPoll  time.Duration
 }
 
 // DefaultMaxClockSkew is the default of WithMaxClockSkew.
@@ -56,6 +57,7 @@ func defaultConfig() config {
 		lockConc: 10 * runtime.GOMAXPROCS(0),
 
 		historySize: DefaultHistorySize,
+		triggerPoll: DefaultTriggerPoll,
 	}
 }
 
@@ -192,6 +194,19 @@ func WithHistorySize(n int) Option {
 			return fmt.Errorf("scheduler: history size %d is negative: give how many records of each job's runs to keep, e.g. %d, or 0 for none", n, DefaultHistorySize)
 		}
 		cfg.historySize = n
+		return nil
+	}
+}
+
+// WithTriggerPoll sets how often a running scheduler reads the queue of manual runs
+// (Trigger) from the nodes, in case an announcement was lost. Default 250ms; each look is one
+// request per node, whatever the number of jobs.
+func WithTriggerPoll(d time.Duration) Option {
+	return func(cfg *config) error {
+		if d <= 0 {
+			return fmt.Errorf("scheduler: trigger poll %v: must be positive, e.g. %v", d, DefaultTriggerPoll)
+		}
+		cfg.triggerPoll = d
 		return nil
 	}
 }

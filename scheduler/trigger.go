@@ -15,13 +15,17 @@ import (
 	"github.com/cronlock/cronlock/middleware"
 )
 
-// triggerPoll is how often a running scheduler looks for manual runs asked of other replicas.
-const triggerPoll = 250 * time.Millisecond
+// DefaultTriggerPoll is the default of WithTriggerPoll.
+const DefaultTriggerPoll = 250 * time.Millisecond
 
 // Scripts of the queue of manual runs (middleware.TriggersKey): a sorted set of "<id> <job>"
 // members scored by the Unix milliseconds they were asked at.
 var (
-	enqueueScript = redis.NewScript(`return redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])`)
+	// Adds the request, and announces it on KEYS[1]..':asked' (a hint: replicas poll too).
+	enqueueScript = redis.NewScript(`
+local n = redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+redis.call('PUBLISH', KEYS[1] .. ':asked', ARGV[2])
+return n`)
 	// Drops the requests asked for before ARGV[1] (ms), whose window has closed, and returns
 	// the others with their scores.
 	pendingScript = redis.NewScript(`
@@ -32,7 +36,8 @@ return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')`)
 
 // Trigger asks for one manual run of the job named name, now, and returns its id. The run
 // happens once across the cluster: some running replica with the job starts it — this one at
-// once, another within a poll interval (250ms) — under the lock TriggerKey(id) instead of a
+// once, the others when the nodes announce it (Pub/Sub), or at their next look at the queue
+// (WithTriggerPoll, default every 250ms) — under the lock TriggerKey(id) instead of a
 // tick key, with job.Run.Trigger set to the id (and Tick to when it was asked). The job's
 // Overlap applies: with Forbid, the run waits until no other run of the job is running. A
 // pause does not stop it, and it is not retried: its lock is kept as done whatever the
@@ -61,11 +66,14 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (string, error) {
 	return id, nil
 }
 
-// pollTriggers starts the pending manual runs until Stop.
+// pollTriggers starts the pending manual runs until Stop: when the nodes announce one, when
+// Trigger is called here, and every poll interval.
 func (s *Scheduler) pollTriggers() {
 	defer close(s.pollDone)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	asked := s.locks.Subscribe(ctx, middleware.TriggersKey(s.cfg.prefix)+":asked")
+	defer asked.Close()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -75,9 +83,11 @@ func (s *Scheduler) pollTriggers() {
 		case <-t.C:
 		case <-s.pollNow:
 			t.Stop()
+		case <-asked.C():
+			t.Stop()
 		}
 		s.startTriggers(ctx)
-		t.Reset(triggerPoll)
+		t.Reset(s.cfg.triggerPoll)
 	}
 }
 

@@ -19,14 +19,14 @@ import (
 	"github.com/cronlock/cronlock/scheduler"
 )
 
-// manual starts n replicas with job "manual", which ticks hourly (so only manual runs run
+// manual starts n replicas with job "manual", which never ticks in a test (so only manual runs run
 // in a test) and takes a millisecond.
 func manual(t *testing.T, c *cluster, led *ledger, n int, o job.Options) []*scheduler.Scheduler {
 	t.Helper()
 	var out []*scheduler.Scheduler
 	for i := range n {
 		s := newScheduler(t, c.client(t, false), scheduler.WithReplica(fmt.Sprintf("r%d", i)), scheduler.WithMiddleware(led.observe()))
-		require.NoError(t, s.Add(job.Job{Name: "manual", Spec: "@hourly", Options: o,
+		require.NoError(t, s.Add(job.Job{Name: "manual", Spec: onlyManual, Options: o,
 			Handler: led.handler(func(ctx context.Context) error { return sleepCtx(ctx, time.Millisecond) })}))
 		require.NoError(t, s.Start())
 		out = append(out, s)
@@ -98,7 +98,7 @@ func TestTriggerRunsElsewhereWhilePaused(t *testing.T) {
 	c := newCluster(t, 3, false)
 	led := newLedger()
 	asker := newScheduler(t, c.client(t, false), scheduler.WithReplica("asker"))
-	h := job.Job{Name: "manual", Spec: "@hourly", Options: job.Options{Retries: 3}, Handler: led.handler(func(context.Context) error {
+	h := job.Job{Name: "manual", Spec: onlyManual, Options: job.Options{Retries: 3}, Handler: led.handler(func(context.Context) error {
 		return fmt.Errorf("boom")
 	})}
 	require.NoError(t, asker.Add(h))
@@ -129,7 +129,7 @@ func TestTriggerIsTracedAndRecorded(t *testing.T) {
 	spans := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
 	s := newScheduler(t, c.client(t, false), scheduler.WithMiddleware(middleware.Trace(middleware.WithTracerProvider(tp))))
-	require.NoError(t, s.Add(job.Job{Name: "traced", Spec: "@hourly", Handler: func(context.Context) error { return nil }}))
+	require.NoError(t, s.Add(job.Job{Name: "traced", Spec: onlyManual, Handler: func(context.Context) error { return nil }}))
 	require.NoError(t, s.Start())
 	ctx := ctxT(t)
 	id, err := s.Trigger(ctx, "traced")
@@ -159,7 +159,7 @@ func TestTriggerWaitsForTheRunningRun(t *testing.T) {
 	started, release := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int32
 	s := newScheduler(t, c.client(t, false), scheduler.WithMiddleware(led.observe()))
-	require.NoError(t, s.Add(job.Job{Name: "slow", Spec: "@hourly", Options: job.Options{LockTTL: 5 * time.Second},
+	require.NoError(t, s.Add(job.Job{Name: "slow", Spec: onlyManual, Options: job.Options{LockTTL: 5 * time.Second},
 		Handler: led.handler(func(context.Context) error {
 			if calls.Add(1) == 1 { // the first run holds the job's run key until released
 				close(started)
@@ -181,3 +181,30 @@ func TestTriggerWaitsForTheRunningRun(t *testing.T) {
 	require.Len(t, events, 2)
 	assert.Equal(t, first, events[0].Trigger)
 }
+
+// A manual run asked elsewhere is announced by the nodes: a replica that would not look at the
+// queue for an hour starts it at once.
+func TestTriggerIsAnnounced(t *testing.T) {
+	c := newCluster(t, 3, false)
+	led := newLedger()
+	h := job.Job{Name: "hinted", Spec: onlyManual, Handler: led.handler(func(context.Context) error { return nil })}
+	asker := newScheduler(t, c.client(t, false), scheduler.WithReplica("asker"))
+	require.NoError(t, asker.Add(h))
+	runner := newScheduler(t, c.client(t, false), scheduler.WithReplica("runner"), scheduler.WithTriggerPoll(time.Hour))
+	require.NoError(t, runner.Add(h))
+	require.NoError(t, runner.Start())
+	ctx := ctxT(t)
+	// The runner's first look at the queue (at start) and its subscription come first.
+	require.Eventually(t, func() bool {
+		n, err := c.Servers[0].Client().PubSubNumSub(ctx, middleware.TriggersKey("cronlock")+":asked").Result()
+		return err == nil && n[middleware.TriggersKey("cronlock")+":asked"] == 1
+	}, waitLimit, 10*time.Millisecond)
+	id, err := asker.Trigger(ctx, "hinted")
+	require.NoError(t, err)
+	ev := led.waitEvent(t, "the announced run", func(e event) bool { return e.Trigger == id })
+	assert.Equal(t, "runner", ev.Replica)
+}
+
+// onlyManual is the spec of jobs whose tests want manual runs only: midnight on 29 February,
+// which no test run reaches (an hourly spec did, once, at the top of an hour).
+const onlyManual = "0 0 0 29 2 *"
