@@ -210,11 +210,12 @@ type Status struct {
 // Status returns the job's entry, pause and last runs, read from the lock nodes like History.
 func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 	var st Status
-	i := slices.IndexFunc(s.Entries(), func(e Entry) bool { return e.Name == name })
+	entries := s.Entries()
+	i := slices.IndexFunc(entries, func(e Entry) bool { return e.Name == name })
 	if i < 0 {
 		return st, fmt.Errorf("%w: %q", ErrUnknownJob, name)
 	}
-	st.Entry = s.Entries()[i]
+	st.Entry = entries[i]
 	replies, err := s.locks.Broadcast(ctx, getScript, []string{middleware.PauseKey(s.cfg.prefix, name)})
 	if err != nil {
 		return st, fmt.Errorf("scheduler: status of %q: %w", name, err)
