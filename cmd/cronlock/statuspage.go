@@ -45,11 +45,7 @@ func (c *control) page(w http.ResponseWriter, r *http.Request) {
 			var h []scheduler.Record
 			h, err = c.sched.History(r.Context(), e.Name, 10)
 			for _, rec := range h {
-				pr := pageRun{Record: rec}
-				if c.cfg.Tracing.UIURL != "" && rec.TraceID != "" {
-					pr.TraceURL = strings.ReplaceAll(c.cfg.Tracing.UIURL, "{trace_id}", rec.TraceID)
-				}
-				pj.History = append(pj.History, pr)
+				pj.History = append(pj.History, c.pageRun(rec))
 			}
 		}
 		if err != nil {
@@ -58,12 +54,24 @@ func (c *control) page(w http.ResponseWriter, r *http.Request) {
 		jobs = append(jobs, pj)
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = statusPage.Execute(w, struct {
-		Replica  string
-		Now      time.Time
-		Controls bool
-		Jobs     []pageJob
-	}{c.sched.Replica(), time.Now(), c.token != "", jobs})
+	_ = statusPage.Execute(w, pageData{Replica: c.sched.Replica(), Now: time.Now(), Controls: c.token != "", Jobs: jobs})
+}
+
+// pageData is what the template shows.
+type pageData struct {
+	Replica  string
+	Now      time.Time
+	Controls bool // a token is set: show the buttons
+	Jobs     []pageJob
+}
+
+// pageRun is rec with its trace's URL, when tracing.ui_url is set.
+func (c *control) pageRun(rec scheduler.Record) pageRun {
+	pr := pageRun{Record: rec}
+	if c.cfg.Tracing.UIURL != "" && rec.TraceID != "" {
+		pr.TraceURL = strings.ReplaceAll(c.cfg.Tracing.UIURL, "{trace_id}", rec.TraceID)
+	}
+	return pr
 }
 
 // specZone returns the zone of a spec's CRON_TZ= or TZ= prefix, else UTC (the daemon's).
