@@ -12,8 +12,12 @@ import (
 type Run struct {
 	// Job is the job's name.
 	Job string
-	// Tick is the scheduled instant this run is for (not the time it started).
+	// Tick is the scheduled instant this run is for (not the time it started); for a manual
+	// run, the instant it was asked for.
 	Tick time.Time
+	// Trigger is the id of the manual run (scheduler.Trigger) that this run is, standing in for
+	// the tick; empty for a scheduled tick.
+	Trigger string
 	// Attempt counts the attempts at this tick on this replica, from 1.
 	Attempt int
 	// FencingToken is the token of the tick's lock: strictly greater than the token of every

@@ -3,6 +3,7 @@ package job
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrSkipped is matched (errors.Is) by every skip: the tick was not run by this replica, and
@@ -22,6 +23,8 @@ const (
 	SkipOverlap
 	// SkipLate: the tick's window (Run.Deadline) closed before an attempt could start.
 	SkipLate
+	// SkipPaused: the job is paused cluster-wide (scheduler.Pause); SkipError.Pause says why.
+	SkipPaused
 )
 
 func (r SkipReason) String() string {
@@ -34,6 +37,8 @@ func (r SkipReason) String() string {
 		return "previous run still running"
 	case SkipLate:
 		return "window closed"
+	case SkipPaused:
+		return "job paused"
 	}
 	return fmt.Sprintf("SkipReason(%d)", int(r))
 }
@@ -50,12 +55,24 @@ type Holder struct {
 	Done bool
 }
 
+// Pause is a job's pause, as stored on the lock nodes.
+type Pause struct {
+	// Reason is why the job was paused, as the operator gave it.
+	Reason string
+	// Since is when it was paused (zero if unknown).
+	Since time.Time
+	// By names who paused it, e.g. the replica that was asked.
+	By string
+}
+
 // SkipError is a skip. It matches ErrSkipped, and unwraps to the lock error that caused it,
 // if any.
 type SkipError struct {
 	Reason SkipReason
 	// Holder is who holds the tick (or the previous run); nil when unknown.
 	Holder *Holder
+	// Pause is the job's pause when Reason is SkipPaused, else nil.
+	Pause *Pause
 	// Err is the underlying error, e.g. the lock client's.
 	Err error
 }
@@ -64,6 +81,9 @@ func (e *SkipError) Error() string {
 	s := "job: skipped: " + e.Reason.String()
 	if e.Holder != nil && e.Holder.Label != "" {
 		s += fmt.Sprintf(" (%s)", e.Holder.Label)
+	}
+	if e.Pause != nil && e.Pause.Reason != "" {
+		s += fmt.Sprintf(" (%s)", e.Pause.Reason)
 	}
 	return s
 }

@@ -30,6 +30,16 @@ func TickKey(prefix, name string, tick time.Time) string {
 // {prefix:name}:run.
 func RunKey(prefix, name string) string { return "{" + prefix + ":" + name + "}:run" }
 
+// TriggerKey returns the lock key of a manual run of a job, in place of the tick key:
+// {prefix:name}:trigger:<id>. It is kept as done after the run, whatever its outcome: a
+// manual run runs once.
+func TriggerKey(prefix, name, id string) string { return "{" + prefix + ":" + name + "}:trigger:" + id }
+
+// TriggersKey returns the key of the queue of manual runs asked for (scheduler.Trigger) of
+// every job under prefix: {prefix}:triggers. One queue per prefix lets a replica look for new
+// requests with one request per node, whatever its number of jobs.
+func TriggersKey(prefix string) string { return "{" + prefix + "}:triggers" }
+
 // FenceCounterKey returns the key of a job's fencing counter, shared by all its ticks so that tokens
 // increase from tick to tick: {prefix:name}:fence.
 func FenceCounterKey(prefix, name string) string { return "{" + prefix + ":" + name + "}:fence" }
@@ -97,15 +107,18 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // Lock runs the handler only on the one replica that takes the tick's lock, under the lock's
 // lease.
 //
-// The lock is the tick key, with the job's run key too when Overlap is Forbid. A tick held by
-// another replica, already done, or (Forbid) whose previous run still runs is skipped with a
-// final *job.SkipError; refusals that may have split the vote, and run keys that may be
-// leftovers of a failed attempt, are looked at again first (docs/scheduler.md). Unavailable
-// nodes are retried on cfg.BackOff until the tick's deadline or ctx's end.
+// The lock is the tick key (TriggerKey for a manual run, job.Run.Trigger), with the job's run
+// key too when Overlap is Forbid. A tick held by
+// another replica, already done, or (Forbid) whose previous run still runs, and every tick
+// while the job's PauseKey is on a quorum of the nodes, is skipped with a final
+// *job.SkipError; refusals that may have split the vote, and run keys that may be leftovers
+// of a failed attempt, are looked at again first (docs/scheduler.md). Unavailable nodes are
+// retried on cfg.BackOff until the tick's deadline or ctx's end.
 //
 // The handler runs under the lease's context (cancelled with cause redlock.ErrLeaseLost before
 // the lock could expire anywhere), with a job.Run whose FencingToken is set. On nil the tick is
-// kept as done for cfg.KeepDone; on error it is released for a retry. The error matches
+// kept as done for cfg.KeepDone; on error it is released for a retry — except a manual run's,
+// which is kept as done either way, and is not stopped by a pause. The error matches
 // redlock.ErrLeaseLost if the lease was lost, unless the tick could still be marked done.
 // Lock records spans and metrics when ctx carries Trace's span or Metrics' instruments.
 func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
@@ -155,8 +168,13 @@ const (
 // acquire takes the tick's lock, reporting each attempt to p.
 func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run, p *lockProbe) (*redlock.Lock, error) {
 	tickKey, runKey := TickKey(c.Prefix, run.Job, run.Tick), RunKey(c.Prefix, run.Job)
-	opts := make([]redlock.AcquireOption, 0, 7) // room for every option below
+	opts := make([]redlock.AcquireOption, 0, 8) // room for every option below
 	opts = append(opts, redlock.FenceKey(FenceCounterKey(c.Prefix, run.Job)), redlock.ResolveSplits(maxSplitRetries))
+	if run.Trigger != "" {
+		tickKey = TriggerKey(c.Prefix, run.Job, run.Trigger) // an operator's run: a pause does not stop it
+	} else {
+		opts = append(opts, redlock.RefuseWhile(PauseKey(c.Prefix, run.Job)))
+	}
 	if run.Replica != "" {
 		opts = append(opts, redlock.Label(run.Replica))
 	}
@@ -210,7 +228,7 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 			// look again once it had time to be released.
 			done := se.Holder != nil && se.Holder.Done // done, or skipped and marked
 			if done || se.Reason != job.SkipOverlap || rechecks == maxOverlapRechecks || ctx.Err() != nil {
-				if !done && se.Reason == job.SkipOverlap {
+				if !done && se.Reason == job.SkipOverlap && run.Trigger == "" { // a manual run waits instead
 					c.markSkipped(ctx, locks, run, tickKey)
 				}
 				return nil, se
@@ -277,6 +295,11 @@ func (c LockConfig) markSkipped(ctx context.Context, locks *redlock.Client, run 
 // skip turns a refusal into a *job.SkipError with its reason.
 func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
 	se := &job.SkipError{Reason: job.SkipHeld, Err: err}
+	if ae.Refusal != nil {
+		p := ParsePause(ae.Refusal.Value)
+		se.Reason, se.Pause = job.SkipPaused, &p
+		return se
+	}
 	if h := ae.Holder; h != nil {
 		se.Holder = &job.Holder{Key: h.Key, Label: h.Label, Metadata: h.Metadata, Done: h.Done}
 		switch {
@@ -326,7 +349,7 @@ func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error, p *lo
 		}
 		return nil // the run succeeded; release logged why the tick could not be marked done
 	}
-	c.release(lease, run, false, p)
+	c.release(lease, run, run.Trigger != "", p) // a manual run is done even if it failed
 	if leaseLost && !errors.Is(herr, redlock.ErrLeaseLost) {
 		return fmt.Errorf("%w (%w)", herr, lost)
 	}

@@ -164,13 +164,13 @@ func (ins *instruments) forJob(name string) *jobMetrics {
 		reasons: map[string]measureOpts{}, causes: map[string]measureOpts{},
 	}
 	for _, o := range []string{OutcomeRan, OutcomeFailed, OutcomeSkippedHeld, OutcomeSkippedDone,
-		OutcomeSkippedOverlap, OutcomeSkippedLate, OutcomeLeaseLost, OutcomeQuorumUnavailable} {
+		OutcomeSkippedOverlap, OutcomeSkippedLate, OutcomeSkippedPaused, OutcomeLeaseLost, OutcomeQuorumUnavailable} {
 		jm.outcomes[o] = newMeasureOpts(attrJob.String(name), attrOutcome.String(o))
 	}
-	for _, r := range []string{resultAcquired, resultHeld, resultDone, resultOverlap, resultUnavailable, resultError} {
+	for _, r := range []string{resultAcquired, resultHeld, resultDone, resultOverlap, resultPaused, resultUnavailable, resultError} {
 		jm.results[r] = newMeasureOpts(attrJob.String(name), attrLockResult.String(r))
 	}
-	for _, r := range []string{resultHeld, resultDone, resultOverlap, resultUnavailable, resultError, renewalLockLost} {
+	for _, r := range []string{resultHeld, resultDone, resultOverlap, resultPaused, resultUnavailable, resultError, renewalLockLost} {
 		jm.reasons[r] = newMeasureOpts(attrJob.String(name), attrReason.String(r))
 	}
 	for _, c := range []string{causeLease, causeTimeout} {

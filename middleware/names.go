@@ -8,6 +8,7 @@ const scope = "github.com/cronlock/cronlock"
 // Span and event names. docs/observability.md describes each with its attributes.
 const (
 	spanTick    = "cronlock.tick"
+	spanTrigger = "cronlock.trigger" // a manual run, in place of the tick
 	spanAcquire = "cronlock.lock.acquire"
 	spanRun     = "cronlock.job.run"
 	spanRelease = "cronlock.lock.release"
@@ -20,10 +21,12 @@ const (
 // Attribute keys, of spans, events and measurements.
 const (
 	attrJob     = attribute.Key("cronlock.job")
-	attrTick    = attribute.Key("cronlock.tick") // the scheduled instant, Unix milliseconds
+	attrTick    = attribute.Key("cronlock.tick")    // the scheduled instant, Unix milliseconds
+	attrTrigger = attribute.Key("cronlock.trigger") // the id of a manual run
 	attrReplica = attribute.Key("cronlock.replica")
 	attrOutcome = attribute.Key("cronlock.outcome")
-	attrHolder  = attribute.Key("cronlock.holder") // label of the replica that holds a skipped tick
+	attrHolder  = attribute.Key("cronlock.holder")       // label of the replica that holds a skipped tick
+	attrPause   = attribute.Key("cronlock.pause.reason") // why a skipped_paused tick's job is paused
 	attrToken   = attribute.Key("cronlock.fencing_token")
 	attrAttempt = attribute.Key("cronlock.run.attempt") // job.Run.Attempt (Retry's count)
 
@@ -53,6 +56,7 @@ const (
 	resultHeld        = "held"               // another replica holds the tick
 	resultDone        = "done"               // the tick is kept as done
 	resultOverlap     = "overlap"            // a previous run of the job holds the run key
+	resultPaused      = "paused"             // the job is paused (its pause key refused the lock)
 	resultUnavailable = "quorum_unavailable" // too many nodes failed or are in quarantine
 	resultError       = "error"              // anything else, e.g. the context ended
 )

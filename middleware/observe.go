@@ -124,7 +124,7 @@ func (p *lockProbe) attempt(a redlock.Attempt) {
 	switch result {
 	case resultAcquired:
 		attrs = append(attrs, attrValidity.Float64(millis(a.Validity)), attrToken.Int64(int64(a.Token)))
-	case resultHeld, resultDone, resultOverlap:
+	case resultHeld, resultDone, resultOverlap, resultPaused:
 		// A refusal is how a lock works, not an error: the holder is in the attributes.
 		if ae, ok := errors.AsType[*redlock.AcquireError](a.Err); ok && ae.Holder != nil {
 			attrs = append(attrs, attrHolder.String(ae.Holder.Label), attrHolderDone.Bool(ae.Holder.Done))
@@ -159,7 +159,10 @@ func attemptResult(err error, tickKey string) string {
 		return resultAcquired
 	case errors.Is(err, redlock.ErrNotAcquired):
 		ae, ok := errors.AsType[*redlock.AcquireError](err)
-		if !ok || ae.Holder == nil {
+		switch {
+		case ok && ae.Refusal != nil:
+			return resultPaused
+		case !ok || ae.Holder == nil:
 			return resultHeld
 		}
 		switch h := ae.Holder; {

@@ -15,6 +15,7 @@ const (
 	OutcomeSkippedDone       = "skipped_done"
 	OutcomeSkippedOverlap    = "skipped_overlap"
 	OutcomeSkippedLate       = "skipped_late"
+	OutcomeSkippedPaused     = "skipped_paused"
 	OutcomeLeaseLost         = "lease_lost"
 	OutcomeQuorumUnavailable = "quorum_unavailable"
 )
@@ -37,6 +38,8 @@ func Outcome(err error) string {
 			return OutcomeSkippedOverlap
 		case job.SkipLate:
 			return OutcomeSkippedLate
+		case job.SkipPaused:
+			return OutcomeSkippedPaused
 		}
 	}
 	switch {

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -24,6 +25,7 @@ func TestOutcome(t *testing.T) {
 		{fmt.Errorf("wrapped: %w", &job.SkipError{Reason: job.SkipDone}), middleware.OutcomeSkippedDone},
 		{&job.SkipError{Reason: job.SkipOverlap}, middleware.OutcomeSkippedOverlap},
 		{&job.SkipError{Reason: job.SkipLate}, middleware.OutcomeSkippedLate},
+		{&job.SkipError{Reason: job.SkipPaused, Pause: &job.Pause{Reason: "r"}}, middleware.OutcomeSkippedPaused},
 		{fmt.Errorf("ctx: %w", redlock.ErrLeaseLost), middleware.OutcomeLeaseLost},
 		{&redlock.AcquireError{Reason: redlock.ErrQuorumUnavailable}, middleware.OutcomeQuorumUnavailable},
 	} {
@@ -39,4 +41,15 @@ func ExampleOutcome() {
 	// ran
 	// skipped_done
 	// lease_lost
+}
+
+func TestPauseValueRoundTrip(t *testing.T) {
+	p := job.Pause{Reason: "migration", Since: time.UnixMilli(1700000000123), By: "r1"}
+	got := middleware.ParsePause(middleware.PauseValue(p))
+	if got.Reason != p.Reason || !got.Since.Equal(p.Since) || got.By != p.By {
+		t.Fatalf("round trip: got %+v, want %+v", got, p)
+	}
+	if got := middleware.ParsePause("set by hand"); got.Reason != "set by hand" {
+		t.Fatalf("a plain value is the reason: got %+v", got)
+	}
 }

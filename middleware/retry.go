@@ -55,7 +55,7 @@ func (j *fullJitter) Reset() { j.b.Reset() }
 // Retry calls the handler again when it fails, up to p.Retries times, waiting on p.BackOff
 // between attempts. Each attempt gets a copy of the job.Run with Attempt set (1 for the first).
 //
-// It does not retry skips (job.ErrSkipped: the tick is someone else's, or done), errors
+// It does not retry manual runs (job.Run.Trigger: they run once), skips (job.ErrSkipped: the tick is someone else's, or done), errors
 // wrapped with backoff.Permanent (returned unwrapped), or a run whose context has ended. It
 // stops when the next wait would end at or after the tick's deadline (job.Run.Deadline), so
 // that a late retry cannot run a tick that another replica may already consider done. Put it
@@ -79,7 +79,7 @@ func Retry(p RetryPolicy) Middleware {
 				r := *base
 				r.Attempt = attempt
 				err := next(job.NewContext(ctx, &r))
-				if err == nil || attempt > p.Retries || !retryable(ctx, err) {
+				if err == nil || attempt > p.Retries || base.Trigger != "" || !retryable(ctx, err) {
 					var perm *backoff.PermanentError
 					if errors.As(err, &perm) {
 						return perm.Err

@@ -30,7 +30,8 @@ func WithTracerProvider(tp trace.TracerProvider) TraceOption {
 // Trace records each tick on this replica as a span named "cronlock.tick", with the job's
 // name, the tick's scheduled instant (Unix milliseconds), the replica's name and the tick's
 // outcome (Outcome: "ran", "failed", "skipped_held", "skipped_done", "skipped_overlap",
-// "skipped_late", "lease_lost" or "quorum_unavailable"). Failures, lost leases and unavailable
+// "skipped_late", "skipped_paused", "lease_lost" or "quorum_unavailable"; a skipped_paused span
+// also has "cronlock.pause.reason"). Failures, lost leases and unavailable
 // nodes are recorded as errors (span.RecordError and an Error status); skips are not errors.
 //
 // Put it outermost (scheduler.WithMiddleware(middleware.Trace())), so that the span covers the
@@ -59,7 +60,11 @@ func Trace(opts ...TraceOption) Middleware {
 		return func(ctx context.Context) (err error) {
 			// The attributes are set when the span ends, in one call: each call costs an
 			// allocation, and the outcome is known only then.
-			ctx, span := tracer.Start(ctx, spanTick)
+			name := spanTick
+			if run, ok := job.RunFrom(ctx); ok && run.Trigger != "" {
+				name = spanTrigger
+			}
+			ctx, span := tracer.Start(ctx, name)
 			if !span.IsRecording() {
 				span.End()
 				return next(ctx)
@@ -91,11 +96,15 @@ func endTick(ctx context.Context, span trace.Span, err error) {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	default: // a skip
-		if se, ok := errors.AsType[*job.SkipError](err); ok && se.Holder != nil {
+		se, ok := errors.AsType[*job.SkipError](err)
+		if ok && se.Holder != nil {
 			holder = se.Holder
 			if sc, ok := parseTraceparent(holder.Metadata); ok {
 				span.AddLink(trace.Link{SpanContext: sc})
 			}
+		}
+		if ok && se.Pause != nil {
+			span.SetAttributes(attrPause.String(se.Pause.Reason))
 		}
 	}
 	setTickAttributes(ctx, span, outcome, holder)
@@ -103,10 +112,13 @@ func endTick(ctx context.Context, span trace.Span, err error) {
 
 // setTickAttributes sets the tick span's attributes, in one call.
 func setTickAttributes(ctx context.Context, span trace.Span, outcome string, holder *job.Holder) {
-	var kv [5]attribute.KeyValue
+	var kv [6]attribute.KeyValue
 	attrs := kv[:0]
 	if run, ok := job.RunFrom(ctx); ok {
 		attrs = append(attrs, attrJob.String(run.Job), attrTick.Int64(run.Tick.UnixMilli()), attrReplica.String(run.Replica))
+		if run.Trigger != "" {
+			attrs = append(attrs, attrTrigger.String(run.Trigger))
+		}
 	}
 	if outcome != "" {
 		attrs = append(attrs, attrOutcome.String(outcome))
@@ -151,4 +163,14 @@ func parseTraceparent(s string) (sc trace.SpanContext, ok bool) {
 	}
 	sc = trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]), Remote: true})
 	return sc, sc.IsValid()
+}
+
+// TraceID returns the id of the trace that ctx's span belongs to (32 hex digits), or "" when
+// ctx carries no valid span — e.g. the handler's context under Trace: the tick's trace.
+func TraceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
 }

@@ -36,6 +36,8 @@ type Attempt struct {
 // request is a validated acquisition.
 type request struct {
 	keys     []string // boot marker, fence counter, primary key, also keys
+	script   []string // keys, then the RefuseWhile keys: the acquire script's keys
+	refuse   string   // how many RefuseWhile keys end script
 	ttl      time.Duration
 	ttlms    string
 	label    string
@@ -71,7 +73,7 @@ func (r *request) report(a Attempt) {
 // fails with a node taken and tries again itself.
 func (r *request) mayBeSplit(err error, nodes int) bool {
 	ae, ok := errors.AsType[*AcquireError](err)
-	if !ok || r.hold != nil || !errors.Is(ae.Reason, ErrNotAcquired) {
+	if !ok || r.hold != nil || !errors.Is(ae.Reason, ErrNotAcquired) || ae.Refusal != nil {
 		return false
 	}
 	a := r.last
@@ -121,11 +123,21 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		}
 		keys = append(keys, k)
 	}
+	script := keys
+	for _, k := range ac.refuse {
+		if k == "" {
+			return nil, fmt.Errorf("redlock: RefuseWhile key is empty for lock %q: give the key whose existence refuses the lock", key)
+		}
+		if slices.Contains(keys[1:], k) {
+			return nil, fmt.Errorf("redlock: RefuseWhile key %q is also a key of lock %q: give a key of its own", k, key)
+		}
+		script = append(script[:len(script):len(script)], k)
+	}
 	label := c.cfg.label
 	if ac.label != "" {
 		label = ac.label
 	}
-	return &request{keys: keys, ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, hook: ac.onAttempt,
+	return &request{keys: keys, script: script, refuse: strconv.Itoa(len(ac.refuse)), ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, hook: ac.onAttempt,
 		wake: ac.wake, splits: ac.splits, before: ac.before, replicas: ac.replicas, hold: c.heldBy(ctx, key)}, nil
 }
 
@@ -304,9 +316,9 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 	value := newValue()
 	start := time.Now()
-	args := []any{value, req.ttlms, c.quarantineMillis, req.label, req.metadata} // shared by every node's request
+	args := []any{value, req.ttlms, c.quarantineMillis, req.label, req.metadata, req.refuse} // shared by every node's request
 	call := func(ctx context.Context, i int) reply {
-		res, err := runScript(ctx, c.nodes[i], acquireScript, acquireSrc, req.replicas, req.keys, args...).Slice()
+		res, err := runScript(ctx, c.nodes[i], acquireScript, acquireSrc, req.replicas, req.script, args...).Slice()
 		if err != nil {
 			return reply{node: i, outcome: outcomeError, err: err}
 		}
@@ -340,7 +352,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		// Nobody else can win while we hold the primary node, so nodes that refused are
 		// asked again a few times, one primary round trip apart: typically the previous
 		// holder's release has not reached them yet.
-		for retry := 0; err == nil && retry < 3 && t.ok > 0 && t.ok < c.quorum && t.refused > 0 &&
+		for retry := 0; err == nil && retry < 3 && t.ok > 0 && t.ok < c.quorum && t.refused > 0 && t.refusal == nil &&
 			t.quarantined+t.failed <= t.n-t.quorum; retry++ {
 			if !sleep(ctx, rtt) {
 				break
@@ -377,7 +389,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		}
 		c.releaseAll(ctx, nodes, req.lockKeys(), value, req.ttl)
 		return report(nil, &AcquireError{
-			Key: req.keys[2], Reason: reason, Holder: t.holder, Detail: detail,
+			Key: req.keys[2], Reason: reason, Holder: t.holder, Refusal: t.refusal, Detail: detail,
 			OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Nodes: t.errs,
 		})
 	}
@@ -437,6 +449,13 @@ func parseAcquire(node int, req *request, res []any) reply {
 		ms, _ := res[1].(int64)
 		return reply{node: node, outcome: outcomeQuarantined,
 			err: fmt.Errorf("in quarantine for %v more: the node lost its memory or is new; on first deployment only, end it with (*redlock.Client).EndQuarantine or cronlock check --end-quarantine", time.Duration(ms)*time.Millisecond)}
+	case 3:
+		idx, _ := res[1].(int64)
+		value, _ := res[2].(string)
+		if k := len(req.keys) + int(idx) - 1; idx >= 1 && k < len(req.script) {
+			return reply{node: node, outcome: outcomeRefused, refusal: &Refusal{Key: req.script[k], Value: value}}
+		}
+		return bad()
 	}
 	return bad()
 }

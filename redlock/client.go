@@ -186,6 +186,7 @@ type reply struct {
 	outcome outcome
 	token   uint64
 	holder  *Holder
+	refusal *Refusal
 	err     error
 }
 

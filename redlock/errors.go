@@ -104,6 +104,14 @@ type Holder struct {
 	TTL time.Duration
 }
 
+// Refusal is a node's refusal of a lock because a RefuseWhile key exists on it.
+type Refusal struct {
+	// Key is the RefuseWhile key found.
+	Key string
+	// Value is its value on that node.
+	Value string
+}
+
 // AcquireError is returned when an acquisition fails. It matches ErrNotAcquired or
 // ErrQuorumUnavailable with errors.Is, and every node's error with errors.As.
 type AcquireError struct {
@@ -114,6 +122,9 @@ type AcquireError struct {
 	// Holder is the holder reported by the most nodes that refused (the first of them on a
 	// tie), nil if none did.
 	Holder *Holder
+	// Refusal is the first refusal because a RefuseWhile key exists, nil if no node refused
+	// for that reason.
+	Refusal *Refusal
 	// OK, Refused, Quarantined and Failed count the nodes' answers that had arrived when the
 	// outcome was decided.
 	OK, Refused, Quarantined, Failed int
@@ -132,6 +143,9 @@ func (e *AcquireError) Error() string {
 			state = "done"
 		}
 		fmt.Fprintf(&b, " %s by %q", state, e.Holder.Label)
+	}
+	if e.Refusal != nil {
+		fmt.Fprintf(&b, " refused while %s exists (%s)", quote(e.Refusal.Key), quote(e.Refusal.Value))
 	}
 	fmt.Fprintf(&b, " (nodes: %d ok, %d refused, %d quarantined, %d failed)", e.OK, e.Refused, e.Quarantined, e.Failed)
 	if e.Detail != "" {
@@ -157,7 +171,7 @@ func (e *AcquireError) Unwrap() []error {
 // ErrLockLost (the lock is not ours on enough nodes) or ErrQuorumUnavailable (too many nodes
 // failed) with errors.Is, and every node's error with errors.As.
 type QuorumError struct {
-	Op     string // "extend" or "release"
+	Op     string // "extend", "release" or "broadcast"
 	Key    string
 	Reason error
 	// OK, Refused and Failed count the nodes' answers that had arrived when the outcome was

@@ -207,6 +207,7 @@ type acquireConfig struct {
 	splits    int
 	before    time.Time
 	replicas  int
+	refuse    []string
 }
 
 // Also takes these keys together with the primary key, atomically on each node: the lock is
@@ -280,6 +281,17 @@ func WaitForReplicas(n int) AcquireOption {
 // context.DeadlineExceeded. Default: no bound.
 func StartBefore(t time.Time) AcquireOption {
 	return func(c *acquireConfig) { c.before = t }
+}
+
+// RefuseWhile makes every node refuse the lock while key exists there: each node's answer is
+// a *Refusal carrying key's value (a string key), reported as AcquireError.Refusal with the
+// reason ErrNotAcquired. Written to a quorum of nodes, key thus refuses every acquisition until
+// it is deleted from enough nodes, at no extra round trip. Such a refusal is final for
+// TryAcquire (never taken for a split vote); Acquire keeps trying while the key exists, within
+// its context and MaxWait. It may be given more than once. Where a node is a Redis Cluster,
+// key must share the primary key's hash tag. A nested hold (see Acquire) does not look at it.
+func RefuseWhile(key string) AcquireOption {
+	return func(c *acquireConfig) { c.refuse = append(c.refuse, key) }
 }
 
 // ReleaseOption configures a release.

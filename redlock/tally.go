@@ -10,6 +10,7 @@ type tally struct {
 	refusedNodes                     []int
 	holder                           *Holder // reported by the most refusing nodes
 	holders                          []holderVotes
+	refusal                          *Refusal // the first RefuseWhile refusal
 	errs                             []*NodeError
 }
 
@@ -23,6 +24,9 @@ func (t *tally) add(c *Client, r reply) bool {
 		t.refused++
 		t.refusedNodes = append(t.refusedNodes, r.node)
 		t.noteHolder(r.holder)
+		if t.refusal == nil {
+			t.refusal = r.refusal
+		}
 	case outcomeQuarantined:
 		t.quarantined++
 		t.errs = append(t.errs, c.nodeError(r.node, r.err))

@@ -3,6 +3,7 @@ package redlock
 import (
 	"context"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -27,11 +28,18 @@ type waker struct {
 func (c *Client) subscribe(ctx context.Context, req *request) *waker {
 	w := &waker{wake: make(chan struct{}, 1)}
 	p := c.primary(req.fenceKey)
-	if !c.listen(ctx, req, w, []int{p}) {
-		if !c.listen(ctx, req, w, c.others(p)) {
+	channel, timeout := releasedChannel(req.keys[2]), c.nodeTimeout(req.ttl)
+	if !c.listen(ctx, channel, timeout, w, []int{p}) {
+		if !c.listen(ctx, channel, timeout, w, c.others(p)) {
 			return nil
 		}
 	}
+	w.start()
+	return w
+}
+
+// start relays the messages of every subscription to w.wake.
+func (w *waker) start() {
 	for _, ps := range w.subs {
 		msgs := ps.Channel()
 		w.relay.Go(func() {
@@ -43,13 +51,11 @@ func (c *Client) subscribe(ctx context.Context, req *request) *waker {
 			}
 		})
 	}
-	return w
 }
 
-// listen subscribes w to the release channel of req's key on the given nodes, in parallel,
-// and reports whether any subscription was confirmed.
-func (c *Client) listen(ctx context.Context, req *request, w *waker, nodes []int) bool {
-	channel := releasedChannel(req.keys[2])
+// listen subscribes w to channel on the given nodes, in parallel, each confirmation awaited
+// for timeout, and reports whether any subscription was confirmed.
+func (c *Client) listen(ctx context.Context, channel string, timeout time.Duration, w *waker, nodes []int) bool {
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, i := range nodes {
@@ -59,7 +65,7 @@ func (c *Client) listen(ctx context.Context, req *request, w *waker, nodes []int
 		}
 		wg.Go(func() {
 			ps := s.Subscribe(ctx, channel)
-			rctx, cancel := context.WithTimeout(ctx, c.nodeTimeout(req.ttl))
+			rctx, cancel := context.WithTimeout(ctx, timeout)
 			_, err := ps.Receive(rctx) // the subscription's confirmation
 			cancel()
 			if err != nil {
@@ -93,4 +99,39 @@ func (w *waker) close() {
 		_ = ps.Close()
 	}
 	w.relay.Wait()
+}
+
+// Notifications is a subscription to one Pub/Sub channel on every node that could be
+// subscribed to (see Subscribe).
+type Notifications struct{ w *waker }
+
+// Subscribe listens on channel on every node that can subscribe (go-redis clients can), for
+// messages published there — e.g. by a script run with Broadcast — as hints that shared state
+// changed. Messages are coalesced: C tells that at least one came since the last receive, not
+// how many, and a message may be lost (a node down, a reconnection), so a caller must also
+// look on its own now and then. It returns nil when no node could be subscribed to; the
+// methods of a nil *Notifications are no-ops. ctx bounds the subscribing only.
+func (c *Client) Subscribe(ctx context.Context, channel string) *Notifications {
+	w := &waker{wake: make(chan struct{}, 1)}
+	if !c.listen(context.WithoutCancel(ctx), channel, max(c.nodeTimeout(c.cfg.maxTTL), time.Second), w, c.all()) {
+		return nil
+	}
+	w.start()
+	return &Notifications{w: w}
+}
+
+// C returns a channel that receives a value after a message; nil (never ready) for a nil
+// *Notifications.
+func (n *Notifications) C() <-chan struct{} {
+	if n == nil {
+		return nil
+	}
+	return n.w.C()
+}
+
+// Close ends the subscriptions and waits for the goroutines that relayed them.
+func (n *Notifications) Close() {
+	if n != nil {
+		n.w.close()
+	}
 }

@@ -55,6 +55,15 @@
 //   - WithMaxClockSkew: 1s.
 //   - WithTickRetention: max(2·MaxClockSkew + 1s, 1 min).
 //   - WithLockConcurrency: 10·GOMAXPROCS tick locks requested at once.
+//   - WithHistorySize: 100 records per job (History).
+//   - WithTriggerPoll: the queue of manual runs read every 250ms (besides announcements).
+//
+// # Control
+//
+// Pause and Resume stop and restart a job on every replica, Trigger asks for one manual run,
+// History and Status read what the cluster did. All of it lives on the lock nodes, under the
+// job's hash tag (the trigger queue under the prefix's), written to a quorum and read merged:
+// no coordinator, and a minority of nodes down loses nothing (docs/guarantees.md).
 //
 // Per job (job.Options): LockTTL 30s, RenewEvery LockTTL/3, Overlap Forbid, no Timeout, no
 // Retries, no CatchUp.

@@ -120,6 +120,7 @@ type outcome struct {
 type event struct {
 	Job, Replica string
 	Tick         time.Time
+	Trigger      string
 	Attempt      int
 	Token        uint64
 	Start, End   time.Time // real time
@@ -163,7 +164,7 @@ func (l *ledger) observe() middleware.Middleware {
 func (l *ledger) handler(work func(ctx context.Context) error) job.Handler {
 	return func(ctx context.Context) error {
 		r, _ := job.RunFrom(ctx)
-		ev := event{Job: r.Job, Replica: r.Replica, Tick: r.Tick, Attempt: r.Attempt, Token: r.FencingToken, Start: time.Now()}
+		ev := event{Job: r.Job, Replica: r.Replica, Tick: r.Tick, Trigger: r.Trigger, Attempt: r.Attempt, Token: r.FencingToken, Start: time.Now()}
 		err := work(ctx)
 		ev.End, ev.CtxErr, ev.Cause, ev.Err = time.Now(), ctx.Err(), context.Cause(ctx), err
 		ev.Deadline, _ = ctx.Deadline()

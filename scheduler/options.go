@@ -35,6 +35,8 @@ type config struct {
 	retention    time.Duration
 	retentionSet bool
 	lockConc     int
+	historySize  int
+	triggerPoll  time.Duration
 }
 
 // DefaultMaxClockSkew is the default of WithMaxClockSkew.
@@ -53,6 +55,9 @@ func defaultConfig() config {
 		loc:      time.UTC,
 		maxSkew:  DefaultMaxClockSkew,
 		lockConc: 10 * runtime.GOMAXPROCS(0),
+
+		historySize: DefaultHistorySize,
+		triggerPoll: DefaultTriggerPoll,
 	}
 }
 
@@ -177,6 +182,31 @@ func WithLockConcurrency(n int) Option {
 			return fmt.Errorf("scheduler: lock concurrency %d: must be positive, e.g. the node clients' pool size (go-redis: 10·GOMAXPROCS)", n)
 		}
 		cfg.lockConc = n
+		return nil
+	}
+}
+
+// WithHistorySize sets how many records of each job's runs the lock nodes keep (History).
+// Default 100. 0 keeps none, and saves the request per node that each record costs.
+func WithHistorySize(n int) Option {
+	return func(cfg *config) error {
+		if n < 0 {
+			return fmt.Errorf("scheduler: history size %d is negative: give how many records of each job's runs to keep, e.g. %d, or 0 for none", n, DefaultHistorySize)
+		}
+		cfg.historySize = n
+		return nil
+	}
+}
+
+// WithTriggerPoll sets how often a running scheduler reads the queue of manual runs
+// (Trigger) from the nodes, in case an announcement was lost. Default 250ms; each look is one
+// request per node, whatever the number of jobs.
+func WithTriggerPoll(d time.Duration) Option {
+	return func(cfg *config) error {
+		if d <= 0 {
+			return fmt.Errorf("scheduler: trigger poll %v: must be positive, e.g. %v", d, DefaultTriggerPoll)
+		}
+		cfg.triggerPoll = d
 		return nil
 	}
 }

@@ -59,6 +59,10 @@ type Scheduler struct {
 	stop     chan struct{} // closed by Stop
 	stopOnce sync.Once
 	loopDone chan struct{} // closed when the loop exits
+	pollNow  chan struct{} // Trigger asks the trigger poller to look at once
+	pollDone chan struct{} // closed when the trigger poller exits
+
+	triggered map[string]bool // manual runs under way here, by queue member; guarded by mu
 
 	runs       sync.WaitGroup
 	runCtx     context.Context
@@ -109,6 +113,9 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 		entries: make(map[string]*entry),
 		wake:    make(chan struct{}, 1),
 		stop:    make(chan struct{}),
+		pollNow: make(chan struct{}, 1),
+
+		triggered: make(map[string]bool),
 	}
 	s.runCtx, s.cancelRuns = context.WithCancelCause(context.Background())
 	if s.limiter, err = middleware.NewLimiter(cfg.lockConc); err != nil {
@@ -180,6 +187,7 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 			Prefix: s.cfg.prefix, TTL: o.LockTTL, RenewEvery: o.RenewEvery, Overlap: o.Overlap,
 			KeepDone: keepDone, Clock: s.cfg.clock, Logger: s.cfg.logger, Limiter: s.limiter,
 		}),
+		record,
 		middleware.Timeout(o.Timeout),
 		middleware.Recover(),
 	)
@@ -255,7 +263,9 @@ func (s *Scheduler) Start() error {
 	default:
 	}
 	s.loopDone = make(chan struct{})
+	s.pollDone = make(chan struct{})
 	go s.loop()
+	go s.pollTriggers()
 	return nil
 }
 
@@ -359,8 +369,7 @@ func (s *Scheduler) launch(e *entry, tick, next time.Time) {
 	s.runs.Add(1)
 	go func() {
 		defer s.runs.Done()
-		err := e.handler(job.NewContext(s.runCtx, run))
-		s.report(run, err)
+		_ = s.runHandler(e, run)
 	}()
 }
 
@@ -371,12 +380,20 @@ func (s *Scheduler) report(run *job.Run, err error) {
 	switch outcome {
 	case middleware.OutcomeFailed, middleware.OutcomeLeaseLost, middleware.OutcomeQuorumUnavailable:
 		level = slog.LevelWarn
+	case middleware.OutcomeSkippedPaused:
+		level = slog.LevelInfo
 	}
 	ctx := context.Background()
 	if !s.cfg.logger.Enabled(ctx, level) {
 		return
 	}
 	attrs := []any{"job", run.Job, "tick", run.Tick, "outcome", outcome}
+	if run.Trigger != "" {
+		attrs = append(attrs, "trigger", run.Trigger)
+	}
+	if se, ok := errors.AsType[*job.SkipError](err); ok && se.Pause != nil {
+		attrs = append(attrs, "reason", se.Pause.Reason, "paused_since", se.Pause.Since, "paused_by", se.Pause.By)
+	}
 	if err != nil {
 		attrs = append(attrs, "err", err)
 	}
@@ -393,11 +410,12 @@ func (s *Scheduler) report(run *job.Run, err error) {
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.mu.Lock()
 	s.state = stopped
-	loopDone := s.loopDone
+	loopDone, pollDone := s.loopDone, s.pollDone
 	s.mu.Unlock()
 	s.stopOnce.Do(func() { close(s.stop) })
 	if loopDone != nil {
 		<-loopDone
+		<-pollDone
 	}
 	done := make(chan struct{})
 	go func() {

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs and is missing: redis-server (real nodes for the lock and
-# scheduler tests) and faketime (clock jumps on nodes). Debian/Ubuntu, as root; elsewhere it
+# scheduler tests), faketime (clock jumps on nodes) and chromium (the status page's browser
+# test, driven with chromedp). Debian/Ubuntu, as root; elsewhere it
 # says what to install.
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)
+command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then
   echo "missing: ${missing[*]} — install them with your package manager (e.g. apt-get install ${missing[*]})" >&2

@@ -8,6 +8,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"slices"
 	"strconv"
@@ -32,7 +33,9 @@ prints, for each tick, which replica ran it, which skipped it and why, the run's
 and how late it started. Halfway through, the replica running the current tick is cut off
 from every node (as a long pause or a partition would): its lease runs out, its job's context
 is cancelled with redlock.ErrLeaseLost, and the other replicas take the next ticks with higher
-tokens. It ends with a summary and exits 0 when no tick ran twice.
+tokens. At the end one replica pauses the job (every replica skips its ticks), another
+resumes it, a third asks for a manual run, and the run history is read from the nodes. It
+ends with a summary and exits 0 when no tick ran twice.
 
 Without --nodes it starts three embedded Redis-protocol nodes (miniredis) in this process, so
 it needs no Redis installed.
@@ -158,6 +161,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	case <-ctx.Done():
 		fmt.Fprintln(stdout, "interrupted: stopping")
 	case <-time.After(cfg.duration):
+		d.control(ctx)
 	}
 	stopCtx, cancel := context.WithTimeout(context.Background(), 2*cfg.ttl+time.Second)
 	defer cancel()
@@ -338,6 +342,7 @@ type tickRow struct {
 	outcomes map[string]string // replica → outcome
 	runs     []runInfo
 	cancel   string // cause of a run's cancellation, if any
+	trigger  string // the manual run's id; empty for a tick
 	printed  bool
 }
 
@@ -363,7 +368,8 @@ func (d *demoRun) record(name string) func(job.Handler) job.Handler {
 			run, _ := job.RunFrom(ctx)
 			err := next(ctx)
 			d.mu.Lock()
-			d.row(run.Tick).outcomes[name] = middleware.Outcome(err)
+			row := d.row(run.Tick)
+			row.outcomes[name], row.trigger = middleware.Outcome(err), run.Trigger
 			d.mu.Unlock()
 			return err
 		}
@@ -464,7 +470,11 @@ func (d *demoRun) flush(all bool) {
 				others = append(others, r.name+" "+o)
 			}
 		}
-		fmt.Fprintf(d.out, "%-12s  %-6s  %-20s  %-9s  %s\n", row.tick.Format("15:04:05.000"), ran, token, late, strings.Join(others, ", "))
+		tick := row.tick.Format("15:04:05.000")
+		if row.trigger != "" {
+			tick = "manual"
+		}
+		fmt.Fprintf(d.out, "%-12s  %-6s  %-20s  %-9s  %s\n", tick, ran, token, late, strings.Join(others, ", "))
 		if row.cancel != "" {
 			fmt.Fprintf(d.out, "           ↳ %s\n", row.cancel)
 		}
@@ -480,7 +490,7 @@ func (d *demoRun) summary() error {
 		rows = append(rows, row)
 	}
 	slices.SortFunc(rows, func(a, b *tickRow) int { return a.tick.Compare(b.tick) })
-	var runs, dups, missed, cancelled int
+	var runs, dups, missed, cancelled, paused, manual int
 	var last uint64
 	backwards := false
 	for _, row := range rows {
@@ -491,11 +501,16 @@ func (d *demoRun) summary() error {
 			}
 		}
 		runs += len(row.runs)
+		if row.trigger != "" {
+			manual++
+		}
 		switch {
 		case ran > 1:
 			dups++
 		case row.cancel != "":
 			cancelled++
+		case ran == 0 && len(row.runs) == 0 && slices.Contains(slices.Collect(maps.Values(row.outcomes)), middleware.OutcomeSkippedPaused):
+			paused++
 		case ran == 0 && len(row.runs) == 0:
 			missed++
 		}
@@ -506,12 +521,82 @@ func (d *demoRun) summary() error {
 			last = r.token
 		}
 	}
-	fmt.Fprintf(d.out, "\nsummary: %d ticks, %d runs, %d duplicates, %d missed, %d cut short by a lost lease; fencing tokens %s\n",
-		len(rows), runs, dups, missed, cancelled, map[bool]string{false: "strictly increasing", true: "NOT increasing"}[backwards])
+	fmt.Fprintf(d.out, "\nsummary: %d ticks and %d manual runs, %d runs, %d duplicates, %d missed, %d skipped while paused, %d cut short by a lost lease; fencing tokens %s\n",
+		len(rows)-manual, manual, runs, dups, missed, paused, cancelled, map[bool]string{false: "strictly increasing", true: "NOT increasing"}[backwards])
 	if dups > 0 || backwards {
 		return errors.New("the demo saw a tick run twice or a token go backwards: please report this")
 	}
 	return nil
+}
+
+// control ends the demo with the operator's controls: a pause from one replica that every
+// replica honours, a resume from another, a manual run asked from a third, and the history.
+func (d *demoRun) control(ctx context.Context) {
+	r := func(i int) *replica { return d.replicas[i%len(d.replicas)] }
+	say := func(format string, args ...any) {
+		d.flush(false)
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		fmt.Fprintf(d.out, "           ⏵ "+format+"\n", args...)
+	}
+	if err := r(0).sched.Pause(ctx, "report", "paused by the demo"); err != nil {
+		say("pause failed: %v", err)
+		return
+	}
+	say("%s pauses %q on every replica (cronlock pause): its ticks are skipped_paused", r(0).name, "report")
+	if !sleep(ctx, 2*d.cfg.every+d.cfg.every/2) {
+		return
+	}
+	if err := r(1).sched.Resume(ctx, "report"); err != nil {
+		say("resume failed: %v", err)
+		return
+	}
+	say("%s resumes it (cronlock resume)", r(1).name)
+	id, err := r(2).sched.Trigger(ctx, "report")
+	if err != nil {
+		say("trigger failed: %v", err)
+		return
+	}
+	say("%s asks for a manual run now (cronlock trigger): %s", r(2).name, id)
+	deadline := time.Now().Add(5 * time.Second)
+	for !d.ranManual() && time.Now().Before(deadline) && sleep(ctx, 20*time.Millisecond) {
+	}
+	if !sleep(ctx, d.cfg.work+d.cfg.every) {
+		return
+	}
+	h, err := r(0).sched.History(ctx, "report", 6)
+	say("the last runs, from the lock nodes (cronlock history report):")
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if err != nil && h == nil {
+		fmt.Fprintf(d.out, "history: %v\n", err)
+		return
+	}
+	printHistory(d.out, h)
+}
+
+// ranManual reports whether a manual run has run.
+func (d *demoRun) ranManual() bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, row := range d.ticks {
+		if row.trigger != "" && len(row.runs) > 0 {
+			return true
+		}
+	}
+	return false
+}
+
+// sleep waits d or until ctx ends, and reports whether d passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
 }
 
 func randomHex(n int) string {

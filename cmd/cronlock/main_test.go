@@ -44,6 +44,10 @@ func TestDemo(t *testing.T) {
 		"redlock: lease lost",
 		" 0 duplicates",
 		"fencing tokens strictly increasing",
+		"r1 skipped_paused, r2 skipped_paused, r3 skipped_paused",
+		"asks for a manual run now (cronlock trigger)",
+		"trigger ",
+		"1 manual runs",
 	} {
 		if !strings.Contains(out, want) {
 			t.Errorf("output lacks %q:\n%s", want, out)

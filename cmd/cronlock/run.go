@@ -311,6 +311,9 @@ func (d *daemon) start() error {
 		return usageError{fmt.Errorf("%s: %w", cfg.File, err)}
 	}
 	d.closeLocks = locks.Close
+	if err := registerJobGauges(d.tel.meters, d.sched); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	for i, j := range cfg.Jobs {
 		if err := d.addJob(cfg, i, j); err != nil {
 			return err

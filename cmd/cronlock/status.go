@@ -206,7 +206,7 @@ func (r *readiness) check(ctx context.Context) (usable int, states []nodeState) 
 }
 
 // handler serves /healthz, /readyz, /jobs and /metrics (the Prometheus exposition of the
-// daemon's OpenTelemetry metrics).
+// daemon's OpenTelemetry metrics), and the control endpoints and status page (control.go).
 func statusHandler(cfg func() *config.Config, replica string, sched *scheduler.Scheduler, st *jobStatus, ready *readiness, metrics http.Handler) http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", metrics)
@@ -239,5 +239,6 @@ func statusHandler(cfg func() *config.Config, replica string, sched *scheduler.S
 			Jobs    []jobView `json:"jobs"`
 		}{replica, st.view(cfg(), sched.Entries())})
 	})
+	newControl(cfg(), sched).mount(mux) // token and trace links: a reload cannot change them
 	return mux
 }

@@ -3,18 +3,29 @@
 --
 -- KEYS[1]   boot marker of this node (quarantine after memory loss)
 -- KEYS[2]   fencing counter
--- KEYS[3..] lock keys; KEYS[3] is the primary key
+-- KEYS[3..] lock keys; KEYS[3] is the primary key; then the ARGV[6] RefuseWhile keys
 -- ARGV[1]   lock value (random, unique per attempt)
 -- ARGV[2]   TTL in milliseconds
 -- ARGV[3]   quarantine length in milliseconds (0: quarantine off)
 -- ARGV[4]   holder label (shown to others, never trusted)
 -- ARGV[5]   metadata (e.g. a trace context), shown to others
+-- ARGV[6]   how many of the last KEYS are RefuseWhile keys (string keys; 0 if none)
 --
 -- Returns {0, token} when taken, {1, key index, label, metadata, state, pttl} when a key is
--- held by another value, {2, remaining ms} while the node is in quarantine.
+-- held by another value, {2, remaining ms} while the node is in quarantine, {3, index among
+-- the RefuseWhile keys, value} while a RefuseWhile key exists.
+
+-- RefuseWhile keys come last; a refusal because one exists comes before everything else.
+local last = #KEYS - tonumber(ARGV[6])
+for i = last + 1, #KEYS do
+  local v = redis.call('GET', KEYS[i])
+  if v then
+    return {3, i - last, v}
+  end
+end
 
 -- A refusal first: it needs no clock and no marker, and is the common case under contention.
-for i = 3, #KEYS do
+for i = 3, last do
   local h = redis.call('HMGET', KEYS[i], 'v', 'l', 'm', 's')
   if h[1] and h[1] ~= ARGV[1] then
     return {1, i - 2, h[2] or '', h[3] or '', h[4] or '', redis.call('PTTL', KEYS[i])}
@@ -45,7 +56,7 @@ if redis.call('EXISTS', KEYS[2]) == 0 then
 end
 local token = string.format('%.0f', redis.call('INCR', KEYS[2]))
 
-for i = 3, #KEYS do
+for i = 3, last do
   redis.call('HSET', KEYS[i], 'v', ARGV[1], 'l', ARGV[4], 'm', ARGV[5], 'f', token)
   redis.call('PEXPIRE', KEYS[i], ARGV[2])
 end

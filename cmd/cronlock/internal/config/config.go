@@ -37,8 +37,13 @@ type Config struct {
 	Prefix string
 	// Replica names this replica ("" when not given).
 	Replica string
-	// HTTP is the address of the HTTP server ("" when not given: no server).
+	// HTTP is the address of the HTTP server ("" when not given: no server). An address
+	// without a host (":9464") is on 127.0.0.1: give 0.0.0.0:9464 to listen everywhere.
 	HTTP string
+	// HTTPTokenEnv names the environment variable holding the bearer token of the HTTP
+	// control endpoints (POST /jobs/{name}/pause|resume|trigger); "" when not given: they are
+	// off (403).
+	HTTPTokenEnv string
 	// Tracing holds the tracing settings.
 	Tracing Tracing
 	// KillGrace is the kill_grace: given, or DefaultKillGrace. Each job's own is Job.KillGrace.
@@ -67,6 +72,9 @@ type Tracing struct {
 	OTLPEndpoint string
 	// ServiceName is the service.name of the spans. Default "cronlock".
 	ServiceName string
+	// UIURL is a trace URL template with {trace_id}, e.g. Jaeger's
+	// http://127.0.0.1:16686/trace/{trace_id}, for links on the status page ("": no links).
+	UIURL string
 }
 
 // Node is one lock node.

@@ -121,7 +121,8 @@ jobs: [{name: j, schedule: '@every 1s', command: [true]}]
 prefix: prod
 replica: host-1
 http: ":9464"
-tracing: {otlp_endpoint: "http://127.0.0.1:4318", service_name: cron}
+http_token_env: CRONLOCK_TOKEN
+tracing: {otlp_endpoint: "http://127.0.0.1:4318", service_name: cron, ui_url: "http://127.0.0.1:16686/trace/{trace_id}"}
 kill_grace: 3s
 boot_key: "prod:boot"
 max_ttl: 2m
@@ -140,14 +141,16 @@ jobs:
 `, func(t *testing.T, c *config.Config) {
 			assert.Equal(t, "prod", c.Prefix)
 			assert.Equal(t, "host-1", c.Replica)
-			assert.Equal(t, ":9464", c.HTTP)
-			assert.Equal(t, config.Tracing{OTLPEndpoint: "http://127.0.0.1:4318", ServiceName: "cron"}, c.Tracing)
+			assert.Equal(t, "127.0.0.1:9464", c.HTTP, "no host: localhost")
+			assert.Equal(t, "CRONLOCK_TOKEN", c.HTTPTokenEnv)
+			assert.Equal(t, "http://127.0.0.1:16686/trace/{trace_id}", c.Tracing.UIURL)
+			assert.Equal(t, config.Tracing{OTLPEndpoint: "http://127.0.0.1:4318", ServiceName: "cron", UIURL: "http://127.0.0.1:16686/trace/{trace_id}"}, c.Tracing)
 			assert.Equal(t, 3*time.Second, c.KillGrace)
 			assert.Equal(t, "prod:boot", c.BootKey)
 			assert.Equal(t, 2*time.Minute, c.MaxTTL)
 			assert.Equal(t, config.Job{Name: "a", Schedule: "*/5 * * * *", Command: []string{"sh", "-c", "echo $CRONLOCK_TICK"},
 				Timeout: time.Hour, LockTTL: 90 * time.Second, RenewEvery: 20 * time.Second, Overlap: job.Allow,
-				Retries: 3, CatchUp: 10 * time.Minute, OutputLevel: slog.LevelDebug, OutputLimit: 1 << 20, KillGrace: 3 * time.Second, Line: 10}, c.Jobs[0])
+				Retries: 3, CatchUp: 10 * time.Minute, OutputLevel: slog.LevelDebug, OutputLimit: 1 << 20, KillGrace: 3 * time.Second, Line: 11}, c.Jobs[0])
 		}},
 		{"null values mean the default", "nodes: [a:1]\nprefix:\nreplica: ~\njobs: [{name: j, schedule: '@every 1s', command: [true], timeout: null}]\n", func(t *testing.T, c *config.Config) {
 			assert.Equal(t, "cronlock", c.Prefix)
@@ -260,7 +263,7 @@ func TestParseBad(t *testing.T) {
 		{"duration without unit", good + "    lock_ttl: 30\n", `c.yaml:6: jobs[0].lock_ttl: 30 is not a duration: give a unit, e.g. 30s or 30m`},
 		{"duration as a list", good + "    timeout: [1s]\n", `c.yaml:6: jobs[0].timeout: must be a duration (e.g. 10m, 90s), not a list`},
 		{"unknown top-level key", "nodes: [a:1]\nnode: [b:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
-			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, tracing, kill_grace, boot_key, max_ttl, min_interval, jobs)`},
+			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, http_token_env, tracing, kill_grace, boot_key, max_ttl, min_interval, jobs)`},
 		{"unknown job key", good + "    timout: 1m\n",
 			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, env, working_dir)`},
 		{"unknown key far from any", good + "    owner: ops\n",
@@ -268,7 +271,7 @@ func TestParseBad(t *testing.T) {
 		{"unknown node key", "nodes: [{addr: 'a:1', password: hunter2}]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
 			`c.yaml:1: nodes[0].password: unknown key (known: addr, username, password_env, tls, db)`},
 		{"unknown tracing key", good + "tracing:\n  endpoint: x\n",
-			`c.yaml:7: tracing.endpoint: unknown key (known: otlp_endpoint, service_name)`},
+			`c.yaml:7: tracing.endpoint: unknown key (known: otlp_endpoint, service_name, ui_url)`},
 		{"key given twice", good + "    schedule: '@daily'\n", `c.yaml:6: jobs[0].schedule: given twice (first on line 4): keep one`},
 		{"bad spec", "nodes: [a:1]\njobs:\n  - name: j\n    schedule: '61 * * * *'\n    command: [x]\n",
 			`c.yaml:4: jobs[0].schedule: spec "61 * * * *": field 1 (minute) "61": end of range (61) above maximum (59); e.g. "*/5 * * * *" (every 5 minutes), "0 30 9 * * 1-5" (9:30:00 on weekdays), "@hourly", "@every 10s", "CRON_TZ=Europe/Paris 0 9 * * *"`},
@@ -310,6 +313,10 @@ func TestParseBad(t *testing.T) {
 			`c.yaml:1: http: "localhost": not host:port, e.g. 127.0.0.1:9464 (or "" for no HTTP server)`},
 		{"bad otlp endpoint", "tracing: {otlp_endpoint: '127.0.0.1:4318'}\n" + good,
 			`c.yaml:1: tracing.otlp_endpoint: "127.0.0.1:4318" is not an http:// or https:// URL, e.g. http://127.0.0.1:4318 (or "" for no tracing)`},
+		{"ui_url without {trace_id}", "tracing: {ui_url: 'http://jaeger/trace/'}\n" + good,
+			`c.yaml:1: tracing.ui_url: "http://jaeger/trace/": give an http(s) URL with {trace_id} in it, e.g. http://127.0.0.1:16686/trace/{trace_id} (Jaeger)`},
+		{"bad http_token_env", "http_token_env: 'A B'\n" + good,
+			`c.yaml:1: http_token_env: "A B": give the name of the environment variable that holds the bearer token, e.g. CRONLOCK_HTTP_TOKEN`},
 		{"tracing not a mapping", "tracing: on\n" + good,
 			`c.yaml:1: tracing: must be a mapping (otlp_endpoint:, service_name:), not the string "on"`},
 		{"negative kill grace", "kill_grace: -1s\n" + good,

@@ -468,7 +468,7 @@ func (p *parser) size(e entry, path string) (int64, bool) {
 	return 0, false
 }
 
-var topKeys = []string{"nodes", "allow_even_nodes", "prefix", "replica", "http", "tracing", "kill_grace", "boot_key", "max_ttl", "min_interval", "jobs"}
+var topKeys = []string{"nodes", "allow_even_nodes", "prefix", "replica", "http", "http_token_env", "tracing", "kill_grace", "boot_key", "max_ttl", "min_interval", "jobs"}
 
 func (p *parser) config(root *yaml.Node) *Config {
 	c := &Config{
@@ -507,7 +507,18 @@ func (p *parser) config(root *yaml.Node) *Config {
 			if err := checkHostPort(s, true); err != nil {
 				p.fail(e.val.Line, "http", "%q: %v, e.g. 127.0.0.1:9464 (or \"\" for no HTTP server)", s, err)
 			}
+			if strings.HasPrefix(s, ":") { // no host: localhost, not every interface
+				s = "127.0.0.1" + s
+			}
 			c.HTTP = s
+		}
+	}
+	if e, ok := m["http_token_env"]; ok {
+		if s, ok := p.str(e, "http_token_env"); ok {
+			if s == "" || strings.ContainsAny(s, "= \t") {
+				p.fail(e.val.Line, "http_token_env", "%q: give the name of the environment variable that holds the bearer token, e.g. CRONLOCK_HTTP_TOKEN", s)
+			}
+			c.HTTPTokenEnv = s
 		}
 	}
 	if e, ok := m["tracing"]; ok {
@@ -581,7 +592,16 @@ func (p *parser) tracing(e entry, t *Tracing) {
 		p.fail(e.val.Line, "tracing", "must be a mapping (otlp_endpoint:, service_name:), not %s", kindName(e.val))
 		return
 	}
-	m := p.mapping(e.val, "tracing", []string{"otlp_endpoint", "service_name"}, false)
+	m := p.mapping(e.val, "tracing", []string{"otlp_endpoint", "service_name", "ui_url"}, false)
+	if e, ok := m["ui_url"]; ok {
+		if s, ok := p.str(e, "tracing.ui_url"); ok && s != "" {
+			u, err := url.Parse(strings.ReplaceAll(s, "{trace_id}", "x"))
+			if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !strings.Contains(s, "{trace_id}") {
+				p.fail(e.val.Line, "tracing.ui_url", "%q: give an http(s) URL with {trace_id} in it, e.g. http://127.0.0.1:16686/trace/{trace_id} (Jaeger)", s)
+			}
+			t.UIURL = s
+		}
+	}
 	if e, ok := m["otlp_endpoint"]; ok {
 		if s, ok := p.str(e, "tracing.otlp_endpoint"); ok && s != "" {
 			u, err := url.Parse(s)

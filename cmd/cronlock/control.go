@@ -1,0 +1,294 @@
+package main
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/scheduler"
+)
+
+const controlUsage = `Usage: cronlock pause|resume|trigger|history JOB --config FILE [flags]
+
+  pause    pause JOB on every replica (its ticks are skipped as skipped_paused) until resume
+  resume   end JOB's pause
+  trigger  ask for one manual run of JOB, run once by some running replica; prints its id
+  history  print JOB's last runs, newest first
+
+The state lives on the lock nodes: no daemon needs to be reached. Flags:
+`
+
+// controlCmd runs pause, resume, trigger or history.
+func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
+	fs, path := flagSet(cmd)
+	reason := fs.String("reason", "paused with cronlock pause", "pause: why (shown with every skipped tick)")
+	n := fs.Int("n", 20, "history: how many runs")
+	timeout := fs.Duration("timeout", 10*time.Second, "how long the command may take")
+	var name string
+	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
+		name, args = args[0], args[1:]
+	}
+	if err := parseFlags(fs, controlUsage, args, stdout); err != nil {
+		return err
+	}
+	if name == "" {
+		return usageError{fmt.Errorf("%s: give the job's name: cronlock %s JOB --config FILE", cmd, cmd)}
+	}
+	cfg, err := loadConfig(cmd, *path)
+	if err != nil {
+		return err
+	}
+	sched, done, err := controlScheduler(cfg)
+	if err != nil {
+		return err
+	}
+	defer done()
+	if _, err := sched.Status(ctx, name); errors.Is(err, scheduler.ErrUnknownJob) {
+		return usageError{fmt.Errorf("%s: job %q is not in %s", cmd, name, cfg.File)}
+	}
+	ctx, cancel := context.WithTimeout(ctx, *timeout)
+	defer cancel()
+	switch cmd {
+	case "pause":
+		if err := sched.Pause(ctx, name, *reason); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "paused %s: %s\n", name, *reason)
+	case "resume":
+		if err := sched.Resume(ctx, name); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "resumed %s\n", name)
+	case "trigger":
+		id, err := sched.Trigger(ctx, name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintln(stdout, id)
+	case "history":
+		h, err := sched.History(ctx, name, *n)
+		if err != nil && h == nil {
+			return err
+		}
+		printHistory(stdout, h)
+		if err != nil {
+			fmt.Fprintf(stderr, "warning: %v\n", err)
+		}
+	}
+	return nil
+}
+
+// controlScheduler returns a scheduler over cfg's nodes with cfg's jobs, never started: enough
+// to read and write the control state. done closes it.
+func controlScheduler(cfg *config.Config) (*scheduler.Scheduler, func(), error) {
+	clients, err := nodeClients(cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	replica := defaultReplica()
+	locks, err := lockClient(cfg, clients, replica)
+	if err != nil {
+		closeClients(clients)
+		return nil, nil, usageError{fmt.Errorf("%s: nodes: %w", cfg.File, err)}
+	}
+	done := func() { _ = locks.Close(); closeClients(clients) }
+	sched, err := scheduler.New(locks, scheduler.WithPrefix(cfg.Prefix), scheduler.WithReplica(replica))
+	if err != nil {
+		done()
+		return nil, nil, usageError{fmt.Errorf("%s: %w", cfg.File, err)}
+	}
+	stop := func() { _ = sched.Stop(context.Background()); done() }
+	for _, j := range cfg.Jobs {
+		err := sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Options: j.Options(),
+			Handler: func(context.Context) error { return errors.New("not run by a control command") }})
+		if err != nil {
+			stop()
+			return nil, nil, usageError{fmt.Errorf("%s:%d: %w", cfg.File, j.Line, err)}
+		}
+	}
+	return sched, stop, nil
+}
+
+func printHistory(w io.Writer, h []scheduler.Record) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "START (UTC)\tRUN\tOUTCOME\tREPLICA\tDURATION\tTOKEN\tTRACE\tERROR")
+	for _, r := range h {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%s\t%s\n", r.Start.UTC().Format("2006-01-02 15:04:05.000"), runName(r),
+			r.Outcome, r.Replica, r.Duration.Round(time.Millisecond), r.Token, r.TraceID, oneLine(r.Error))
+	}
+	_ = tw.Flush()
+}
+
+// runName is a record's tick, or "trigger <id>".
+func runName(r scheduler.Record) string {
+	if r.Trigger != "" {
+		return "trigger " + r.Trigger
+	}
+	return "tick " + r.Tick.UTC().Format("15:04:05.000")
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
+
+// control serves the control endpoints and the status page, under the bearer token read from
+// the environment variable cfg.HTTPTokenEnv at start.
+type control struct {
+	cfg   *config.Config
+	sched *scheduler.Scheduler
+	token string // "": the mutating endpoints are off
+}
+
+func newControl(cfg *config.Config, sched *scheduler.Scheduler) *control {
+	c := &control{cfg: cfg, sched: sched}
+	if cfg.HTTPTokenEnv != "" {
+		c.token = os.Getenv(cfg.HTTPTokenEnv)
+	}
+	return c
+}
+
+// mount adds GET /, GET /jobs/{name}/history and POST /jobs/{name}/{pause,resume,trigger}.
+func (c *control) mount(mux *http.ServeMux) {
+	mux.HandleFunc("GET /{$}", c.page)
+	mux.HandleFunc("GET /jobs/{name}/history", func(w http.ResponseWriter, r *http.Request) {
+		n := 20
+		if s := r.URL.Query().Get("n"); s != "" {
+			v, err := strconv.Atoi(s)
+			if err != nil || v <= 0 {
+				http.Error(w, "n: give a positive number of runs, e.g. ?n=20", http.StatusBadRequest)
+				return
+			}
+			n = v
+		}
+		h, err := c.sched.History(r.Context(), r.PathValue("name"), n)
+		if c.failed(w, err, h == nil) {
+			return
+		}
+		writeJSON(w, http.StatusOK, h)
+	})
+	for _, action := range []string{"pause", "resume", "trigger"} {
+		mux.HandleFunc("POST /jobs/{name}/"+action, func(w http.ResponseWriter, r *http.Request) { c.act(w, r, action) })
+	}
+}
+
+// failed writes err's status and reports whether it did (fatal: err stops the request).
+func (c *control) failed(w http.ResponseWriter, err error, fatal bool) bool {
+	switch {
+	case errors.Is(err, scheduler.ErrUnknownJob):
+		http.Error(w, err.Error(), http.StatusNotFound)
+		return true
+	case err != nil && fatal:
+		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return true
+	}
+	return false
+}
+
+// authorized checks the bearer token (header, or the form field "token" of the status page's
+// buttons): 403 when none is configured, 401 when it is wrong.
+func (c *control) authorized(w http.ResponseWriter, r *http.Request) bool {
+	if c.token == "" {
+		http.Error(w, "control endpoints are off: set http_token_env in the config to the name of an environment variable holding a token", http.StatusForbidden)
+		return false
+	}
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if !ok {
+		got = r.PostFormValue("token")
+	}
+	if subtle.ConstantTimeCompare([]byte(got), []byte(c.token)) != 1 {
+		w.Header().Set("WWW-Authenticate", `Bearer realm="cronlock"`)
+		http.Error(w, "wrong or missing bearer token", http.StatusUnauthorized)
+		return false
+	}
+	return true
+}
+
+func (c *control) act(w http.ResponseWriter, r *http.Request, action string) {
+	if !c.authorized(w, r) {
+		return
+	}
+	name := r.PathValue("name")
+	var err error
+	out := map[string]string{"job": name, "action": action}
+	switch action {
+	case "pause":
+		reason := r.FormValue("reason")
+		if strings.TrimSpace(reason) == "" {
+			reason = "paused over HTTP"
+		}
+		err = c.sched.Pause(r.Context(), name, reason)
+	case "resume":
+		err = c.sched.Resume(r.Context(), name)
+	case "trigger":
+		out["trigger"], err = c.sched.Trigger(r.Context(), name)
+	}
+	if c.failed(w, err, true) {
+		return
+	}
+	if r.Header.Get("Authorization") == "" { // a button of the status page: back to it
+		http.Redirect(w, r, "/", http.StatusSeeOther)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func writeJSON(w http.ResponseWriter, code int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(code)
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	_ = enc.Encode(v)
+}
+
+// registerJobGauges adds the per-job gauges read from the lock nodes at each collection
+// (each costs one Status per job): the next tick and the last success as Unix seconds, and
+// whether the job is paused (docs/observability.md has the "no success in two intervals"
+// alert built on them).
+func registerJobGauges(meters metric.MeterProvider, sched *scheduler.Scheduler) error {
+	m := meters.Meter("github.com/cronlock/cronlock/cmd/cronlock")
+	next, err1 := m.Float64ObservableGauge("cronlock.job.next_tick.time", metric.WithUnit("s"),
+		metric.WithDescription("the job's next tick, Unix seconds"))
+	last, err2 := m.Float64ObservableGauge("cronlock.job.last_success.time", metric.WithUnit("s"),
+		metric.WithDescription("start of the job's last successful run anywhere in the cluster, Unix seconds (from the history)"))
+	paused, err3 := m.Int64ObservableGauge("cronlock.job.paused",
+		metric.WithDescription("1 while the job is paused cluster-wide, else 0"))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return err
+	}
+	_, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
+		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		defer cancel()
+		for _, e := range sched.Entries() {
+			attrs := metric.WithAttributes(attribute.String("cronlock.job", e.Name)) // middleware's job attribute
+			if !e.Next.IsZero() {
+				o.ObserveFloat64(next, float64(e.Next.UnixMilli())/1000, attrs)
+			}
+			st, err := sched.Status(ctx, e.Name)
+			if err != nil {
+				continue // the nodes did not answer: no value rather than a wrong one
+			}
+			if st.LastSuccess != nil {
+				o.ObserveFloat64(last, float64(st.LastSuccess.Start.UnixMilli())/1000, attrs)
+			}
+			p := int64(0)
+			if st.Paused != nil {
+				p = 1
+			}
+			o.ObserveInt64(paused, p, attrs)
+		}
+		return nil
+	}, next, last, paused)
+	return err
+}

@@ -1,0 +1,134 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// daemonUnderTest is a `cronlock run` in this process, on three new nodes.
+type daemonUnderTest struct {
+	base string // http://host:port
+	cfg  string // the config file
+}
+
+// startDaemon runs `cronlock run` in this process with jobs (YAML list items) and extra
+// top-level config; it is stopped at cleanup.
+func startDaemon(t *testing.T, extra, jobs string) daemonUnderTest {
+	t.Helper()
+	nodes := redistest.StartN(t, 3, redistest.Config{})
+	endQuarantine(t, nodes...)
+	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+extra+"jobs:\n"+jobs)
+	ctx, cancel := context.WithCancel(context.Background())
+	var stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"run", "--config", cfg, "--http", "127.0.0.1:0", "--replica", "web-1"}, io.Discard, &stderr)
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if c := <-code; c != 0 {
+			t.Errorf("cronlock run exited %d:\n%s", c, stderr.String())
+		}
+	})
+	addr := regexp.MustCompile(`msg="http: serving [^"]*" addr=(\S+)`)
+	eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderr.String()) })
+	return daemonUnderTest{base: "http://" + addr.FindStringSubmatch(stderr.String())[1], cfg: cfg}
+}
+
+func post(t *testing.T, url, token string, form string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, url, strings.NewReader(form))
+	require.NoError(t, err)
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// The control endpoints under the token, and the control commands, against one daemon.
+func TestControlHTTPAndCommands(t *testing.T) {
+	t.Setenv("CRONLOCK_TEST_TOKEN", "s3cret")
+	d := startDaemon(t, "http_token_env: CRONLOCK_TEST_TOKEN\n", `  - name: tick
+    schedule: "@every 200ms"
+    command: ["true"]
+`)
+	status, _ := post(t, d.base+"/jobs/tick/pause", "", "reason=x")
+	assert.Equal(t, http.StatusUnauthorized, status, "no token")
+	status, _ = post(t, d.base+"/jobs/tick/pause", "wrong", "reason=x")
+	assert.Equal(t, http.StatusUnauthorized, status, "wrong token")
+	status, _ = post(t, d.base+"/jobs/nope/pause", "s3cret", "reason=x")
+	assert.Equal(t, http.StatusNotFound, status, "unknown job")
+	status, body := post(t, d.base+"/jobs/tick/pause", "s3cret", "reason=over+http")
+	require.Equal(t, http.StatusOK, status, body)
+
+	eventually(t, "a paused tick in the history", func() bool {
+		code, out, _ := runCLI(t, "history", "tick", "--config", d.cfg, "-n", "5")
+		return code == 0 && strings.Contains(out, "skipped_paused")
+	})
+	status, body = get(t, d.base+"/metrics")
+	require.Equal(t, http.StatusOK, status)
+	assert.Regexp(t, `cronlock_job_paused\{[^}]*cronlock_job="tick"[^}]*\} 1\n`, body)
+	assert.Regexp(t, `cronlock_job_next_tick_time_seconds\{[^}]*cronlock_job="tick"[^}]*\} 1\.\d+e\+09\n`, body)
+
+	code, out, errOut := runCLI(t, "resume", "tick", "--config", d.cfg)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "resumed tick")
+	code, out, errOut = runCLI(t, "pause", "tick", "--config", d.cfg, "--reason", "from the CLI")
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "paused tick: from the CLI")
+	code, out, errOut = runCLI(t, "trigger", "tick", "--config", d.cfg)
+	require.Equal(t, 0, code, errOut)
+	id := strings.TrimSpace(out)
+	require.NotEmpty(t, id)
+	eventually(t, "the manual run in /jobs/tick/history", func() bool {
+		status, body := get(t, d.base+"/jobs/tick/history?n=50")
+		return status == http.StatusOK && strings.Contains(body, id)
+	})
+	status, body = get(t, d.base+"/metrics")
+	require.Equal(t, http.StatusOK, status)
+	assert.Regexp(t, `cronlock_job_last_success_time_seconds\{[^}]*cronlock_job="tick"[^}]*\} 1\.\d+e\+09\n`, body, "the manual run succeeded")
+	status, body = post(t, d.base+"/jobs/tick/trigger", "s3cret", "")
+	require.Equal(t, http.StatusOK, status)
+	assert.Contains(t, body, `"trigger":`)
+
+	code, _, errOut = runCLI(t, "pause", "nope", "--config", d.cfg)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `job "nope" is not in`)
+	code, _, errOut = runCLI(t, "history", "--config", d.cfg)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "give the job's name")
+	status, _ = get(t, d.base+"/jobs/tick/history?n=0")
+	assert.Equal(t, http.StatusBadRequest, status)
+}
+
+// Without http_token_env the control endpoints are off.
+func TestControlWithoutTokenIsForbidden(t *testing.T) {
+	c := &control{}
+	for _, token := range []string{"", "anything"} {
+		w := httptest.NewRecorder()
+		r := httptest.NewRequest(http.MethodPost, "/jobs/j/pause", nil)
+		if token != "" {
+			r.Header.Set("Authorization", "Bearer "+token)
+		}
+		assert.False(t, c.authorized(w, r))
+		assert.Equal(t, http.StatusForbidden, w.Code)
+	}
+}

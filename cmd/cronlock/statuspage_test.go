@@ -1,0 +1,149 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/scheduler"
+)
+
+// browser returns a chromedp context on a headless Chromium (Debian's chromium package;
+// scripts/deps.sh installs it), closed at cleanup. On failure the test's screenshot is kept in
+// $CRONLOCK_ARTIFACTS (default: the temp dir's cronlock-artifacts).
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path, err := exec.LookPath("chromium")
+	if err != nil {
+		if os.Getenv("CI") != "" {
+			t.Fatal("chromium is not installed: scripts/deps.sh installs it")
+		}
+		t.Skip("chromium is not installed (apt-get install chromium, or scripts/deps.sh)")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:],
+		chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.DisableGPU,
+		chromedp.Flag("disable-background-networking", true), chromedp.Flag("disable-component-update", true),
+		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	bctx, cancelCtx := chromedp.NewContext(actx)
+	ctx, cancelTimeout := context.WithTimeout(bctx, 2*waitLimit)
+	t.Cleanup(func() {
+		if t.Failed() {
+			sctx, cancel := context.WithTimeout(bctx, 5*time.Second) // ctx may have run out
+			defer cancel()
+			png, err := chromedp.Run(sctx, chromedp.CaptureScreenshot())
+			if err != nil {
+				t.Logf("no screenshot: %v", err)
+			} else {
+				dir := os.Getenv("CRONLOCK_ARTIFACTS")
+				if dir == "" {
+					dir = filepath.Join(os.TempDir(), "cronlock-artifacts")
+				}
+				file := filepath.Join(dir, strings.ReplaceAll(t.Name(), "/", "_")+".png")
+				if os.MkdirAll(dir, 0o755) == nil && os.WriteFile(file, png, 0o644) == nil {
+					t.Logf("screenshot: %s", file)
+				}
+			}
+		}
+		cancelTimeout()
+		cancelCtx()
+		cancelAlloc()
+	})
+	require.NoError(t, chromedp.Do(bctx)) // starts the browser, for as long as bctx lasts
+	return ctx
+}
+
+// waitText reloads the page until the text of sel contains want.
+func waitText(t *testing.T, ctx context.Context, url, sel, want string) {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	var text string
+	for {
+		err := chromedp.Do(ctx, chromedp.Navigate(url))
+		if err == nil {
+			text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		}
+		if err == nil && strings.Contains(text, want) {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("waited %v for %q in %s; text: %q, err: %v", waitLimit, want, sel, text, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// The status page in a real browser: it shows the jobs; the Trigger button leads to a run in
+// the history; the Pause button shows the pause, and the next tick is skipped_paused.
+func TestStatusPageInBrowser(t *testing.T) {
+	t.Setenv("CRONLOCK_PAGE_TOKEN", "pagetoken")
+	d := startDaemon(t, "http_token_env: CRONLOCK_PAGE_TOKEN\ntracing: {ui_url: 'http://jaeger.invalid/trace/{trace_id}'}\n", `  - name: nightly
+    schedule: "CRON_TZ=Europe/Paris 0 3 * * *"
+    command: ["true"]
+  - name: often
+    schedule: "@every 1s"
+    command: ["true"]
+`)
+	ctx := browser(t)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(d.base+"/")))
+	body, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+	require.NoError(t, err)
+	for _, want := range []string{"nightly", "CRON_TZ=Europe/Paris 0 3 * * *", "CET", "often", "@every 1s", "Not paused", "web-1"} {
+		require.Contains(t, body, want)
+	}
+
+	// Trigger the nightly job from its button: the manual run shows in its history.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.SendKeys(chromedp.CSS(`#job-nightly form[action$="/trigger"] input[name=token]`), "pagetoken"),
+		chromedp.Click(chromedp.CSS(`#job-nightly form[action$="/trigger"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#job-nightly`))))
+	waitText(t, ctx, d.base+"/", `#job-nightly table.history`, "trigger ")
+	waitText(t, ctx, d.base+"/", `#job-nightly table.history`, "ran")
+
+	// Pause the frequent job from its button: the page shows it, and its next tick is skipped.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(d.base+"/"),
+		chromedp.SendKeys(chromedp.CSS(`#job-often form[action$="/pause"] input[name=token]`), "pagetoken"),
+		chromedp.SendKeys(chromedp.CSS(`#job-often form[action$="/pause"] input[name=reason]`), "browser test"),
+		chromedp.Click(chromedp.CSS(`#job-often form[action$="/pause"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#job-often .paused`))))
+	waitText(t, ctx, d.base+"/", `#job-often .paused`, "Paused: browser test")
+	waitText(t, ctx, d.base+"/", `#job-often table.history`, "skipped_paused")
+
+	// A wrong token is refused, and the page says so.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(d.base+"/"),
+		chromedp.SendKeys(chromedp.CSS(`#job-often form[action$="/resume"] input[name=token]`), "wrong"),
+		chromedp.Click(chromedp.CSS(`#job-often form[action$="/resume"] button`))))
+	require.Eventually(t, func() bool {
+		body, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+		return err == nil && strings.Contains(body, "wrong or missing bearer token")
+	}, waitLimit, 50*time.Millisecond)
+}
+
+// The page links each traced run to tracing.ui_url, and shows buttons only with a token.
+func TestStatusPageTraceLinksAndButtons(t *testing.T) {
+	rec := scheduler.Record{Job: "j", Tick: time.UnixMilli(1_700_000_000_000), Replica: "r1", Outcome: "ran", Token: 7,
+		TraceID: "4bf92f3577b34da6a3ce929d0e0e4736"}
+	c := &control{cfg: &config.Config{Tracing: config.Tracing{UIURL: "http://jaeger.invalid/trace/{trace_id}"}}}
+	for _, controls := range []bool{false, true} {
+		var b strings.Builder
+		require.NoError(t, statusPage.Execute(&b, pageData{Replica: "r1", Now: time.Now(), Controls: controls, Jobs: []pageJob{{
+			Status:  scheduler.Status{Entry: scheduler.Entry{Name: "j", Spec: "@hourly"}},
+			Zone:    time.UTC,
+			History: []pageRun{c.pageRun(rec)},
+		}}}))
+		require.Contains(t, b.String(), `<a href="http://jaeger.invalid/trace/4bf92f3577b34da6a3ce929d0e0e4736">4bf92f3577b34da6a3ce929d0e0e4736</a>`)
+		require.Equal(t, controls, strings.Contains(b.String(), `action="/jobs/j/trigger"`), "buttons with a token only")
+	}
+}

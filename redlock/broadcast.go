@@ -1,0 +1,47 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Broadcast runs script on every node in parallel and waits for every reply, each request
+// bounded by max(NodeTimeout(MaxTTL), 1s). It is for state kept beside the locks — written to a
+// quorum, read merged from the nodes that answer — such as a key given to RefuseWhile.
+//
+// It returns each node's reply, indexed like the nodes given to New (nil where the node
+// failed), and, when fewer than a quorum of nodes answered, a *QuorumError matching
+// ErrQuorumUnavailable with every failed node's error. The replies of the nodes that answered
+// are returned in either case.
+func (c *Client) Broadcast(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error) {
+	if script == nil {
+		return nil, errors.New("redlock: Broadcast: the script is nil")
+	}
+	out := make([]any, len(c.nodes))
+	t := tally{n: len(c.nodes), quorum: c.quorum}
+	_, err := c.fanout(ctx, c.all(), max(c.nodeTimeout(c.cfg.maxTTL), time.Second), func(ctx context.Context, i int) reply {
+		v, err := script.Run(ctx, c.nodes[i], keys, args...).Result()
+		if errors.Is(err, redis.Nil) { // a nil reply is an answer
+			err = nil
+		}
+		if err != nil {
+			return reply{node: i, outcome: outcomeError, err: err}
+		}
+		out[i] = v
+		return reply{node: i, outcome: outcomeOK}
+	}, func(r reply) bool { t.add(c, r); return false }, nil)
+	if err != nil {
+		return nil, err
+	}
+	if t.ok < c.quorum {
+		key := ""
+		if len(keys) > 0 {
+			key = keys[0]
+		}
+		return out, &QuorumError{Op: "broadcast", Key: key, Reason: ErrQuorumUnavailable, OK: t.ok, Failed: t.failed, Nodes: t.errs}
+	}
+	return out, nil
+}

@@ -1,0 +1,70 @@
+package scheduler
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
+)
+
+// Scripts of the control state kept on the lock nodes (see Pause).
+var (
+	setScript = redis.NewScript(`return redis.call('SET', KEYS[1], ARGV[1])`)
+	delScript = redis.NewScript(`return redis.call('DEL', KEYS[1])`)
+)
+
+// Pause pauses the job named name cluster-wide: from the next tick on, every replica skips
+// its ticks (outcome skipped_paused, with reason in the logs, spans and metrics), until
+// Resume. The pause is the job's middleware.PauseKey, written to every lock node and
+// confirmed by a quorum; each tick's own acquisition is refused while it is there, so honouring
+// it costs no extra request, and it holds while a minority of nodes is down. A run under way
+// is not stopped. Pausing a paused job replaces its reason.
+//
+// It returns an error matching ErrUnknownJob if no job of that name is registered here, and
+// one matching redlock.ErrQuorumUnavailable if a quorum did not confirm (the pause may then be
+// on some nodes: try again, or Resume).
+func (s *Scheduler) Pause(ctx context.Context, name, reason string) error {
+	if err := s.known(name); err != nil {
+		return err
+	}
+	if strings.TrimSpace(reason) == "" {
+		return fmt.Errorf("scheduler: pause %q: the reason is empty: say why, e.g. %q; it is shown in every skipped tick", name, "database migration")
+	}
+	p := job.Pause{Reason: reason, Since: s.cfg.clock.Now(), By: s.cfg.replica}
+	if _, err := s.locks.Broadcast(ctx, setScript, []string{middleware.PauseKey(s.cfg.prefix, name)}, middleware.PauseValue(p)); err != nil {
+		return fmt.Errorf("scheduler: pause %q: %w", name, err)
+	}
+	s.cfg.logger.Info("cronlock: job paused", "job", name, "reason", reason, "replica", s.cfg.replica)
+	return nil
+}
+
+// Resume ends the pause of the job named name: its next tick runs as usual. Resuming a job
+// that is not paused does nothing. The pause key is deleted from every lock node that answers,
+// and a quorum must confirm; a node that was down keeps its copy, which refuses nothing while
+// the other nodes are up, until a later Resume reaches it (Resume may be repeated).
+//
+// Its errors are those of Pause.
+func (s *Scheduler) Resume(ctx context.Context, name string) error {
+	if err := s.known(name); err != nil {
+		return err
+	}
+	if _, err := s.locks.Broadcast(ctx, delScript, []string{middleware.PauseKey(s.cfg.prefix, name)}); err != nil {
+		return fmt.Errorf("scheduler: resume %q: %w", name, err)
+	}
+	s.cfg.logger.Info("cronlock: job resumed", "job", name, "replica", s.cfg.replica)
+	return nil
+}
+
+// known returns an error matching ErrUnknownJob unless a job named name is registered.
+func (s *Scheduler) known(name string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.entries[name] == nil {
+		return fmt.Errorf("%w: %q", ErrUnknownJob, name)
+	}
+	return nil
+}

@@ -1,0 +1,118 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/scheduler"
+)
+
+const controlPeriod = 100 * time.Millisecond
+
+// replicas starts n schedulers, each with a redlock client of its own over c, running job
+// "ctl" every controlPeriod into led.
+func replicas(t *testing.T, c *cluster, led *ledger, n int, opts ...scheduler.Option) []*scheduler.Scheduler {
+	t.Helper()
+	var out []*scheduler.Scheduler
+	for i := range n {
+		s := newScheduler(t, c.client(t, false), append([]scheduler.Option{scheduler.WithReplica(fmt.Sprintf("r%d", i)),
+			scheduler.WithMiddleware(led.observe())}, opts...)...)
+		require.NoError(t, s.Add(job.Job{Name: "ctl", Spec: fmt.Sprintf("@every %v", controlPeriod),
+			Options: job.Options{LockTTL: 2 * time.Second}, Handler: led.handler(func(context.Context) error { return nil })}))
+		out = append(out, s)
+	}
+	for _, s := range out {
+		require.NoError(t, s.Start())
+	}
+	return out
+}
+
+// checkPaused waits until every replica skipped two ticks after paused as skipped_paused with
+// reason, and asserts that no tick after paused ran anywhere (until resumed, if not zero).
+func checkPaused(t *testing.T, led *ledger, n int, paused time.Time, reason string) {
+	t.Helper()
+	led.wait(t, "every replica skipping paused ticks", func() bool {
+		skips := map[string]int{}
+		for _, o := range led.outcomes {
+			if o.Tick.After(paused) && o.Outcome == middleware.OutcomeSkippedPaused {
+				skips[o.Replica]++
+			}
+		}
+		for i := range n {
+			if skips[fmt.Sprintf("r%d", i)] < 2 {
+				return false
+			}
+		}
+		return true
+	})
+	outcomes, events := led.snapshot()
+	for _, e := range events {
+		assert.False(t, e.Tick.After(paused), "tick %v ran while paused: %v", e.Tick, e)
+	}
+	for _, o := range outcomes {
+		if o.Outcome == middleware.OutcomeSkippedPaused {
+			assert.ErrorContains(t, o.Err, reason)
+		}
+	}
+}
+
+// Three replicas on three nodes: a pause from one replica stops the job on every replica, also
+// once a node is down, and a resume from another lets the next tick run.
+func TestPauseStopsEveryReplicaUntilResume(t *testing.T) {
+	c := newCluster(t, 3, false)
+	led := newLedger()
+	rs := replicas(t, c, led, 3)
+	ctx := ctxT(t)
+	led.waitEvent(t, "a first run", func(event) bool { return true })
+
+	require.NoError(t, rs[0].Pause(ctx, "ctl", "migration 42"))
+	paused := time.Now()
+	checkPaused(t, led, 3, paused, "migration 42")
+	require.NoError(t, c.Servers[2].Kill()) // a minority down: the pause holds
+	down := time.Now()
+	checkPaused(t, led, 3, down, "migration 42")
+
+	resuming := time.Now()
+	require.NoError(t, rs[1].Resume(ctx, "ctl"))
+	resumed := time.Now()
+	led.waitEvent(t, "a run after resume", func(e event) bool { return e.Tick.After(resumed) })
+	_, events := led.snapshot()
+	for _, e := range events {
+		// A tick due before Resume may run once Resume reached the nodes its acquisition asks.
+		assert.False(t, e.Tick.After(paused) && e.Start.Before(resuming), "tick %v ran while paused: %v", e.Tick, e)
+	}
+}
+
+// With one node of three down before the pause, pause and resume still work: each is written
+// to the two nodes that answer.
+func TestPauseAndResumeWithOneNodeDown(t *testing.T) {
+	c := newCluster(t, 3, false)
+	led := newLedger()
+	rs := replicas(t, c, led, 3)
+	ctx := ctxT(t)
+	require.NoError(t, c.Servers[0].Kill())
+
+	require.NoError(t, rs[2].Pause(ctx, "ctl", "node 0 is down"))
+	paused := time.Now()
+	checkPaused(t, led, 3, paused, "node 0 is down")
+	require.NoError(t, rs[0].Resume(ctx, "ctl"))
+	resumed := time.Now()
+	led.waitEvent(t, "a run after resume", func(e event) bool { return e.Tick.After(resumed) })
+}
+
+func TestPauseRefusesBadInput(t *testing.T) {
+	c := newCluster(t, 1, false)
+	s := newScheduler(t, c.client(t, false))
+	ctx := ctxT(t)
+	require.ErrorIs(t, s.Pause(ctx, "nope", "x"), scheduler.ErrUnknownJob)
+	require.ErrorIs(t, s.Resume(ctx, "nope"), scheduler.ErrUnknownJob)
+	require.NoError(t, s.Add(job.Job{Name: "j", Spec: "@hourly", Handler: func(context.Context) error { return nil }}))
+	require.ErrorContains(t, s.Pause(ctx, "j", " "), "the reason is empty")
+}

@@ -1,0 +1,251 @@
+package scheduler
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
+)
+
+// DefaultHistorySize is the default of WithHistorySize.
+const DefaultHistorySize = 100
+
+// Record is one entry of a job's run history: a tick or manual run that ran (outcome ran,
+// failed or lease_lost), or a tick skipped because the job was paused (skipped_paused).
+type Record struct {
+	Job string
+	// Tick is the tick's instant, or when the manual run was asked for.
+	Tick time.Time
+	// Trigger is the manual run's id; empty for a tick.
+	Trigger string
+	// Replica is the replica that ran it (for a pause: the first that recorded the skip).
+	Replica string
+	// Outcome is middleware.Outcome's name of it.
+	Outcome string
+	// Start is when the handler started (for a skip, when it was skipped); Duration how long
+	// it ran, 0 for a skip.
+	Start    time.Time
+	Duration time.Duration
+	// Token is the run's fencing token, 0 for a skip.
+	Token uint64
+	// TraceID is the id of the run's trace (32 hex digits), empty when not traced.
+	TraceID string
+	// Error is the run's error text, empty on success.
+	Error string
+}
+
+// runID names the record for deduplication across nodes and replicas: one per run (the tick
+// or trigger and its token), one per paused tick.
+func (r Record) runID() string {
+	id := strconv.FormatInt(r.Tick.UnixMilli(), 10)
+	if r.Trigger != "" {
+		id = r.Trigger
+	}
+	if r.Token == 0 {
+		return id + "/" + r.Outcome
+	}
+	return id + "/" + strconv.FormatUint(r.Token, 10)
+}
+
+var (
+	// Appends a record to the stream KEYS[1], capped at ARGV[1] entries, unless the marker
+	// KEYS[2] of the same record exists (another replica wrote it); the marker lives ARGV[2] ms.
+	appendScript = redis.NewScript(`
+if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then
+  return 0
+end
+redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], '*', unpack(ARGV, 3))
+return 1`)
+	readScript = redis.NewScript(`return redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1])`)
+	getScript  = redis.NewScript(`return redis.call('GET', KEYS[1])`)
+)
+
+// recorder collects what the history needs from inside the handler chain: the token and trace
+// that Lock set, and the handler's time.
+type recorder struct {
+	token   uint64
+	traceID string
+	start   time.Time
+	elapsed time.Duration
+}
+
+type recorderKey struct{}
+
+// record is the middleware, just inside Lock, that fills the run's recorder.
+func record(next job.Handler) job.Handler {
+	return func(ctx context.Context) error {
+		rec, _ := ctx.Value(recorderKey{}).(*recorder)
+		if rec == nil {
+			return next(ctx)
+		}
+		if run, ok := job.RunFrom(ctx); ok {
+			rec.token = run.FencingToken
+		}
+		rec.traceID, rec.start = middleware.TraceID(ctx), time.Now()
+		defer func() { rec.elapsed = time.Since(rec.start) }()
+		return next(ctx)
+	}
+}
+
+// runHandler runs e's handler chain for run, then logs the outcome and records it in the
+// history. It returns the handler's error.
+func (s *Scheduler) runHandler(e *entry, run *job.Run) error {
+	rec := &recorder{}
+	err := e.handler(context.WithValue(job.NewContext(s.runCtx, run), recorderKey{}, rec))
+	s.report(run, err)
+	outcome := middleware.Outcome(err)
+	switch outcome {
+	case middleware.OutcomeRan, middleware.OutcomeFailed, middleware.OutcomeLeaseLost, middleware.OutcomeSkippedPaused:
+	default:
+		return err
+	}
+	if s.cfg.historySize == 0 {
+		return err
+	}
+	r := Record{Job: run.Job, Tick: run.Tick, Trigger: run.Trigger, Replica: run.Replica, Outcome: outcome,
+		Start: rec.start, Duration: rec.elapsed, Token: rec.token, TraceID: rec.traceID}
+	if outcome == middleware.OutcomeSkippedPaused {
+		r.Start, r.Duration, r.Token = time.Now(), 0, 0
+	}
+	if err != nil && outcome != middleware.OutcomeSkippedPaused {
+		r.Error = err.Error()
+	}
+	if werr := s.appendHistory(r, e.keepDone); werr != nil {
+		s.cfg.logger.Warn("cronlock: could not record the run in the history", "job", run.Job, "tick", run.Tick, "err", werr)
+	}
+	return err
+}
+
+// appendHistory writes r to the job's history on every node; keep is how long the record's
+// deduplication marker lives.
+func (s *Scheduler) appendHistory(r Record, keep time.Duration) error {
+	key := middleware.HistoryKey(s.cfg.prefix, r.Job)
+	args := []any{s.cfg.historySize, keep.Milliseconds(),
+		"tick", r.Tick.UnixMilli(), "trigger", r.Trigger, "replica", r.Replica, "outcome", r.Outcome,
+		"start", r.Start.UnixMicro(), "duration", r.Duration.Microseconds(), "token", strconv.FormatUint(r.Token, 10),
+		"trace", r.TraceID, "error", r.Error}
+	_, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, key + ":" + r.runID()}, args...)
+	return err
+}
+
+// History returns the last n records of the job named name, newest first (by tick, then start), read
+// from every lock node that answers and merged, so a minority of nodes down loses nothing.
+// At most the history size (WithHistorySize) is kept. It returns an error matching
+// ErrUnknownJob if no such job is registered, and one matching redlock.ErrQuorumUnavailable,
+// with the records that could be read, if fewer than a quorum of nodes answered.
+func (s *Scheduler) History(ctx context.Context, name string, n int) ([]Record, error) {
+	if err := s.known(name); err != nil {
+		return nil, err
+	}
+	if n <= 0 {
+		return nil, fmt.Errorf("scheduler: history of %q: n %d: ask for at least 1 record", name, n)
+	}
+	replies, err := s.locks.Broadcast(ctx, readScript, []string{middleware.HistoryKey(s.cfg.prefix, name)}, n)
+	if replies == nil {
+		return nil, fmt.Errorf("scheduler: history of %q: %w", name, err)
+	}
+	seen := map[string]bool{}
+	var out []Record
+	for _, reply := range replies {
+		entries, _ := reply.([]any)
+		for _, en := range entries {
+			r, ok := parseRecord(name, en)
+			if ok && !seen[r.runID()] {
+				seen[r.runID()] = true
+				out = append(out, r)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b Record) int {
+		return cmp.Or(b.Tick.Compare(a.Tick), b.Start.Compare(a.Start), cmp.Compare(b.runID(), a.runID()))
+	})
+	if len(out) > n {
+		out = out[:n]
+	}
+	if err != nil {
+		return out, fmt.Errorf("scheduler: history of %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// parseRecord reads one stream entry: [id, [field, value, ...]].
+func parseRecord(name string, en any) (Record, bool) {
+	pair, _ := en.([]any)
+	if len(pair) != 2 {
+		return Record{}, false
+	}
+	kv, _ := pair[1].([]any)
+	f := map[string]string{}
+	for i := 0; i+1 < len(kv); i += 2 {
+		k, _ := kv[i].(string)
+		v, _ := kv[i+1].(string)
+		f[k] = v
+	}
+	num := func(k string) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
+	token, _ := strconv.ParseUint(f["token"], 10, 64)
+	r := Record{Job: name, Tick: time.UnixMilli(num("tick")), Trigger: f["trigger"], Replica: f["replica"], Outcome: f["outcome"],
+		Start: time.UnixMicro(num("start")), Duration: time.Duration(num("duration")) * time.Microsecond, Token: token,
+		TraceID: f["trace"], Error: f["error"]}
+	return r, r.Outcome != ""
+}
+
+// Status is what the cluster knows of one job.
+type Status struct {
+	Entry
+	// Paused is the job's pause, nil if it is not paused (the pause key is on fewer than a
+	// quorum of the nodes).
+	Paused *job.Pause
+	// LastRun is the newest record of a run (ran, failed or lease_lost), LastSuccess the
+	// newest that ran; nil if the history has none.
+	LastRun, LastSuccess *Record
+}
+
+// Status returns the job's entry, pause and last runs, read from the lock nodes like History.
+func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
+	var st Status
+	entries := s.Entries()
+	i := slices.IndexFunc(entries, func(e Entry) bool { return e.Name == name })
+	if i < 0 {
+		return st, fmt.Errorf("%w: %q", ErrUnknownJob, name)
+	}
+	st.Entry = entries[i]
+	replies, err := s.locks.Broadcast(ctx, getScript, []string{middleware.PauseKey(s.cfg.prefix, name)})
+	if err != nil {
+		return st, fmt.Errorf("scheduler: status of %q: %w", name, err)
+	}
+	var votes int
+	var value string
+	for _, r := range replies {
+		if v, ok := r.(string); ok {
+			votes, value = votes+1, v
+		}
+	}
+	if votes >= s.locks.Quorum() {
+		p := middleware.ParsePause(value)
+		st.Paused = &p
+	}
+	history, err := s.History(ctx, name, max(s.cfg.historySize, 1))
+	if err != nil {
+		return st, err
+	}
+	for _, r := range history {
+		if r.Outcome == middleware.OutcomeSkippedPaused {
+			continue
+		}
+		if st.LastRun == nil {
+			st.LastRun = &r
+		}
+		if r.Outcome == middleware.OutcomeRan {
+			st.LastSuccess = &r
+			break
+		}
+	}
+	return st, nil
+}

@@ -1,0 +1,160 @@
+package scheduler_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/scheduler"
+)
+
+// The history has each run once (with replica, token, times, error), each paused tick once
+// though every replica skipped it, reads the same with a node down, and Status sums it up.
+func TestHistoryAndStatus(t *testing.T) {
+	c := newCluster(t, 3, false)
+	led := newLedger()
+	rs := replicas(t, c, led, 3)
+	ctx := ctxT(t)
+	led.wait(t, "three runs", func() bool { return len(led.events) >= 3 })
+	require.NoError(t, rs[0].Pause(ctx, "ctl", "for the history"))
+	paused := time.Now()
+	checkPaused(t, led, 3, paused, "for the history")
+	stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, s := range rs {
+		require.NoError(t, s.Stop(stop))
+	}
+	_, events := led.snapshot()
+
+	h, err := rs[1].History(ctx, "ctl", 100)
+	require.NoError(t, err)
+	ran := map[uint64]scheduler.Record{}
+	pausedTicks := map[int64]int{}
+	for _, r := range h {
+		switch r.Outcome {
+		case middleware.OutcomeRan:
+			assert.NotContains(t, ran, r.Token, "run %v recorded once", r)
+			ran[r.Token] = r
+		case middleware.OutcomeSkippedPaused:
+			pausedTicks[r.Tick.UnixMilli()]++
+		default:
+			t.Errorf("unexpected record %+v", r)
+		}
+	}
+	require.Len(t, ran, len(events), "every run is in the history")
+	for _, e := range events {
+		r, ok := ran[e.Token]
+		require.True(t, ok, "run %v recorded", e)
+		assert.Equal(t, e.Replica, r.Replica)
+		assert.True(t, r.Tick.Equal(e.Tick))
+		assert.WithinDuration(t, e.Start, r.Start, 50*time.Millisecond)
+		assert.Empty(t, r.Error)
+	}
+	require.GreaterOrEqual(t, len(pausedTicks), 2)
+	for tick, k := range pausedTicks {
+		assert.Equal(t, 1, k, "paused tick %d recorded once, not once per replica", tick)
+	}
+	for i := 1; i < len(h); i++ {
+		assert.False(t, h[i].Tick.After(h[i-1].Tick), "newest first")
+	}
+
+	// One node down: the same history, merged from the other two.
+	require.NoError(t, c.Servers[0].Kill())
+	h2, err := rs[2].History(ctx, "ctl", 100)
+	require.NoError(t, err)
+	assert.Equal(t, runsOf(h), runsOf(h2))
+	last, err := rs[2].History(ctx, "ctl", 2)
+	require.NoError(t, err)
+	assert.Equal(t, runsOf(h[:2]), runsOf(last))
+
+	st, err := rs[2].Status(ctx, "ctl")
+	require.NoError(t, err)
+	require.NotNil(t, st.Paused)
+	assert.Equal(t, "for the history", st.Paused.Reason)
+	assert.Equal(t, "r0", st.Paused.By)
+	require.NotNil(t, st.LastSuccess)
+	assert.Equal(t, middleware.OutcomeRan, st.LastSuccess.Outcome)
+	assert.Equal(t, st.LastRun, st.LastSuccess)
+	newest := events[0]
+	for _, e := range events {
+		if e.Start.After(newest.Start) {
+			newest = e
+		}
+	}
+	assert.Equal(t, newest.Token, st.LastSuccess.Token)
+	assert.False(t, st.Next.IsZero())
+}
+
+// The history keeps at most its size on every node.
+func TestHistoryIsCapped(t *testing.T) {
+	c := newCluster(t, 3, false)
+	led := newLedger()
+	rs := replicas(t, c, led, 2, scheduler.WithHistorySize(5))
+	ctx := ctxT(t)
+	led.wait(t, "ten runs", func() bool { return len(led.events) >= 10 })
+	for _, s := range rs {
+		require.NoError(t, s.Stop(ctx))
+	}
+	for _, s := range c.Servers {
+		n, err := s.Client().XLen(ctx, middleware.HistoryKey("cronlock", "ctl")).Result()
+		require.NoError(t, err)
+		assert.Equal(t, int64(5), n, "records on %s", s.Addr())
+	}
+	h, err := rs[0].History(ctx, "ctl", 100)
+	require.NoError(t, err)
+	assert.Len(t, h, 5)
+	_, events := led.snapshot()
+	var newest uint64
+	for _, e := range events {
+		newest = max(newest, e.Token)
+	}
+	assert.Equal(t, newest, h[0].Token, "the newest are kept")
+}
+
+// A failed manual run is in the history with its error and trigger id.
+func TestHistoryRecordsFailedTrigger(t *testing.T) {
+	c := newCluster(t, 3, false)
+	s := newScheduler(t, c.client(t, false))
+	require.NoError(t, s.Add(job.Job{Name: "j", Spec: onlyManual, Handler: func(context.Context) error { return fmt.Errorf("disk full") }}))
+	require.NoError(t, s.Start())
+	ctx := ctxT(t)
+	id, err := s.Trigger(ctx, "j")
+	require.NoError(t, err)
+	var h []scheduler.Record
+	require.Eventually(t, func() bool {
+		h, err = s.History(ctx, "j", 10)
+		return err == nil && len(h) == 1
+	}, waitLimit, 10*time.Millisecond)
+	assert.Equal(t, id, h[0].Trigger)
+	assert.Equal(t, middleware.OutcomeFailed, h[0].Outcome)
+	assert.Contains(t, h[0].Error, "disk full")
+	assert.NotZero(t, h[0].Token)
+	st, err := s.Status(ctx, "j")
+	require.NoError(t, err)
+	assert.Nil(t, st.LastSuccess)
+	assert.Nil(t, st.Paused)
+	require.NotNil(t, st.LastRun)
+	assert.Equal(t, id, st.LastRun.Trigger)
+	_, err = s.History(ctx, "j", 0)
+	require.ErrorContains(t, err, "at least 1")
+}
+
+// runsOf returns what identifies each record: a paused tick's record may come from any of
+// the replicas that skipped it, depending on the nodes read.
+func runsOf(h []scheduler.Record) []string {
+	var out []string
+	for _, r := range h {
+		id := fmt.Sprintf("%d %s %d", r.Tick.UnixMilli(), r.Outcome, r.Token)
+		if r.Outcome == middleware.OutcomeRan {
+			id += " " + r.Replica
+		}
+		out = append(out, id)
+	}
+	return out
+}

@@ -1,0 +1,143 @@
+package scheduler
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
+)
+
+// DefaultTriggerPoll is the default of WithTriggerPoll.
+const DefaultTriggerPoll = 250 * time.Millisecond
+
+// Scripts of the queue of manual runs (middleware.TriggersKey): a sorted set of "<id> <job>"
+// members scored by the Unix milliseconds they were asked at.
+var (
+	// Adds the request, and announces it on KEYS[1]..':asked' (a hint: replicas poll too).
+	enqueueScript = redis.NewScript(`
+local n = redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
+redis.call('PUBLISH', KEYS[1] .. ':asked', ARGV[2])
+return n`)
+	// Drops the requests asked for before ARGV[1] (ms), whose window has closed, and returns
+	// the others with their scores.
+	pendingScript = redis.NewScript(`
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1])
+return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')`)
+	dequeueScript = redis.NewScript(`return redis.call('ZREM', KEYS[1], ARGV[1])`)
+)
+
+// Trigger asks for one manual run of the job named name, now, and returns its id. The run
+// happens once across the cluster: some running replica with the job starts it — this one at
+// once, the others when the nodes announce it (Pub/Sub), or at their next look at the queue
+// (WithTriggerPoll, default every 250ms) — under the lock TriggerKey(id) instead of a
+// tick key, with job.Run.Trigger set to the id (and Tick to when it was asked). The job's
+// Overlap applies: with Forbid, the run waits until no other run of the job is running. A
+// pause does not stop it, and it is not retried: its lock is kept as done whatever the
+// outcome. A request that no replica could start within the tick retention minus twice the
+// max clock skew is dropped.
+//
+// The request is written to every lock node and a quorum must confirm. It returns an error
+// matching ErrUnknownJob if the job is not registered here, and one matching
+// redlock.ErrQuorumUnavailable if a quorum did not confirm (the run may still happen).
+func (s *Scheduler) Trigger(ctx context.Context, name string) (string, error) {
+	if err := s.known(name); err != nil {
+		return "", err
+	}
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails
+	asked := s.cfg.clock.Now().UnixMilli()
+	id := strconv.FormatInt(asked, 10) + "-" + hex.EncodeToString(b[:])
+	_, err := s.locks.Broadcast(ctx, enqueueScript, []string{middleware.TriggersKey(s.cfg.prefix)}, asked, id+" "+name)
+	if err != nil {
+		return "", fmt.Errorf("scheduler: trigger %q: %w", name, err)
+	}
+	select { // look at once, so that this replica starts it if it is running
+	case s.pollNow <- struct{}{}:
+	default:
+	}
+	return id, nil
+}
+
+// pollTriggers starts the pending manual runs until Stop: when the nodes announce one, when
+// Trigger is called here, and every poll interval.
+func (s *Scheduler) pollTriggers() {
+	defer close(s.pollDone)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	asked := s.locks.Subscribe(ctx, middleware.TriggersKey(s.cfg.prefix)+":asked")
+	defer asked.Close()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-t.C:
+		case <-s.pollNow:
+			t.Stop()
+		case <-asked.C():
+			t.Stop()
+		}
+		s.startTriggers(ctx)
+		t.Reset(s.cfg.triggerPoll)
+	}
+}
+
+// window is how long after it was asked for a manual run may start: as long as a tick.
+func (s *Scheduler) window() time.Duration { return s.cfg.retention - 2*s.cfg.maxSkew }
+
+// startTriggers reads the queue from every node that answers and starts each request that is
+// not running here yet.
+func (s *Scheduler) startTriggers(ctx context.Context) {
+	now := s.cfg.clock.Now()
+	replies, _ := s.locks.Broadcast(ctx, pendingScript, []string{middleware.TriggersKey(s.cfg.prefix)},
+		now.Add(-s.window()).UnixMilli())
+	asked := map[string]int64{}
+	for _, r := range replies {
+		list, _ := r.([]any)
+		for i := 0; i+1 < len(list); i += 2 {
+			member, _ := list[i].(string)
+			score, _ := list[i+1].(string)
+			ms, err := strconv.ParseInt(score, 10, 64)
+			if err == nil {
+				asked[member] = ms
+			}
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.state != running {
+		return
+	}
+	for member, ms := range asked {
+		id, name, ok := strings.Cut(member, " ")
+		e := s.entries[name]
+		if !ok || e == nil || s.triggered[member] {
+			continue // a job this replica does not have, or a run of it that is under way here
+		}
+		at := time.UnixMilli(ms)
+		run := &job.Run{Job: name, Tick: at, Trigger: id, Attempt: 1, Replica: s.cfg.replica, Deadline: at.Add(s.window())}
+		s.triggered[member] = true
+		s.runs.Add(1)
+		go func() {
+			defer s.runs.Done()
+			switch middleware.Outcome(s.runHandler(e, run)) {
+			case middleware.OutcomeSkippedOverlap, middleware.OutcomeSkippedHeld, middleware.OutcomeQuorumUnavailable:
+				// Not run yet (or run elsewhere, whose replica dequeues it): look again later.
+			default:
+				_, _ = s.locks.Broadcast(context.Background(), dequeueScript, []string{middleware.TriggersKey(s.cfg.prefix)}, member)
+			}
+			s.mu.Lock()
+			delete(s.triggered, member)
+			s.mu.Unlock()
+		}()
+	}
+}
