@@ -65,6 +65,9 @@ func (r *replicated) client(t *testing.T) *redlock.Client {
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lc.Close() })
 	require.NoError(t, lc.EndQuarantine(ctxT(t)))
+	for _, p := range r.primaries { // the boot markers reach the replicas before anything fails
+		require.NoError(t, p.Client().Do(ctxT(t), "wait", 1, 5000).Err())
+	}
 	return lc
 }
 

@@ -66,7 +66,7 @@ func post(t *testing.T, url, token string, form string) (int, string) {
 // The control endpoints under the token, and the control commands, against one daemon.
 func TestControlHTTPAndCommands(t *testing.T) {
 	t.Setenv("CRONLOCK_TEST_TOKEN", "s3cret")
-	d := startDaemon(t, "http_token_env: CRONLOCK_TEST_TOKEN\n", `  - name: tick
+	d := startDaemon(t, "http_token_env: CRONLOCK_TEST_TOKEN\nmin_interval: 200ms\n", `  - name: tick
     schedule: "@every 200ms"
     command: ["true"]
 `)
