@@ -41,6 +41,7 @@ type request struct {
 	label    string
 	metadata string
 	fenceKey string
+	group    string // primaryGroup of the primary key
 	hook     func(Attempt)
 	wake     bool
 	splits   int       // ResolveSplits
@@ -103,7 +104,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	}
 	fence := ac.fenceKey
 	if fence == "" {
-		fence = key + ":fence"
+		fence = defaultFenceKey(key)
 	}
 	keys := append(make([]string, 0, 3+len(ac.also)), c.cfg.bootKey, fence, key)
 	for _, k := range ac.also {
@@ -121,7 +122,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if ac.label != "" {
 		label = ac.label
 	}
-	return &request{keys: keys, ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, hook: ac.onAttempt,
+	return &request{keys: keys, ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
 		wake: ac.wake, splits: ac.splits, before: ac.before, hold: c.heldBy(ctx, key)}, nil
 }
 
@@ -324,10 +325,10 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		}
 		return err
 	}
-	primaryFirst := len(c.nodes) > 1 && c.contended.is(req.fenceKey, start)
+	primaryFirst := len(c.nodes) > 1 && c.contended.is(req.group, start)
 	var err error
 	if primaryFirst {
-		p := c.primary(req.fenceKey)
+		p := c.primary(req.group)
 		err = ask([]int{p})
 		rtt := time.Since(start)
 		if err == nil && t.refused == 0 {
@@ -347,7 +348,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		err = ask(c.all())
 	}
 	if t.refused > 0 {
-		c.contended.mark(req.fenceKey, time.Now())
+		c.contended.mark(req.group, time.Now())
 	}
 	a := Attempt{Number: number, PrimaryFirst: primaryFirst, Quorum: c.quorum}
 	report := func(l *Lock, err error) (*Lock, error) {
@@ -389,7 +390,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		return fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
 	}
 	l := &Lock{
-		c: c, keys: req.lockKeys(), fenceKey: req.fenceKey, value: value, label: req.label,
+		c: c, keys: req.lockKeys(), group: req.group, value: value, label: req.label,
 		ttl: req.ttl, token: token, acquiredAt: start, valid: &validity{until: validUntil},
 	}
 	late.settle(l)

@@ -272,11 +272,42 @@ func (c *Client) nodeError(node int, err error) *NodeError {
 	return &NodeError{Node: node, Name: c.names[node], Err: err}
 }
 
-// primary returns the node that is asked first and alone when a lock is contended.
-func (c *Client) primary(fenceKey string) int {
+// primary returns the node that is asked first and alone when a lock of the group (see
+// primaryGroup) is contended.
+func (c *Client) primary(group string) int {
 	h := fnv.New32a()
-	h.Write([]byte(fenceKey))
+	h.Write([]byte(group))
 	return int(h.Sum32() % uint32(len(c.nodes)))
+}
+
+// hashTag returns the hash tag of key as Redis Cluster reads it — what lies between the first
+// "{" and the first "}" after it, when not empty — and whether it has one.
+func hashTag(key string) (string, bool) {
+	_, rest, ok := strings.Cut(key, "{")
+	if !ok {
+		return "", false
+	}
+	tag, _, ok := strings.Cut(rest, "}")
+	return tag, ok && tag != ""
+}
+
+// defaultFenceKey returns the fence counter of a lock acquired without FenceKey: one per hash
+// tag, else DefaultFenceKey.
+func defaultFenceKey(key string) string {
+	if tag, ok := hashTag(key); ok {
+		return "{" + tag + "}:fence"
+	}
+	return DefaultFenceKey
+}
+
+// primaryGroup returns what a lock's primary node and contention are remembered by: the
+// key's hash tag, so that the keys of one job (its ticks, its run key) share them, else the
+// key.
+func primaryGroup(key string) string {
+	if tag, ok := hashTag(key); ok {
+		return "{" + tag + "}"
+	}
+	return key
 }
 
 // MaxTTL returns the longest TTL a lock may ask for (WithMaxTTL).

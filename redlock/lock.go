@@ -11,13 +11,13 @@ import (
 
 // Lock is a lock held on a quorum of nodes. Its methods are safe for concurrent use.
 type Lock struct {
-	c        *Client
-	keys     []string // keys[0] is the primary key
-	fenceKey string
-	value    string
-	label    string
-	ttl      time.Duration
-	token    uint64
+	c     *Client
+	keys  []string // keys[0] is the primary key
+	group string   // primaryGroup of the primary key
+	value string
+	label string
+	ttl   time.Duration
+	token uint64
 	// acquiredAt is when the successful attempt started.
 	acquiredAt time.Time
 	// depth is 0 for a lock, n for the n-th nested hold of it (see Acquire).
@@ -170,7 +170,7 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 	t := tally{n: len(c.nodes), quorum: c.quorum}
 	// Waiting for the primary node too means that a contended acquisition (which asks the
 	// primary first) that starts after Release returned finds the lock free.
-	primary, primaryAnswered := c.primary(l.fenceKey), false
+	primary, primaryAnswered := c.primary(l.group), false
 	args := []any{l.value, keep, releasedChannel(l.keys[0])}
 	// The nodes' requests outlive a cancelled ctx (each is bounded by the node timeout): a
 	// release cut short would leave the lock there until its TTL.

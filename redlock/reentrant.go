@@ -70,7 +70,7 @@ func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number 
 		err = &AcquireError{Key: outer.keys[0], Reason: t.reason(ErrNotAcquired), Detail: "the outer hold was not found on a quorum: it is lost",
 			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs}
 	default:
-		l = &Lock{c: c, keys: outer.keys, fenceKey: outer.fenceKey, value: outer.value, label: outer.label,
+		l = &Lock{c: c, keys: outer.keys, group: outer.group, value: outer.value, label: outer.label,
 			ttl: outer.ttl, token: outer.token, acquiredAt: start, depth: outer.depth + 1, valid: outer.valid}
 		a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
 	}

@@ -26,7 +26,7 @@ type waker struct {
 // node could be subscribed to: the caller then waits on its backoff alone.
 func (c *Client) subscribe(ctx context.Context, req *request) *waker {
 	w := &waker{wake: make(chan struct{}, 1)}
-	p := c.primary(req.fenceKey)
+	p := c.primary(req.group)
 	if !c.listen(ctx, req, w, []int{p}) {
 		if !c.listen(ctx, req, w, c.others(p)) {
 			return nil
