@@ -310,8 +310,9 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		return parseAcquire(i, req, res)
 	}
 	var late lateOKs
+	// A late failure may hide a node that took the lock: it is released like a late OK.
 	onLate := func(r reply) {
-		if r.outcome == outcomeOK && late.release(r.node) {
+		if (r.outcome == outcomeOK || r.outcome == outcomeError) && late.release(r.node) {
 			c.releaseNode(ctx, r.node, req.lockKeys(), value, req.ttl, late.keep())
 		}
 	}
@@ -325,7 +326,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		}
 		return err
 	}
-	primaryFirst := len(c.nodes) > 1 && c.contended.is(req.group, start)
+	primaryFirst := len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
 	var err error
 	if primaryFirst {
 		p := c.primary(req.group)
@@ -496,22 +497,23 @@ func (c *Client) others(but int) []int {
 	return slices.DeleteFunc(slices.Clone(c.allNodes), func(i int) bool { return i == but })
 }
 
-// releaseNode releases one node, best effort: the lock expires there anyway.
+// releaseNode releases one node that took an attempt's lock after the attempt was decided; a
+// miss is retried in the background.
 func (c *Client) releaseNode(ctx context.Context, node int, keys []string, value string, ttl time.Duration, keep string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(ttl))
 	defer cancel()
-	_ = releaseScript.Run(rctx, c.nodes[node], keys, value, keep, releasedChannel(keys[0])).Err()
+	_, _ = c.release(rctx, node, keys, []any{value, keep, releasedChannel(keys[0])}, ttl, true, "")
 }
 
-// releaseAll releases the nodes of a failed attempt, in parallel, and waits for them (each
-// bounded by the node timeout), so that a failed attempt leaves nothing behind that could
-// refuse the next one — except replies still in flight, which onLate releases.
+// releaseAll releases the nodes of a failed attempt, in parallel, without waiting for them:
+// misses are retried in the background, and replies still in flight are released by onLate.
 func (c *Client) releaseAll(ctx context.Context, nodes []int, keys []string, value string, ttl time.Duration) {
 	if len(nodes) == 0 {
 		return
 	}
+	args := []any{value, "0", releasedChannel(keys[0])}
 	_, _ = c.fanout(context.WithoutCancel(ctx), nodes, c.nodeTimeout(ttl), func(ctx context.Context, i int) reply {
-		c.releaseNode(ctx, i, keys, value, ttl, "0")
+		_, _ = c.release(ctx, i, keys, args, ttl, true, "")
 		return reply{node: i}
-	}, func(reply) bool { return false }, nil)
+	}, nil, nil)
 }

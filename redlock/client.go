@@ -40,7 +40,9 @@ var (
 //
 // Requests to nodes run in parallel and a call returns as soon as its outcome is decided, so a
 // few requests may still be running when it returns; the Client owns them, and Close waits for
-// them. Close does not close the nodes' redis clients: they belong to the caller.
+// them. Releases that a node missed are retried in the background until the lock has expired
+// there; Close stops that. Close does not close the nodes' redis clients: they belong to the
+// caller.
 type Client struct {
 	nodes  []Node
 	names  []string
@@ -53,8 +55,13 @@ type Client struct {
 	inflight sync.WaitGroup
 	mu       sync.Mutex // guards closed against inflight.Add
 	closed   bool
+	// bg is cancelled by Close: background work (retried releases) stops.
+	bg     context.Context
+	stopBG context.CancelFunc
 
-	contended contention
+	contended  contention
+	retries    []nodeRetries // by node
+	unreleased pendingReleases
 }
 
 // New returns a Client over the given nodes. The nodes must be independent (not replicas of
@@ -95,7 +102,9 @@ func New(nodes []Node, opts ...Option) (*Client, error) {
 	if cfg.maxWait == 0 {
 		cfg.maxWait = cfg.maxTTL
 	}
-	c := &Client{nodes: nodes, names: make([]string, n), quorum: cfg.quorum, cfg: cfg}
+	c := &Client{nodes: nodes, names: make([]string, n), quorum: cfg.quorum, cfg: cfg,
+		retries: make([]nodeRetries, n)}
+	c.bg, c.stopBG = context.WithCancel(context.Background())
 	for i, nd := range nodes {
 		c.names[i] = nodeName(nd, i)
 		c.allNodes = append(c.allNodes, i)
@@ -170,12 +179,14 @@ func (c *Client) Quorum() int { return c.quorum }
 // Nodes returns the number of nodes.
 func (c *Client) Nodes() int { return len(c.nodes) }
 
-// Close waits for the node requests still running after their calls returned (each is bounded
-// by the node timeout). Calls after Close fail with ErrClientClosed.
+// Close stops retrying the releases that nodes missed (those locks expire by their TTL) and
+// waits for the node requests still running after their calls returned (each is bounded by
+// the node timeout). Calls after Close fail with ErrClientClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.stopBG()
 	c.inflight.Wait()
 	return nil
 }
@@ -203,11 +214,12 @@ func (c *Client) start() bool {
 // fanout sends call to each of the given nodes in parallel and passes the replies to decide,
 // in arrival order, until decide returns true or every reply is in. It returns the replies that
 // arrived after the decision but before fanout returned; replies that arrive later still are
-// passed to late, in the goroutine of their request (late may be nil). Every request shares
-// one deadline, timeout from now, which lasts until the last request is done.
+// passed to late, in the goroutine of their request (late may be nil). With a nil decide it
+// returns at once, and every reply is late. Every request shares one deadline, timeout from
+// now, which lasts until the last request is done.
 func (c *Client) fanout(ctx context.Context, nodes []int, timeout time.Duration,
 	call func(ctx context.Context, node int) reply, decide func(reply) bool, late func(reply)) ([]reply, error) {
-	f := &fan{ch: make(chan reply, len(nodes)), late: late, call: call}
+	f := &fan{ch: make(chan reply, len(nodes)), late: late, call: call, decided: decide == nil}
 	f.ctx, f.cancel = context.WithTimeout(ctx, timeout)
 	f.running.Store(int32(len(nodes)))
 	for k, i := range nodes {
@@ -219,6 +231,9 @@ func (c *Client) fanout(ctx context.Context, nodes []int, timeout time.Duration,
 			return nil, ErrClientClosed
 		}
 		go f.ask(c, i)
+	}
+	if decide == nil {
+		return nil, nil
 	}
 	for range nodes {
 		if decide(<-f.ch) {

@@ -21,6 +21,13 @@
 // (ErrNotAcquired, with the holder's label in AcquireError.Holder) and nodes that are down
 // (ErrQuorumUnavailable) are different errors; both carry every node's error.
 //
+// No call waits for a node beyond what decides it: an acquisition returns at the quorum-th
+// yes (or as soon as a quorum is out of reach), and Release once a quorum confirmed. What the
+// slower nodes answer later is handled by the Client in the background: a late yes to a
+// failed or released acquisition is released, and a release that a node missed (it timed out
+// or was down) is retried until the lock has expired there. Close stops that work and waits
+// for it.
+//
 // When many clients race for one key at the same instant — as every replica of a cron job
 // does at every tick — a plain parallel Redlock splits the vote: each racer gets some nodes,
 // none a majority, all release and retry. A Client remembers which locks it recently saw held

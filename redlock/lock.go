@@ -148,7 +148,12 @@ func judge(node int, n int64, err error) reply {
 }
 
 // Release releases the lock on every node, in parallel, and returns once a quorum confirmed
-// and the lock's primary node answered (see WithContentionWindow).
+// (or too many nodes failed for one to): it never waits for the slowest nodes. Their requests
+// go on; a release that fails or times out on a node is retried in the background until the
+// lock has expired there (Client.Close stops that). Until the lock's primary node confirmed,
+// this Client's contended acquisitions of the lock's group ask every node at once instead of
+// the primary first (see WithContentionWindow); other clients may find the lock still held on
+// the slow nodes for a moment, as with any release.
 // It fails with an error matching ErrLockLost when the lock was not ours anymore on too many
 // nodes (it had expired, or was released before), or ErrQuorumUnavailable when too many nodes
 // failed; the lock then expires by its TTL. Release the lock only after the guarded work
@@ -168,19 +173,18 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 		return &QuorumError{Op: "release", Key: l.keys[0], Reason: ErrLockLost}
 	}
 	t := tally{n: len(c.nodes), quorum: c.quorum}
-	// Waiting for the primary node too means that a contended acquisition (which asks the
-	// primary first) that starts after Release returned finds the lock free.
-	primary, primaryAnswered := c.primary(l.group), false
+	primary, last := c.primary(l.group), l.depth == 0
 	args := []any{l.value, keep, releasedChannel(l.keys[0])}
 	// The nodes' requests outlive a cancelled ctx (each is bounded by the node timeout): a
 	// release cut short would leave the lock there until its TTL.
 	_, err := c.fanout(context.WithoutCancel(ctx), c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
-		n, err := releaseScript.Run(ctx, c.nodes[i], l.keys, args...).Int64()
+		group := ""
+		if last && i == primary {
+			group = l.group
+		}
+		n, err := c.release(ctx, i, l.keys, args, l.ttl, last, group)
 		return judge(i, n, err)
-	}, func(r reply) bool {
-		primaryAnswered = primaryAnswered || r.node == primary
-		return t.add(c, r) && (primaryAnswered || t.lost())
-	}, nil)
+	}, func(r reply) bool { return t.add(c, r) }, nil)
 	if err != nil {
 		return err
 	}

@@ -426,8 +426,8 @@ func TestRacersAtTheSameInstant(t *testing.T) {
 
 // A release that overtakes its own lock's acquisition on a slow node (the acquisition was
 // decided without that node) must not leave the lock there: the late acquisition's reply is
-// answered with a release. Several keys, so that the slow node is not the primary of some
-// (Release waits for the primary).
+// answered with a release. Several keys, so that the slow node is the primary of some and
+// not of others.
 func TestReleaseCleansUpLateAcquisitions(t *testing.T) {
 	c := newCluster(t, 3, true)
 	lc, err := redlock.New(c.nodes, redlock.WithNodeTimeout(2*time.Second))

@@ -21,8 +21,11 @@ local keep = tonumber(ARGV[2])
 for i = 1, #KEYS do
   if redis.call('HGET', KEYS[i], 'v') == ARGV[1] then
     if i == 1 and keep > 0 then
-      redis.call('HSET', KEYS[i], 's', 'done')
-      redis.call('PEXPIRE', KEYS[i], keep)
+      -- A retried release (its first try timed out after it ran) keeps the marker's expiry.
+      if redis.call('HGET', KEYS[i], 's') ~= 'done' then
+        redis.call('HSET', KEYS[i], 's', 'done')
+        redis.call('PEXPIRE', KEYS[i], keep)
+      end
     else
       redis.call('DEL', KEYS[i])
     end
