@@ -309,11 +309,12 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		}
 		return parseAcquire(i, req, res)
 	}
+	p := c.primary(req.group)
 	var late lateOKs
 	// A late failure may hide a node that took the lock: it is released like a late OK.
 	onLate := func(r reply) {
 		if (r.outcome == outcomeOK || r.outcome == outcomeError) && late.release(r.node) {
-			c.releaseNode(ctx, r.node, req.lockKeys(), value, req.ttl, late.keep())
+			c.releaseNode(ctx, r.node, req.lockKeys(), value, req.ttl, late.keep(), p, req.group)
 		}
 	}
 
@@ -329,7 +330,6 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	primaryFirst := len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
 	var err error
 	if primaryFirst {
-		p := c.primary(req.group)
 		err = ask([]int{p})
 		rtt := time.Since(start)
 		if err == nil && t.refused == 0 {
@@ -373,7 +373,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		for _, e := range t.errs {
 			nodes = append(nodes, e.Node)
 		}
-		c.releaseAll(ctx, nodes, req.lockKeys(), value, req.ttl)
+		c.releaseAll(ctx, nodes, req.lockKeys(), value, req.ttl, p, req.group)
 		return report(nil, &AcquireError{
 			Key: req.keys[2], Reason: reason, Holder: t.holder, Detail: detail,
 			OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Nodes: t.errs,
@@ -498,22 +498,37 @@ func (c *Client) others(but int) []int {
 }
 
 // releaseNode releases one node that took an attempt's lock after the attempt was decided; a
-// miss is retried in the background.
-func (c *Client) releaseNode(ctx context.Context, node int, keys []string, value string, ttl time.Duration, keep string) {
+// miss is retried in the background. Until the release reached the group's primary node (if
+// it is node), the group counts as unreleased.
+func (c *Client) releaseNode(ctx context.Context, node int, keys []string, value string, ttl time.Duration, keep string, primary int, group string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(ttl))
 	defer cancel()
-	_, _ = c.release(rctx, node, keys, []any{value, keep, releasedChannel(keys[0])}, ttl, true, "")
+	if node != primary {
+		group = ""
+	} else {
+		c.unreleased.add(group, 1)
+	}
+	_, _ = c.release(rctx, node, keys, []any{value, keep, releasedChannel(keys[0])}, ttl, true, group)
 }
 
 // releaseAll releases the nodes of a failed attempt, in parallel, without waiting for them:
 // misses are retried in the background, and replies still in flight are released by onLate.
-func (c *Client) releaseAll(ctx context.Context, nodes []int, keys []string, value string, ttl time.Duration) {
+// Until the release reached the group's primary node (if among them), the group counts as
+// unreleased.
+func (c *Client) releaseAll(ctx context.Context, nodes []int, keys []string, value string, ttl time.Duration, primary int, group string) {
 	if len(nodes) == 0 {
 		return
 	}
+	if slices.Contains(nodes, primary) {
+		c.unreleased.add(group, 1)
+	}
 	args := []any{value, "0", releasedChannel(keys[0])}
 	_, _ = c.fanout(context.WithoutCancel(ctx), nodes, c.nodeTimeout(ttl), func(ctx context.Context, i int) reply {
-		_, _ = c.release(ctx, i, keys, args, ttl, true, "")
+		g := ""
+		if i == primary {
+			g = group
+		}
+		_, _ = c.release(ctx, i, keys, args, ttl, true, g)
 		return reply{node: i}
 	}, nil, nil)
 }

@@ -19,6 +19,15 @@ import (
 // Node is one independent Redis node as the lock sees it: anything that can run Lua scripts.
 // *redis.Client is the usual one; a *redis.ClusterClient or a Sentinel-backed *redis.Client
 // may stand as one node too (see Also for the hash-tag rule).
+//
+// Recommended go-redis options: ContextTimeoutEnabled: true (required: the node timeout is a
+// context deadline), MaxRetries: -1 (a retry inside one node request would spend the lock's
+// validity; the Client decides what to retry), and DisableIdentity: true (one round trip
+// less in a new connection's handshake). After a request to a node fails, go-redis opens a
+// new connection whose handshake (HELLO, and CLIENT SETINFO unless DisableIdentity) it sends
+// within the next request's deadline; so the Client opens connections to that node in the
+// background first, with the node's DialTimeout as deadline, and the next requests find them
+// ready.
 type Node = redis.Scripter
 
 var (
@@ -267,6 +276,9 @@ type fan struct {
 func (f *fan) ask(c *Client, node int) {
 	defer c.inflight.Done()
 	r := f.call(f.ctx, node)
+	if r.outcome == outcomeError {
+		c.failed(node, r.err)
+	}
 	if f.running.Add(-1) == 0 {
 		f.cancel()
 	}

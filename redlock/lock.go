@@ -174,6 +174,9 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 	}
 	t := tally{n: len(c.nodes), quorum: c.quorum}
 	primary, last := c.primary(l.group), l.depth == 0
+	if last {
+		c.unreleased.add(l.group, 1)
+	}
 	args := []any{l.value, keep, releasedChannel(l.keys[0])}
 	// The nodes' requests outlive a cancelled ctx (each is bounded by the node timeout): a
 	// release cut short would leave the lock there until its TTL.

@@ -1,6 +1,8 @@
 package redlock_test
 
 import (
+	"context"
+	"strconv"
 	"testing"
 	"time"
 
@@ -23,6 +25,7 @@ func TestReleaseMissedByANodeIsRetried(t *testing.T) {
 	slow := primaryNode(key, len(c.nodes))
 	l, err := lc.TryAcquire(ctx, key, time.Hour)
 	require.NoError(t, err)
+	c.waitHeldEverywhere(t, key)
 
 	c.proxies[slow].Blackhole(true)
 	start := time.Now()
@@ -54,6 +57,7 @@ func TestCloseStopsRetriedReleases(t *testing.T) {
 	key := redistest.Key(t)
 	l, err := lc.TryAcquire(ctx, key, time.Hour)
 	require.NoError(t, err)
+	c.waitHeldEverywhere(t, key)
 	c.proxies[0].Blackhole(true)
 	t.Cleanup(func() { c.proxies[0].Blackhole(false) })
 	require.NoError(t, l.Release(ctx))
@@ -69,4 +73,53 @@ func TestCloseStopsRetriedReleases(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Close waited for the retries of a release until the lock's TTL")
 	}
+}
+
+// After a request fails, go-redis opens a new connection and sends its handshake (HELLO,
+// CLIENT SETINFO) within the next request's deadline. With round trips of 60% of the node
+// timeout, the handshake and the request cannot fit in it, so without help every request
+// after the first failure would fail too. The Client opens a connection in the background with
+// the handshake deadline, and the requests succeed again.
+func TestSlowLinkRecoversAfterAFailure(t *testing.T) {
+	c := newCluster(t, 1, true)
+	const nodeTimeout = 300 * time.Millisecond
+	lc := c.client(t, redlock.WithNodeTimeout(nodeTimeout))
+	ctx := ctxT(t)
+	base := redistest.Key(t)
+	l, err := lc.TryAcquire(ctx, base+":load", 10*time.Second) // the node loads the scripts
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	setRoundTripDelay(c.proxies[0], nodeTimeout*6/10)
+	l, err = lc.TryAcquire(ctx, base+":before", 10*time.Second)
+	require.NoError(t, err, "a round trip fits in the node timeout")
+	require.NoError(t, l.Release(ctx))
+
+	c.proxies[0].ResetAll() // every connection fails
+	_, err = lc.TryAcquire(ctx, base+":reset", 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrQuorumUnavailable)
+	i := 0
+	require.Eventually(t, func() bool {
+		i++
+		l, err := lc.TryAcquire(ctx, base+":"+strconv.Itoa(i), 10*time.Second)
+		if err != nil {
+			return false
+		}
+		require.NoError(t, l.Release(ctx))
+		return true
+	}, 20*time.Second, 50*time.Millisecond, "no request succeeded after the connection failed")
+}
+
+// waitHeldEverywhere waits until every node holds key: an acquisition returns at the quorum,
+// and a release that reached a node before the acquisition would find the lock not ours
+// there.
+func (c *cluster) waitHeldEverywhere(t *testing.T, key string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, s := range c.servers {
+			if n, err := s.Client().Exists(context.Background(), key).Result(); err != nil || n == 0 {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond)
 }
