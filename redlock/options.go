@@ -246,7 +246,8 @@ func OnAttempt(f func(Attempt)) AcquireOption {
 }
 
 // WakeOnRelease makes Acquire, while it waits for a held lock, also listen for the lock's
-// release on the nodes (each release publishes on the channel key + ":released") and try
+// release on the nodes (each release publishes on the channel key + ":released" of the nodes
+// where someone subscribed to it) and try
 // again as soon as one is announced, instead of at the next backoff step. A lock handed from
 // one worker to the next then moves in about one round trip. The backoff schedule, the
 // context and MaxWait still bound the wait; when no node can notify (or a notification is
