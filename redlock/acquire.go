@@ -301,9 +301,9 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 	value := newValue()
 	start := time.Now()
-	args := []any{value, req.ttlms, c.quarantineMillis, req.label, req.metadata} // shared by every node's request
+	acquire := acquireScript.call(req.keys, value, req.ttlms, c.quarantineMillis, req.label, req.metadata) // shared by every node's request
 	call := func(ctx context.Context, i int) reply {
-		res, err := acquireScript.Run(ctx, c.nodes[i], req.keys, args...).Slice()
+		res, err := acquire.run(ctx, c.nodes[i]).Slice()
 		if err != nil {
 			return reply{node: i, outcome: outcomeError, err: err}
 		}
@@ -464,10 +464,10 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 			need = append(need, i)
 		}
 	}
-	arg := strconv.FormatUint(top, 10)
+	raise := fenceScript.call([]string{req.fenceKey}, strconv.FormatUint(top, 10))
 	t := tally{n: len(c.nodes), quorum: c.quorum, ok: have}
 	_, err := c.fanout(ctx, need, c.nodeTimeout(req.ttl), func(ctx context.Context, i int) reply {
-		if err := fenceScript.Run(ctx, c.nodes[i], []string{req.fenceKey}, arg).Err(); err != nil {
+		if err := raise.run(ctx, c.nodes[i]).Err(); err != nil {
 			return reply{node: i, outcome: outcomeError, err: err}
 		}
 		return reply{node: i, outcome: outcomeOK}
@@ -508,7 +508,7 @@ func (c *Client) releaseNode(ctx context.Context, node int, keys []string, value
 	} else {
 		c.unreleased.add(group, 1)
 	}
-	_, _ = c.release(rctx, node, keys, []any{value, keep, releasedChannel(keys[0])}, ttl, true, group)
+	_, _ = c.release(rctx, node, releaseScript.call(keys, value, keep, releasedChannel(keys[0])), ttl, true, group)
 }
 
 // releaseAll releases the nodes of a failed attempt, in parallel, without waiting for them:
@@ -522,13 +522,13 @@ func (c *Client) releaseAll(ctx context.Context, nodes []int, keys []string, val
 	if slices.Contains(nodes, primary) {
 		c.unreleased.add(group, 1)
 	}
-	args := []any{value, "0", releasedChannel(keys[0])}
+	release := releaseScript.call(keys, value, "0", releasedChannel(keys[0]))
 	_, _ = c.fanout(context.WithoutCancel(ctx), nodes, c.nodeTimeout(ttl), func(ctx context.Context, i int) reply {
 		g := ""
 		if i == primary {
 			g = group
 		}
-		_, _ = c.release(ctx, i, keys, args, ttl, true, g)
+		_, _ = c.release(ctx, i, release, ttl, true, g)
 		return reply{node: i}
 	}, nil, nil)
 }

@@ -33,16 +33,16 @@ type Node = redis.Scripter
 var (
 	//go:embed scripts/acquire.lua
 	acquireSrc    string
-	acquireScript = redis.NewScript(acquireSrc)
+	acquireScript = newScript(acquireSrc)
 	//go:embed scripts/extend.lua
 	extendSrc    string
-	extendScript = redis.NewScript(extendSrc)
+	extendScript = newScript(extendSrc)
 	//go:embed scripts/release.lua
 	releaseSrc    string
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseScript = newScript(releaseSrc)
 	//go:embed scripts/fence.lua
 	fenceSrc    string
-	fenceScript = redis.NewScript(fenceSrc)
+	fenceScript = newScript(fenceSrc)
 )
 
 // Client takes locks on a set of independent Redis nodes. It is safe for concurrent use.

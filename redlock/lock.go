@@ -115,9 +115,9 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	ttlms := formatMillis(l.ttl)
 	t := tally{n: len(c.nodes), quorum: c.quorum}
-	args := []any{l.value, ttlms}
+	extend := extendScript.call(l.keys, l.value, ttlms)
 	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
-		n, err := extendScript.Run(ctx, c.nodes[i], l.keys, args...).Int64()
+		n, err := extend.run(ctx, c.nodes[i]).Int64()
 		return judge(i, n, err)
 	}, func(r reply) bool { return t.add(c, r) }, nil)
 	if err != nil {
@@ -177,7 +177,7 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 	if last {
 		c.unreleased.add(l.group, 1)
 	}
-	args := []any{l.value, keep, releasedChannel(l.keys[0])}
+	release := releaseScript.call(l.keys, l.value, keep, releasedChannel(l.keys[0]))
 	// The nodes' requests outlive a cancelled ctx (each is bounded by the node timeout): a
 	// release cut short would leave the lock there until its TTL.
 	_, err := c.fanout(context.WithoutCancel(ctx), c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
@@ -185,7 +185,7 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 		if last && i == primary {
 			group = l.group
 		}
-		n, err := c.release(ctx, i, l.keys, args, l.ttl, last, group)
+		n, err := c.release(ctx, i, release, l.ttl, last, group)
 		return judge(i, n, err)
 	}, func(r reply) bool { return t.add(c, r) }, nil)
 	if err != nil {

@@ -13,10 +13,9 @@ import (
 // missedRelease is a release that did not reach its node (the request failed or timed out),
 // retried in the background until the lock has expired there.
 type missedRelease struct {
-	keys  []string
-	args  []any     // of the release script
-	until time.Time // the lock has expired on the node by then
-	group string    // the lock's primaryGroup, when the node is its primary
+	release *call
+	until   time.Time // the lock has expired on the node by then
+	group   string    // the lock's primaryGroup, when the node is its primary
 }
 
 // nodeRetries is the background work of one node, done by one goroutine while there is some:
@@ -49,15 +48,15 @@ const (
 // until the lock has expired there — unless it released a nested hold, whose count could be
 // lowered twice. A non-empty group is the lock's group, whose unreleased count the caller
 // raised because node is its primary: it is lowered once the release arrived or was given up.
-func (c *Client) release(ctx context.Context, node int, keys []string, args []any, ttl time.Duration, retry bool, group string) (int64, error) {
-	n, err := releaseScript.Run(ctx, c.nodes[node], keys, args...).Int64()
+func (c *Client) release(ctx context.Context, node int, release *call, ttl time.Duration, retry bool, group string) (int64, error) {
+	n, err := release.run(ctx, c.nodes[node]).Int64()
 	if err == nil || !retry || isNodeReply(err) {
 		if group != "" {
 			c.unreleased.add(group, -1)
 		}
 		return n, err
 	}
-	c.retry(node, missedRelease{keys: keys, args: args, until: time.Now().Add(ttl), group: group})
+	c.retry(node, missedRelease{release: release, until: time.Now().Add(ttl), group: group})
 	return n, err
 }
 
@@ -160,7 +159,7 @@ func (c *Client) retryReleases(node int) {
 				continue
 			}
 			ctx, cancel := context.WithTimeout(c.bg, c.handshake(node))
-			err := releaseScript.Run(ctx, c.nodes[node], m.keys, m.args...).Err()
+			err := m.release.run(ctx, c.nodes[node]).Err()
 			cancel()
 			if err != nil && !isNodeReply(err) {
 				failed = true // the node is still unreachable: the others wait for the next round
