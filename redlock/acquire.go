@@ -43,6 +43,7 @@ type request struct {
 	label    string
 	metadata string
 	fenceKey string
+	group    string // primaryGroup of the primary key
 	hook     func(Attempt)
 	wake     bool
 	splits   int       // ResolveSplits
@@ -109,7 +110,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	}
 	fence := ac.fenceKey
 	if fence == "" {
-		fence = key + ":fence"
+		fence = defaultFenceKey(key)
 	}
 	keys := append(make([]string, 0, 3+len(ac.also)), c.cfg.bootKey, fence, key)
 	for _, k := range ac.also {
@@ -137,7 +138,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if ac.label != "" {
 		label = ac.label
 	}
-	return &request{keys: keys, script: script, refuse: strconv.Itoa(len(ac.refuse)), ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, hook: ac.onAttempt,
+	return &request{keys: keys, script: script, refuse: strconv.Itoa(len(ac.refuse)), ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
 		wake: ac.wake, splits: ac.splits, before: ac.before, replicas: ac.replicas, hold: c.heldBy(ctx, key)}, nil
 }
 
@@ -316,18 +317,20 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 	value := newValue()
 	start := time.Now()
-	args := []any{value, req.ttlms, c.quarantineMillis, req.label, req.metadata, req.refuse} // shared by every node's request
+	acquire := acquireScript.call(req.script, value, req.ttlms, c.quarantineMillis, req.label, req.metadata, req.refuse) // shared by every node's request
 	call := func(ctx context.Context, i int) reply {
-		res, err := runScript(ctx, c.nodes[i], acquireScript, acquireSrc, req.replicas, req.script, args...).Slice()
+		res, err := acquire.runWaiting(ctx, c.nodes[i], req.replicas).Slice()
 		if err != nil {
 			return reply{node: i, outcome: outcomeError, err: err}
 		}
 		return parseAcquire(i, req, res)
 	}
+	p := c.primary(req.group)
 	var late lateOKs
+	// A late failure may hide a node that took the lock: it is released like a late OK.
 	onLate := func(r reply) {
-		if r.outcome == outcomeOK && late.release(r.node) {
-			c.releaseNode(ctx, r.node, req.lockKeys(), value, req.ttl, late.keep())
+		if (r.outcome == outcomeOK || r.outcome == outcomeError) && late.release(r.node) {
+			c.releaseNode(ctx, r.node, req.lockKeys(), value, req.ttl, late.keep(), p, req.group)
 		}
 	}
 
@@ -340,10 +343,9 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		}
 		return err
 	}
-	primaryFirst := len(c.nodes) > 1 && c.contended.is(req.fenceKey, start)
+	primaryFirst := len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
 	var err error
 	if primaryFirst {
-		p := c.primary(req.fenceKey)
 		err = ask([]int{p})
 		rtt := time.Since(start)
 		if err == nil && t.refused == 0 {
@@ -363,7 +365,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		err = ask(c.all())
 	}
 	if t.refused > 0 {
-		c.contended.mark(req.fenceKey, time.Now())
+		c.contended.mark(req.group, time.Now())
 	}
 	a := Attempt{Number: number, PrimaryFirst: primaryFirst, Quorum: c.quorum}
 	report := func(l *Lock, err error) (*Lock, error) {
@@ -387,7 +389,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		for _, e := range t.errs {
 			nodes = append(nodes, e.Node)
 		}
-		c.releaseAll(ctx, nodes, req.lockKeys(), value, req.ttl)
+		c.releaseAll(ctx, nodes, req.lockKeys(), value, req.ttl, p, req.group)
 		return report(nil, &AcquireError{
 			Key: req.keys[2], Reason: reason, Holder: t.holder, Refusal: t.refusal, Detail: detail,
 			OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Nodes: t.errs,
@@ -405,7 +407,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		return fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
 	}
 	l := &Lock{
-		c: c, keys: req.lockKeys(), fenceKey: req.fenceKey, value: value, label: req.label,
+		c: c, keys: req.lockKeys(), group: req.group, value: value, label: req.label,
 		ttl: req.ttl, token: token, acquiredAt: start, valid: &validity{until: validUntil}, replicas: req.replicas,
 	}
 	late.settle(l)
@@ -485,10 +487,10 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 			need = append(need, i)
 		}
 	}
-	arg := strconv.FormatUint(top, 10)
+	raise := fenceScript.call([]string{req.fenceKey}, strconv.FormatUint(top, 10))
 	t := tally{n: len(c.nodes), quorum: c.quorum, ok: have}
 	_, err := c.fanout(ctx, need, c.nodeTimeout(req.ttl), func(ctx context.Context, i int) reply {
-		if err := runScript(ctx, c.nodes[i], fenceScript, fenceSrc, req.replicas, []string{req.fenceKey}, arg).Err(); err != nil {
+		if err := raise.runWaiting(ctx, c.nodes[i], req.replicas).Err(); err != nil {
 			return reply{node: i, outcome: outcomeError, err: err}
 		}
 		return reply{node: i, outcome: outcomeOK}
@@ -518,22 +520,38 @@ func (c *Client) others(but int) []int {
 	return slices.DeleteFunc(slices.Clone(c.allNodes), func(i int) bool { return i == but })
 }
 
-// releaseNode releases one node, best effort: the lock expires there anyway.
-func (c *Client) releaseNode(ctx context.Context, node int, keys []string, value string, ttl time.Duration, keep string) {
+// releaseNode releases one node that took an attempt's lock after the attempt was decided; a
+// miss is retried in the background. Until the release reached the group's primary node (if
+// it is node), the group counts as unreleased.
+func (c *Client) releaseNode(ctx context.Context, node int, keys []string, value string, ttl time.Duration, keep string, primary int, group string) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(ttl))
 	defer cancel()
-	_ = releaseScript.Run(rctx, c.nodes[node], keys, value, keep, releasedChannel(keys[0])).Err()
+	if node != primary {
+		group = ""
+	} else {
+		c.unreleased.add(group, 1)
+	}
+	_, _ = c.release(rctx, node, releaseScript.call(keys, value, keep, releasedChannel(keys[0])), ttl, true, group)
 }
 
-// releaseAll releases the nodes of a failed attempt, in parallel, and waits for them (each
-// bounded by the node timeout), so that a failed attempt leaves nothing behind that could
-// refuse the next one — except replies still in flight, which onLate releases.
-func (c *Client) releaseAll(ctx context.Context, nodes []int, keys []string, value string, ttl time.Duration) {
+// releaseAll releases the nodes of a failed attempt, in parallel, without waiting for them:
+// misses are retried in the background, and replies still in flight are released by onLate.
+// Until the release reached the group's primary node (if among them), the group counts as
+// unreleased.
+func (c *Client) releaseAll(ctx context.Context, nodes []int, keys []string, value string, ttl time.Duration, primary int, group string) {
 	if len(nodes) == 0 {
 		return
 	}
+	if slices.Contains(nodes, primary) {
+		c.unreleased.add(group, 1)
+	}
+	release := releaseScript.call(keys, value, "0", releasedChannel(keys[0]))
 	_, _ = c.fanout(context.WithoutCancel(ctx), nodes, c.nodeTimeout(ttl), func(ctx context.Context, i int) reply {
-		c.releaseNode(ctx, i, keys, value, ttl, "0")
+		g := ""
+		if i == primary {
+			g = group
+		}
+		_, _ = c.release(ctx, i, release, ttl, true, g)
 		return reply{node: i}
-	}, func(reply) bool { return false }, nil)
+	}, nil, nil)
 }

@@ -19,28 +19,39 @@ import (
 // Node is one independent Redis node as the lock sees it: anything that can run Lua scripts.
 // *redis.Client is the usual one; a *redis.ClusterClient or a Sentinel-backed *redis.Client
 // may stand as one node too (see Also for the hash-tag rule).
+//
+// Recommended go-redis options: ContextTimeoutEnabled: true (required: the node timeout is a
+// context deadline), MaxRetries: -1 (a retry inside one node request would spend the lock's
+// validity; the Client decides what to retry), and DisableIdentity: true (one round trip
+// less in a new connection's handshake). After a request to a node fails, go-redis opens a
+// new connection whose handshake (HELLO, and CLIENT SETINFO unless DisableIdentity) it sends
+// within the next request's deadline; so the Client opens connections to that node in the
+// background first, with the node's DialTimeout as deadline, and the next requests find them
+// ready.
 type Node = redis.Scripter
 
 var (
 	//go:embed scripts/acquire.lua
 	acquireSrc    string
-	acquireScript = redis.NewScript(acquireSrc)
+	acquireScript = newScript(acquireSrc)
 	//go:embed scripts/extend.lua
 	extendSrc    string
-	extendScript = redis.NewScript(extendSrc)
+	extendScript = newScript(extendSrc)
 	//go:embed scripts/release.lua
 	releaseSrc    string
-	releaseScript = redis.NewScript(releaseSrc)
+	releaseScript = newScript(releaseSrc)
 	//go:embed scripts/fence.lua
 	fenceSrc    string
-	fenceScript = redis.NewScript(fenceSrc)
+	fenceScript = newScript(fenceSrc)
 )
 
 // Client takes locks on a set of independent Redis nodes. It is safe for concurrent use.
 //
 // Requests to nodes run in parallel and a call returns as soon as its outcome is decided, so a
 // few requests may still be running when it returns; the Client owns them, and Close waits for
-// them. Close does not close the nodes' redis clients: they belong to the caller.
+// them. Releases that a node missed are retried in the background until the lock has expired
+// there; Close stops that. Close does not close the nodes' redis clients: they belong to the
+// caller.
 type Client struct {
 	nodes  []Node
 	names  []string
@@ -53,8 +64,13 @@ type Client struct {
 	inflight sync.WaitGroup
 	mu       sync.Mutex // guards closed against inflight.Add
 	closed   bool
+	// bg is cancelled by Close: background work (retried releases) stops.
+	bg     context.Context
+	stopBG context.CancelFunc
 
-	contended contention
+	contended  contention
+	retries    []nodeRetries // by node
+	unreleased pendingReleases
 }
 
 // New returns a Client over the given nodes. The nodes must be independent (not replicas of
@@ -95,7 +111,9 @@ func New(nodes []Node, opts ...Option) (*Client, error) {
 	if cfg.maxWait == 0 {
 		cfg.maxWait = cfg.maxTTL
 	}
-	c := &Client{nodes: nodes, names: make([]string, n), quorum: cfg.quorum, cfg: cfg}
+	c := &Client{nodes: nodes, names: make([]string, n), quorum: cfg.quorum, cfg: cfg,
+		retries: make([]nodeRetries, n)}
+	c.bg, c.stopBG = context.WithCancel(context.Background())
 	for i, nd := range nodes {
 		c.names[i] = nodeName(nd, i)
 		c.allNodes = append(c.allNodes, i)
@@ -170,12 +188,14 @@ func (c *Client) Quorum() int { return c.quorum }
 // Nodes returns the number of nodes.
 func (c *Client) Nodes() int { return len(c.nodes) }
 
-// Close waits for the node requests still running after their calls returned (each is bounded
-// by the node timeout). Calls after Close fail with ErrClientClosed.
+// Close stops retrying the releases that nodes missed (those locks expire by their TTL) and
+// waits for the node requests still running after their calls returned (each is bounded by
+// the node timeout). Calls after Close fail with ErrClientClosed.
 func (c *Client) Close() error {
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
+	c.stopBG()
 	c.inflight.Wait()
 	return nil
 }
@@ -204,11 +224,12 @@ func (c *Client) start() bool {
 // fanout sends call to each of the given nodes in parallel and passes the replies to decide,
 // in arrival order, until decide returns true or every reply is in. It returns the replies that
 // arrived after the decision but before fanout returned; replies that arrive later still are
-// passed to late, in the goroutine of their request (late may be nil). Every request shares
-// one deadline, timeout from now, which lasts until the last request is done.
+// passed to late, in the goroutine of their request (late may be nil). With a nil decide it
+// returns at once, and every reply is late. Every request shares one deadline, timeout from
+// now, which lasts until the last request is done.
 func (c *Client) fanout(ctx context.Context, nodes []int, timeout time.Duration,
 	call func(ctx context.Context, node int) reply, decide func(reply) bool, late func(reply)) ([]reply, error) {
-	f := &fan{ch: make(chan reply, len(nodes)), late: late, call: call}
+	f := &fan{ch: make(chan reply, len(nodes)), late: late, call: call, decided: decide == nil}
 	f.ctx, f.cancel = context.WithTimeout(ctx, timeout)
 	f.running.Store(int32(len(nodes)))
 	for k, i := range nodes {
@@ -220,6 +241,9 @@ func (c *Client) fanout(ctx context.Context, nodes []int, timeout time.Duration,
 			return nil, ErrClientClosed
 		}
 		go f.ask(c, i)
+	}
+	if decide == nil {
+		return nil, nil
 	}
 	for range nodes {
 		if decide(<-f.ch) {
@@ -253,6 +277,9 @@ type fan struct {
 func (f *fan) ask(c *Client, node int) {
 	defer c.inflight.Done()
 	r := f.call(f.ctx, node)
+	if r.outcome == outcomeError {
+		c.failed(node, r.err)
+	}
 	if f.running.Add(-1) == 0 {
 		f.cancel()
 	}
@@ -273,11 +300,42 @@ func (c *Client) nodeError(node int, err error) *NodeError {
 	return &NodeError{Node: node, Name: c.names[node], Err: err}
 }
 
-// primary returns the node that is asked first and alone when a lock is contended.
-func (c *Client) primary(fenceKey string) int {
+// primary returns the node that is asked first and alone when a lock of the group (see
+// primaryGroup) is contended.
+func (c *Client) primary(group string) int {
 	h := fnv.New32a()
-	h.Write([]byte(fenceKey))
+	h.Write([]byte(group))
 	return int(h.Sum32() % uint32(len(c.nodes)))
+}
+
+// hashTag returns the hash tag of key as Redis Cluster reads it — what lies between the first
+// "{" and the first "}" after it, when not empty — and whether it has one.
+func hashTag(key string) (string, bool) {
+	_, rest, ok := strings.Cut(key, "{")
+	if !ok {
+		return "", false
+	}
+	tag, _, ok := strings.Cut(rest, "}")
+	return tag, ok && tag != ""
+}
+
+// defaultFenceKey returns the fence counter of a lock acquired without FenceKey: one per hash
+// tag, else DefaultFenceKey.
+func defaultFenceKey(key string) string {
+	if tag, ok := hashTag(key); ok {
+		return "{" + tag + "}:fence"
+	}
+	return DefaultFenceKey
+}
+
+// primaryGroup returns what a lock's primary node and contention are remembered by: the
+// key's hash tag, so that the keys of one job (its ticks, its run key) share them, else the
+// key.
+func primaryGroup(key string) string {
+	if tag, ok := hashTag(key); ok {
+		return "{" + tag + "}"
+	}
+	return key
 }
 
 // MaxTTL returns the longest TTL a lock may ask for (WithMaxTTL).

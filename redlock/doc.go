@@ -21,11 +21,18 @@
 // (ErrNotAcquired, with the holder's label in AcquireError.Holder) and nodes that are down
 // (ErrQuorumUnavailable) are different errors; both carry every node's error.
 //
+// No call waits for a node beyond what decides it: an acquisition returns at the quorum-th
+// yes (or as soon as a quorum is out of reach), and Release once a quorum confirmed. What the
+// slower nodes answer later is handled by the Client in the background: a late yes to a
+// failed or released acquisition is released, and a release that a node missed (it timed out
+// or was down) is retried until the lock has expired there. Close stops that work and waits
+// for it.
+//
 // When many clients race for one key at the same instant — as every replica of a cron job
 // does at every tick — a plain parallel Redlock splits the vote: each racer gets some nodes,
 // none a majority, all release and retry. A Client remembers which locks it recently saw held
-// (WithContentionWindow); for those it asks the lock's primary node (hash of the fence key
-// mod N) first and alone, and fans out only if the primary said yes. A loser then costs one
+// (WithContentionWindow); for those it asks the lock's primary node (hash of the key's hash
+// tag, or of the key without one, mod N) first and alone, and fans out only if the primary said yes. A loser then costs one
 // request and leaves nothing to release. If the primary is down, it falls back to the
 // parallel path. The first race on a calm key can still split; TryAcquire with
 // ResolveSplits(n) tries again after a refusal that may have left the lock to no one, and
@@ -34,14 +41,17 @@
 // # Fencing tokens
 //
 // Each acquisition gets a token (Lock.Token) strictly greater than every token issued before
-// for the same fence key (FenceKey; default key + ":fence"). Pass it to the storage the lock
+// from the same fence counter (FenceKey; by default one counter per hash tag, "{t}:fence"
+// for keys tagged {t}, and DefaultFenceKey for every key without a tag, so that locking any
+// number of distinct keys leaves a bounded number of counters behind). Pass it to the storage the lock
 // guards, and have the storage refuse writes with a token lower than one it has seen: a holder
 // that was paused past its lease (a GC pause, SIGSTOP) is then refused, which the lock alone
 // cannot do. Each node keeps a counter per fence key; the token is the highest counter of the
 // quorum, written back to a quorum when the counters differed. A counter is created at the
 // node's clock in microseconds, so a node that lost its memory restarts above every token it
-// issued. This holds while node clocks agree within MaxTTL, keys are acquired less than once
-// per microsecond on average, and fewer than a quorum of nodes lose their memory at once.
+// issued. This holds while node clocks agree within MaxTTL, a counter is incremented less
+// than once per microsecond on average (a Redis node runs far fewer scripts than that), and
+// fewer than a quorum of nodes lose their memory at once.
 // Counters never expire: run lock nodes with maxmemory-policy noeviction.
 //
 // # Quarantine

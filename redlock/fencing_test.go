@@ -16,8 +16,10 @@ import (
 
 // TestFencingTokensStrictlyIncrease is a property test: over a random (seeded) schedule of
 // node kills and restarts without persistence, so that nodes miss acquisitions and come back
-// with empty memory, every successful acquisition's token is greater than every token before
-// it. Replay a failing schedule with CRONLOCK_SEED=<seed>.
+// with empty memory, every successful acquisition's token is greater than every token issued
+// before it from the same fence counter. The locks are on distinct keys that share the default
+// counters: three keys without a hash tag (DefaultFenceKey) and two with one tag. Replay a
+// failing schedule with CRONLOCK_SEED=<seed>.
 func TestFencingTokensStrictlyIncrease(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
 	if s := os.Getenv("CRONLOCK_SEED"); s != "" {
@@ -33,9 +35,16 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 	// A short max TTL keeps restarted nodes' quarantine short.
 	lc := c.client(t, redlock.WithMaxTTL(300*time.Millisecond), redlock.WithNodeTimeout(100*time.Millisecond))
 	ctx := ctxT(t)
-	key := redistest.Key(t)
+	base := redistest.Key(t)
+	keys := []string{base + ":a", base + ":b", base + ":c", "{" + base + "}:d", "{" + base + "}:e"}
+	counterOf := func(key string) string {
+		if key[0] == '{' {
+			return "{" + base + "}:fence"
+		}
+		return redlock.DefaultFenceKey
+	}
 
-	var last uint64
+	last := map[string]uint64{} // by fence counter
 	down := map[int]bool{}
 	issued, restarts := 0, 0
 	steps := 150
@@ -61,6 +70,7 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 				break
 			}
 		default:
+			key := keys[rng.IntN(len(keys))]
 			l, err := lc.TryAcquire(ctx, key, 200*time.Millisecond)
 			if err != nil {
 				// Quarantined or down nodes may leave no quorum for a moment, and a lock left
@@ -70,8 +80,9 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 				}
 				continue
 			}
-			require.Greater(t, l.Token(), last, "token went backwards (seed %d)", seed)
-			last = l.Token()
+			fence := counterOf(key)
+			require.Greater(t, l.Token(), last[fence], "token of %s went backwards on counter %s (seed %d)", key, fence, seed)
+			last[fence] = l.Token()
 			issued++
 			if restarts > 0 {
 				issuedAfterRestart++
@@ -84,4 +95,43 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 	t.Logf("%d tokens issued over %d restarts with empty memory, %d after the first", issued, restarts, issuedAfterRestart)
 	require.Positive(t, restarts, "no node restarted (seed %d)", seed)
 	require.Positive(t, issuedAfterRestart, "no token issued after a restart (seed %d)", seed)
+}
+
+// TestDistinctKeysLeaveBoundedState locks and releases many distinct keys with default options
+// and counts the keys left on each node: the boot marker and one fence counter per hash tag
+// and for the keys without one, however many keys were locked. Tokens of one counter strictly
+// increase, whichever key they were issued for.
+func TestDistinctKeysLeaveBoundedState(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	base := redistest.Key(t)
+	n := 1000
+	if testing.Short() {
+		n = 200
+	}
+	last := map[string]uint64{}
+	for i := range n {
+		key, fence := base+":"+strconv.Itoa(i), redlock.DefaultFenceKey
+		if i%2 == 0 {
+			tag := "{" + base + ":" + strconv.Itoa(i%3) + "}"
+			key, fence = tag+":"+strconv.Itoa(i), tag+":fence"
+		}
+		l, err := lc.TryAcquire(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		require.Greater(t, l.Token(), last[fence], "token of %s on counter %s", key, fence)
+		last[fence] = l.Token()
+		require.NoError(t, l.Release(ctx))
+	}
+	// Close waits for the requests still running, so every late reply has been handled.
+	require.NoError(t, lc.Close())
+	want := []string{redlock.DefaultBootKey, redlock.DefaultFenceKey}
+	for i := range 3 {
+		want = append(want, "{"+base+":"+strconv.Itoa(i)+"}:fence")
+	}
+	for i, s := range c.servers {
+		keys, err := s.Client().Keys(ctx, "*").Result()
+		require.NoError(t, err)
+		require.ElementsMatch(t, want, keys, "keys left on node %d after %d distinct locks", i, n)
+	}
 }

@@ -49,7 +49,7 @@ func newCluster(t testing.TB, n int, proxied bool) *cluster {
 // nodeClient returns a go-redis client as redlock wants it: context deadlines enforced, no
 // retries hidden inside a node request.
 func nodeClient(t testing.TB, addr string) *redis.Client {
-	rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+	rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true})
 	t.Cleanup(func() { _ = rc.Close() })
 	return rc
 }

@@ -13,7 +13,7 @@ import (
 type Lock struct {
 	c        *Client
 	keys     []string // keys[0] is the primary key
-	fenceKey string
+	group    string   // primaryGroup of the primary key
 	value    string
 	label    string
 	ttl      time.Duration
@@ -116,9 +116,9 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	ttlms := formatMillis(l.ttl)
 	t := tally{n: len(c.nodes), quorum: c.quorum}
-	args := []any{l.value, ttlms}
+	extend := extendScript.call(l.keys, l.value, ttlms)
 	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
-		n, err := runScript(ctx, c.nodes[i], extendScript, extendSrc, l.replicas, l.keys, args...).Int64()
+		n, err := extend.runWaiting(ctx, c.nodes[i], l.replicas).Int64()
 		return judge(i, n, err)
 	}, func(r reply) bool { return t.add(c, r) }, nil)
 	if err != nil {
@@ -149,7 +149,12 @@ func judge(node int, n int64, err error) reply {
 }
 
 // Release releases the lock on every node, in parallel, and returns once a quorum confirmed
-// and the lock's primary node answered (see WithContentionWindow).
+// (or too many nodes failed for one to): it never waits for the slowest nodes. Their requests
+// go on; a release that fails or times out on a node is retried in the background until the
+// lock has expired there (Client.Close stops that). Until the lock's primary node confirmed,
+// this Client's contended acquisitions of the lock's group ask every node at once instead of
+// the primary first (see WithContentionWindow); other clients may find the lock still held on
+// the slow nodes for a moment, as with any release.
 // It fails with an error matching ErrLockLost when the lock was not ours anymore on too many
 // nodes (it had expired, or was released before), or ErrQuorumUnavailable when too many nodes
 // failed; the lock then expires by its TTL. Release the lock only after the guarded work
@@ -169,19 +174,21 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 		return &QuorumError{Op: "release", Key: l.keys[0], Reason: ErrLockLost}
 	}
 	t := tally{n: len(c.nodes), quorum: c.quorum}
-	// Waiting for the primary node too means that a contended acquisition (which asks the
-	// primary first) that starts after Release returned finds the lock free.
-	primary, primaryAnswered := c.primary(l.fenceKey), false
-	args := []any{l.value, keep, releasedChannel(l.keys[0])}
+	primary, last := c.primary(l.group), l.depth == 0
+	if last {
+		c.unreleased.add(l.group, 1)
+	}
+	release := releaseScript.call(l.keys, l.value, keep, releasedChannel(l.keys[0]))
 	// The nodes' requests outlive a cancelled ctx (each is bounded by the node timeout): a
 	// release cut short would leave the lock there until its TTL.
 	_, err := c.fanout(context.WithoutCancel(ctx), c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
-		n, err := releaseScript.Run(ctx, c.nodes[i], l.keys, args...).Int64()
+		group := ""
+		if last && i == primary {
+			group = l.group
+		}
+		n, err := c.release(ctx, i, release, l.ttl, last, group)
 		return judge(i, n, err)
-	}, func(r reply) bool {
-		primaryAnswered = primaryAnswered || r.node == primary
-		return t.add(c, r) && (primaryAnswered || t.lost())
-	}, nil)
+	}, func(r reply) bool { return t.add(c, r) }, nil)
 	if err != nil {
 		return err
 	}

@@ -33,6 +33,9 @@ const (
 	DefaultMaxTTL = time.Minute
 	// DefaultBootKey is the default of WithBootKey.
 	DefaultBootKey = "cronlock:boot"
+	// DefaultFenceKey is the fencing counter of the locks whose key has no hash tag and that
+	// are acquired without FenceKey.
+	DefaultFenceKey = "cronlock:fence"
 )
 
 func defaultConfig() config {
@@ -217,9 +220,12 @@ func Also(keys ...string) AcquireOption {
 	return func(c *acquireConfig) { c.also = append(c.also, keys...) }
 }
 
-// FenceKey sets the key of the fencing counter. Default: the primary key + ":fence". Locks
-// that guard the same resource under different keys should share a fence key, so that their
-// tokens are ordered with each other.
+// FenceKey sets the key of the fencing counter. Default: one counter per hash tag — a key
+// with the hash tag {t} uses "{t}:fence" — and DefaultFenceKey for keys without one, so that
+// locking any number of distinct keys leaves a bounded number of counters on the nodes.
+// Tokens strictly increase per counter, hence per key too. Locks that guard the same resource
+// under different keys must share a fence key, so that their tokens are ordered with each
+// other; where a node is a Redis Cluster, the fence key must share the lock key's hash tag.
 func FenceKey(key string) AcquireOption {
 	return func(c *acquireConfig) { c.fenceKey = key }
 }
@@ -242,7 +248,8 @@ func OnAttempt(f func(Attempt)) AcquireOption {
 }
 
 // WakeOnRelease makes Acquire, while it waits for a held lock, also listen for the lock's
-// release on the nodes (each release publishes on the channel key + ":released") and try
+// release on the nodes (each release publishes on the channel key + ":released" of the nodes
+// where someone subscribed to it) and try
 // again as soon as one is announced, instead of at the next backoff step. A lock handed from
 // one worker to the next then moves in about one round trip. The backoff schedule, the
 // context and MaxWait still bound the wait; when no node can notify (or a notification is

@@ -5,14 +5,12 @@ import (
 	_ "embed"
 	"errors"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
 	//go:embed scripts/boot.lua
 	bootSrc    string
-	bootScript = redis.NewScript(bootSrc)
+	bootScript = newScript(bootSrc)
 )
 
 // EndQuarantine ends the quarantine of every node at once, by marking it as booted long ago.
@@ -25,8 +23,9 @@ var (
 func (c *Client) EndQuarantine(ctx context.Context) error {
 	var errs []error
 	// An operator's call, not on any lock's clock: a node gets at least a second to answer.
+	boot := bootScript.call([]string{c.cfg.bootKey})
 	_, err := c.fanout(ctx, c.all(), max(c.nodeTimeout(c.cfg.maxTTL), time.Second), func(ctx context.Context, i int) reply {
-		return reply{node: i, err: bootScript.Run(ctx, c.nodes[i], []string{c.cfg.bootKey}).Err()}
+		return reply{node: i, err: boot.run(ctx, c.nodes[i]).Err()}
 	}, func(r reply) bool {
 		if r.err != nil {
 			errs = append(errs, c.nodeError(r.node, r.err))

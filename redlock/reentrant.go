@@ -5,14 +5,12 @@ import (
 	_ "embed"
 	"strconv"
 	"time"
-
-	"github.com/redis/go-redis/v9"
 )
 
 var (
 	//go:embed scripts/reenter.lua
 	reenterSrc    string
-	reenterScript = redis.NewScript(reenterSrc)
+	reenterScript = newScript(reenterSrc)
 )
 
 // holdsKey is the context key under which a context carries the locks held by its caller.
@@ -50,8 +48,9 @@ func (c *Client) heldBy(ctx context.Context, key string) *Lock {
 func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number int) (*Lock, error) {
 	start := time.Now()
 	t := tally{n: len(c.nodes), quorum: c.quorum}
+	reenter := reenterScript.call(outer.keys, outer.value)
 	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(outer.ttl), func(ctx context.Context, i int) reply {
-		res, err := reenterScript.Run(ctx, c.nodes[i], outer.keys, outer.value).Slice()
+		res, err := reenter.run(ctx, c.nodes[i]).Slice()
 		if err != nil {
 			return reply{node: i, outcome: outcomeError, err: err}
 		}
@@ -70,7 +69,7 @@ func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number 
 		err = &AcquireError{Key: outer.keys[0], Reason: t.reason(ErrNotAcquired), Detail: "the outer hold was not found on a quorum: it is lost",
 			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs}
 	default:
-		l = &Lock{c: c, keys: outer.keys, fenceKey: outer.fenceKey, value: outer.value, label: outer.label,
+		l = &Lock{c: c, keys: outer.keys, group: outer.group, value: outer.value, label: outer.label,
 			ttl: outer.ttl, token: outer.token, replicas: outer.replicas, acquiredAt: start, depth: outer.depth + 1, valid: outer.valid}
 		a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
 	}

@@ -161,6 +161,46 @@ func TestWakeOnReleaseHandsOffAtOnce(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 }
 
+// A release that no one waits for publishes nothing (a PUBLISH is written to the AOF and sent
+// to replicas even when no one listens); one that a waiter subscribed to does.
+func TestReleasePublishesOnlyToWaiters(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	publishes := func() int {
+		total := 0
+		for _, s := range c.servers {
+			stats, err := s.Client().InfoMap(ctx, "commandstats").Result()
+			require.NoError(t, err)
+			var calls int
+			if v, ok := stats["Commandstats"]["cmdstat_publish"]; ok {
+				_, err := fmt.Sscanf(v, "calls=%d", &calls)
+				require.NoError(t, err)
+			}
+			total += calls
+		}
+		return total
+	}
+	for range 10 {
+		l, err := lc.TryAcquire(ctx, redistest.Key(t), 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+	}
+	require.Zero(t, publishes(), "releases that no one waited for published")
+
+	key := redistest.Key(t)
+	held, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	sub := c.servers[0].Client().Subscribe(ctx, key+":released")
+	defer func() { _ = sub.Close() }()
+	_, err = sub.Receive(ctx) // the subscription's confirmation
+	require.NoError(t, err)
+	require.NoError(t, held.Release(ctx))
+	msg, err := sub.ReceiveMessage(ctx)
+	require.NoError(t, err)
+	require.Equal(t, key+":released", msg.Channel)
+}
+
 // scriptOnly hides a node's Subscribe: a node that cannot deliver release notifications.
 type scriptOnly struct{ redis.Scripter }
 

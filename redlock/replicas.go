@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,12 +21,12 @@ type pipeliner interface {
 	Pipeline() redis.Pipeliner
 }
 
-// runScript runs script on node; with replicas > 0 it sends WAIT replicas in the same
-// pipeline, so that one round trip both runs the script and waits for the node's replicas, and
-// fails with ErrNotReplicated when fewer acknowledged before ctx's deadline.
-func runScript(ctx context.Context, node Node, script *redis.Script, src string, replicas int, keys []string, args ...any) *redis.Cmd {
+// runWaiting sends the call to node like run; with replicas > 0 it sends WAIT replicas in the
+// same pipeline, so that one round trip both runs the script and waits for the node's replicas,
+// and fails with ErrNotReplicated when fewer acknowledged before ctx's deadline.
+func (k *call) runWaiting(ctx context.Context, node Node, replicas int) *redis.Cmd {
 	if replicas == 0 {
-		return script.Run(ctx, node, keys, args...)
+		return k.run(ctx, node)
 	}
 	p, ok := node.(pipeliner)
 	if !ok {
@@ -34,7 +35,7 @@ func runScript(ctx context.Context, node Node, script *redis.Script, src string,
 		return cmd
 	}
 	var timeout time.Duration
-	send := func(eval func(redis.Pipeliner) *redis.Cmd) (*redis.Cmd, *redis.Cmd) {
+	send := func(args []any) (*redis.Cmd, *redis.Cmd) {
 		// WAIT answers as soon as enough replicas acknowledged, or when its timeout passed —
 		// which Redis notices on its server cron, up to 1/hz (100ms by default) late: give it
 		// half of what is left of the request's deadline.
@@ -43,14 +44,16 @@ func runScript(ctx context.Context, node Node, script *redis.Script, src string,
 			timeout = max(time.Until(d)/2, time.Millisecond)
 		}
 		pipe := p.Pipeline()
-		cmd := eval(pipe)
+		cmd := pipe.Do(ctx, args...)
 		wait := pipe.Do(ctx, "wait", replicas, timeout.Milliseconds())
 		_, _ = pipe.Exec(ctx) // each command keeps its own error
 		return cmd, wait
 	}
-	cmd, wait := send(func(pipe redis.Pipeliner) *redis.Cmd { return pipe.EvalSha(ctx, script.Hash(), keys, args...) })
+	cmd, wait := send(k.cmd)
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd, wait = send(func(pipe redis.Pipeliner) *redis.Cmd { return pipe.Eval(ctx, src, keys, args...) })
+		eval := slices.Clone(k.cmd)
+		eval[0], eval[1] = "eval", k.s.src
+		cmd, wait = send(eval)
 	}
 	if cmd.Err() != nil {
 		return cmd

@@ -27,7 +27,7 @@ type waker struct {
 // node could be subscribed to: the caller then waits on its backoff alone.
 func (c *Client) subscribe(ctx context.Context, req *request) *waker {
 	w := &waker{wake: make(chan struct{}, 1)}
-	p := c.primary(req.fenceKey)
+	p := c.primary(req.group)
 	channel, timeout := releasedChannel(req.keys[2]), c.nodeTimeout(req.ttl)
 	if !c.listen(ctx, channel, timeout, w, []int{p}) {
 		if !c.listen(ctx, channel, timeout, w, c.others(p)) {

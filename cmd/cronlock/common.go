@@ -79,6 +79,7 @@ func nodeClients(cfg *config.Config) ([]*redis.Client, error) {
 			DB:                    n.DB,
 			ContextTimeoutEnabled: true,
 			MaxRetries:            -1,
+			DisableIdentity:       true, // see redlock.Node
 		}
 		if n.TLS {
 			host, _, _ := net.SplitHostPort(n.Addr)

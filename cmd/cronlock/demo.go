@@ -264,7 +264,7 @@ func (d *demoRun) newReplica(name string, addrs []string, prefix string) (*repli
 			return nil, err
 		}
 		r.proxies = append(r.proxies, p)
-		c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1})
+		c := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true})
 		r.clients = append(r.clients, c)
 		nodes = append(nodes, c)
 	}

@@ -46,7 +46,7 @@ func (c *Cluster) Client(tb testing.TB, viaProxy bool, opts ...redlock.Option) *
 		if viaProxy {
 			addr = c.Proxies[i].Addr()
 		}
-		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true})
 		tb.Cleanup(func() { _ = rc.Close() })
 		nodes = append(nodes, rc)
 	}

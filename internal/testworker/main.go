@@ -112,7 +112,7 @@ func run() error {
 
 	var lockNodes []redlock.Node
 	for _, addr := range strings.Split(*nodes, ",") {
-		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+		rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true})
 		defer rc.Close()
 		lockNodes = append(lockNodes, rc)
 	}

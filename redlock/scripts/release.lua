@@ -1,7 +1,8 @@
 -- Releases one hold of a lock on one node. While nested holds remain (the primary key's hold
 -- count is above 0), the count goes down by one and the lock stays. The last hold deletes
 -- every key that still holds our value — except the primary key when ARGV[2] asks to keep it
--- as a done marker — and publishes the release on ARGV[3] for waiters.
+-- as a done marker — and publishes the release on ARGV[3] if anyone subscribed to it on this
+-- node (a PUBLISH would be propagated to the AOF and replicas even with no one listening).
 --
 -- KEYS      lock keys; KEYS[1] is the primary key
 -- ARGV[1]   lock value
@@ -21,15 +22,18 @@ local keep = tonumber(ARGV[2])
 for i = 1, #KEYS do
   if redis.call('HGET', KEYS[i], 'v') == ARGV[1] then
     if i == 1 and keep > 0 then
-      redis.call('HSET', KEYS[i], 's', 'done')
-      redis.call('PEXPIRE', KEYS[i], keep)
+      -- A retried release (its first try timed out after it ran) keeps the marker's expiry.
+      if redis.call('HGET', KEYS[i], 's') ~= 'done' then
+        redis.call('HSET', KEYS[i], 's', 'done')
+        redis.call('PEXPIRE', KEYS[i], keep)
+      end
     else
       redis.call('DEL', KEYS[i])
     end
     n = n + 1
   end
 end
-if n > 0 and keep == 0 then
+if n > 0 and keep == 0 and redis.call('PUBSUB', 'NUMSUB', ARGV[3])[2] > 0 then
   redis.call('PUBLISH', ARGV[3], '1')
 end
 return n

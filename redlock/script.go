@@ -1,0 +1,56 @@
+package redlock
+
+import (
+	"context"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// script is a Lua script of this package, with its source for nodes that do not have it cached.
+type script struct {
+	*redis.Script
+	src string
+}
+
+func newScript(src string) *script { return &script{Script: redis.NewScript(src), src: src} }
+
+// call is one call of a script, its EVALSHA command built once however many nodes it is sent
+// to: each argument is boxed once, not once per node. It is read-only once built, so the
+// requests of a fanout share it.
+type call struct {
+	s    *script
+	keys []string
+	argv []any
+	cmd  []any // "evalsha", sha, numkeys, keys..., argv...
+}
+
+func (s *script) call(keys []string, argv ...any) *call {
+	cmd := make([]any, 0, 3+len(keys)+len(argv))
+	cmd = append(cmd, "evalsha", s.Hash(), len(keys))
+	for _, k := range keys {
+		cmd = append(cmd, k)
+	}
+	return &call{s: s, keys: keys, argv: argv, cmd: append(cmd, argv...)}
+}
+
+// doer is a node that sends any command: *redis.Client and *redis.ClusterClient are.
+type doer interface {
+	Do(ctx context.Context, args ...any) *redis.Cmd
+}
+
+// run sends the call to node: EVALSHA, and EVAL once if the node does not have the script
+// cached (it then caches it).
+func (k *call) run(ctx context.Context, node Node) *redis.Cmd {
+	d, ok := node.(doer)
+	if !ok {
+		return k.s.Run(ctx, node, k.keys, k.argv...)
+	}
+	cmd := d.Do(ctx, k.cmd...)
+	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+		eval := slices.Clone(k.cmd)
+		eval[0], eval[1] = "eval", k.s.src
+		cmd = d.Do(ctx, eval...)
+	}
+	return cmd
+}
