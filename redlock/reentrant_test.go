@@ -1,6 +1,7 @@
 package redlock_test
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -42,7 +43,12 @@ func TestNestedHoldsReleaseAtTheLast(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrNotAcquired, "a nested release dropped the outer hold")
 
 	require.NoError(t, outer.Release(ctx))
-	l, err := other.TryAcquire(ctx, key, time.Second)
+	// Release returns at the quorum: the primary node, which other now asks first (it saw the
+	// key contended), may apply it a moment later, so other retries — for less than the
+	// lock's TTL, or a lock that was never freed would be taken once it expired.
+	soon, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	l, err := other.Acquire(soon, key, time.Second)
 	require.NoError(t, err, "the last release did not free the lock")
 	require.NoError(t, l.Release(ctx))
 }
