@@ -400,7 +400,9 @@ func (d *demoRun) work(r *replica) job.Handler {
 				return nil
 			}
 		}
+		d.mu.Lock() // the printer writes to d.out under d.mu too
 		fmt.Fprintf(d.out, "           ✂ %s is cut off from every node while it runs tick %s\n", r.name, run.Tick.Format("15:04:05.000"))
+		d.mu.Unlock()
 		go func() {
 			defer d.cutting.Done()
 			r.cut(context.Background(), 3*d.cfg.ttl)
