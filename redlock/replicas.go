@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -50,10 +49,8 @@ func (k *call) runWaiting(ctx context.Context, node Node, replicas int) *redis.C
 		return cmd, wait
 	}
 	cmd, wait := send(k.cmd)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		eval := slices.Clone(k.cmd)
-		eval[0], eval[1] = "eval", k.s.src
-		cmd, wait = send(eval)
+	if noScript(cmd) {
+		cmd, wait = send(k.eval())
 	}
 	if cmd.Err() != nil {
 		return cmd

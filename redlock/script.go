@@ -47,10 +47,18 @@ func (k *call) run(ctx context.Context, node Node) *redis.Cmd {
 		return k.s.Run(ctx, node, k.keys, k.argv...)
 	}
 	cmd := d.Do(ctx, k.cmd...)
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		eval := slices.Clone(k.cmd)
-		eval[0], eval[1] = "eval", k.s.src
-		cmd = d.Do(ctx, eval...)
+	if noScript(cmd) {
+		cmd = d.Do(ctx, k.eval()...)
 	}
 	return cmd
+}
+
+// noScript reports whether cmd failed because the node does not have the script cached.
+func noScript(cmd *redis.Cmd) bool { return redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") }
+
+// eval returns the call as an EVAL command, with the script's source.
+func (k *call) eval() []any {
+	eval := slices.Clone(k.cmd)
+	eval[0], eval[1] = "eval", k.s.src
+	return eval
 }

@@ -113,13 +113,7 @@ jobs:
 	down := `msg="node does not answer" node=` + nodes[1].Addr()
 	eventually(t, "the log of a node going down", func() bool { return strings.Contains(stderr.String(), down) })
 
-	cancel()
-	select {
-	case c := <-code:
-		assert.Equal(t, 0, c, "stderr:\n%s", stderr.String())
-	case <-time.After(waitLimit):
-		t.Fatalf("run did not return:\n%s", stderr.String())
-	}
+	stopInProcess(t, cancel, code, &stderr)
 	assert.Contains(t, stderr.String(), "msg=stopped")
 	assert.Contains(t, stderr.String(), `level=WARN msg="redis: `, "go-redis's own log goes to the daemon's")
 	assert.Equal(t, 1, strings.Count(stderr.String(), down), stderr.String())
@@ -305,6 +299,13 @@ jobs:
 		assert.Equal(t, 1, strings.Count(stderrNow, `msg="node is in quarantine: it refuses locks until its boot marker's time" node=`+n.Addr()+" until="), stderrNow)
 	}
 	assert.Contains(t, stderrNow, `msg="fewer nodes grant locks than a quorum: no job can run until enough come back" usable=1`)
+	stopInProcess(t, cancel, code, &stderr)
+}
+
+// stopInProcess cancels the context of a run started in this process and asserts that it
+// returned 0 in time.
+func stopInProcess(t *testing.T, cancel context.CancelFunc, code <-chan int, stderr *syncBuffer) {
+	t.Helper()
 	cancel()
 	select {
 	case c := <-code:
