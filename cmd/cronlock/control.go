@@ -14,9 +14,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
-
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/scheduler"
@@ -250,45 +247,4 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
 	_ = enc.Encode(v)
-}
-
-// registerJobGauges adds the per-job gauges read from the lock nodes at each collection
-// (each costs one Status per job): the next tick and the last success as Unix seconds, and
-// whether the job is paused (docs/observability.md has the "no success in two intervals"
-// alert built on them).
-func registerJobGauges(meters metric.MeterProvider, sched *scheduler.Scheduler) error {
-	m := meters.Meter("github.com/cronlock/cronlock/cmd/cronlock")
-	next, err1 := m.Float64ObservableGauge("cronlock.job.next_tick.time", metric.WithUnit("s"),
-		metric.WithDescription("the job's next tick, Unix seconds"))
-	last, err2 := m.Float64ObservableGauge("cronlock.job.last_success.time", metric.WithUnit("s"),
-		metric.WithDescription("start of the job's last successful run anywhere in the cluster, Unix seconds (from the history)"))
-	paused, err3 := m.Int64ObservableGauge("cronlock.job.paused",
-		metric.WithDescription("1 while the job is paused cluster-wide, else 0"))
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return err
-	}
-	_, err := m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
-		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		defer cancel()
-		for _, e := range sched.Entries() {
-			attrs := metric.WithAttributes(attribute.String("cronlock.job", e.Name)) // middleware's job attribute
-			if !e.Next.IsZero() {
-				o.ObserveFloat64(next, float64(e.Next.UnixMilli())/1000, attrs)
-			}
-			st, err := sched.Status(ctx, e.Name)
-			if err != nil {
-				continue // the nodes did not answer: no value rather than a wrong one
-			}
-			if st.LastSuccess != nil {
-				o.ObserveFloat64(last, float64(st.LastSuccess.Start.UnixMilli())/1000, attrs)
-			}
-			p := int64(0)
-			if st.Paused != nil {
-				p = 1
-			}
-			o.ObserveInt64(paused, p, attrs)
-		}
-		return nil
-	}, next, last, paused)
-	return err
 }

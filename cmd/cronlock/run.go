@@ -311,7 +311,7 @@ func (d *daemon) start() error {
 		return usageError{fmt.Errorf("%s: %w", cfg.File, err)}
 	}
 	d.closeLocks = locks.Close
-	if err := registerJobGauges(d.tel.meters, d.sched); err != nil {
+	if _, err := d.sched.RegisterGauges(d.tel.meters); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	for i, j := range cfg.Jobs {
