@@ -125,7 +125,15 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	if t.ok < c.quorum {
-		return 0, withContext(ctx, &QuorumError{Op: "extend", Key: l.keys[0], Reason: t.reason(ErrLockLost),
+		// Lost only when too many nodes said "not ours" for the lock to be on a quorum; a node
+		// without it (a late yes that was released, a restart) beside nodes that did not
+		// answer leaves it maybe ours: unavailable, so that a lease tries again while its
+		// validity lasts.
+		reason := ErrQuorumUnavailable
+		if t.refused > t.n-t.quorum {
+			reason = ErrLockLost
+		}
+		return 0, withContext(ctx, &QuorumError{Op: "extend", Key: l.keys[0], Reason: reason,
 			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs})
 	}
 	validUntil := start.Add(l.ttl - c.drift(l.ttl))

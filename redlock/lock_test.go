@@ -376,7 +376,11 @@ func TestContendedLockAsksPrimaryFirst(t *testing.T) {
 	// then this client asks every node, so an acquisition right after Release returned is
 	// not refused by the primary for good.
 	require.NoError(t, l.Release(ctx))
-	l, err = lc.TryAcquire(ctx, key, 5*time.Second, hook)
+	// (A late yes of the refused attempts above may still sit on the primary for a moment;
+	// retrying for less than the TTL tells that from a refusal for good.)
+	soon, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	l, err = lc.Acquire(soon, key, 5*time.Second, hook)
 	require.NoError(t, err, "refused right after the release")
 	require.NoError(t, l.Release(ctx))
 	// Once the release is known to have reached the primary, it is asked first again.
@@ -484,4 +488,25 @@ func TestRefusalNamesTheMajorityHolder(t *testing.T) {
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, "winner", ae.Holder.Label)
 	require.NoError(t, winner.Release(ctx))
+}
+
+// An extension that a node refuses while others do not answer has not shown the lock lost:
+// it is still maybe ours on a quorum, so the error is "unavailable" (a lease then tries again
+// while its validity lasts), not ErrLockLost.
+func TestExtendWithOneNodeNotOursAndOneSilentIsUnavailable(t *testing.T) {
+	c := newCluster(t, 3, true)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+	l, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, c.servers[0].Client().Del(ctx, key).Err()) // not ours there any more
+	c.proxies[1].Blackhole(true)
+	_, err = l.Extend(ctx)
+	require.ErrorIs(t, err, redlock.ErrQuorumUnavailable)
+	require.NotErrorIs(t, err, redlock.ErrLockLost)
+	c.proxies[1].Blackhole(false)
+	_, err = l.Extend(ctx)
+	require.NoError(t, err, "the lock was ours on a quorum all along")
+	require.NoError(t, l.Release(ctx))
 }
