@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
 )
 
 // Attempt describes one attempt of an acquisition, for observability (see OnAttempt).
@@ -265,13 +267,47 @@ func withContext(ctx context.Context, err error) error {
 
 // lateOKs follows the nodes that take the lock after an attempt's outcome was decided: a
 // failed attempt releases them, and so does a successful one whose lock was released before
-// their reply came (the release may have reached the node before the acquisition did).
+// their reply came (the release may have reached the node before the acquisition did). A late
+// failure may hide a node that took the lock, and is released the same way.
 type lateOKs struct {
 	mu      sync.Mutex
 	settled bool
 	failed  bool
 	lock    *Lock // the lock the attempt produced, if it succeeded
 	nodes   []int
+	// The attempt's fanouts (the first few: a contended attempt makes up to five), whose
+	// unanswered requests Release leaves to the late replies.
+	fans  [5]*fan
+	nfans int
+}
+
+// follow records one of the attempt's fanouts.
+func (lo *lateOKs) follow(f *fan) {
+	if lo.nfans < len(lo.fans) {
+		lo.fans[lo.nfans] = f
+		lo.nfans++
+	}
+}
+
+// unanswered returns, as a bit mask of node indexes below 64, the nodes that have not answered
+// the attempt's requests yet. Each will be released by its late reply, once the lock is
+// released (a release sent now could reach the node first, on another connection). Nil-safe:
+// a nested hold has none.
+func (lo *lateOKs) unanswered() uint64 {
+	if lo == nil {
+		return 0
+	}
+	var mask uint64
+	for _, f := range lo.fans[:lo.nfans] {
+		f.mu.Lock()
+		for k := range f.ops {
+			if o := &f.ops[k]; !o.delivered && o.node < 64 {
+				mask |= 1 << o.node
+			}
+		}
+		f.mu.Unlock()
+	}
+	return mask
 }
 
 // settle records the attempt's outcome (l nil: it failed) and returns the nodes that said OK
@@ -283,13 +319,16 @@ func (lo *lateOKs) settle(l *Lock) []int {
 	return lo.nodes
 }
 
-// release reports whether a node that said OK now must be released; before the attempt is
-// settled it records the node instead.
-func (lo *lateOKs) release(node int) bool {
+// release reports whether the node of a late reply r must be released now; before the attempt
+// is settled it records the node instead. A request that was never sent took nothing.
+func (lo *lateOKs) release(r reply) bool {
+	if (r.outcome != outcomeOK && r.outcome != outcomeError) || errors.Is(r.err, errNotSent) {
+		return false
+	}
 	lo.mu.Lock()
 	defer lo.mu.Unlock()
 	if !lo.settled {
-		lo.nodes = append(lo.nodes, node)
+		lo.nodes = append(lo.nodes, r.node)
 		return false
 	}
 	return lo.failed || lo.lock.isReleased()
@@ -317,27 +356,28 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 	value := newValue()
 	start := time.Now()
+	p := c.primary(req.group)
+	var late lateOKs
+	var gaveUp atomic.Bool // set when the attempt failed: its requests not sent yet are not
+	t := tally{n: len(c.nodes), quorum: c.quorum, oks: make([]reply, 0, len(c.nodes))}
 	acquire := acquireScript.call(req.script, value, req.ttlms, c.quarantineMillis, req.label, req.metadata, req.refuse) // shared by every node's request
-	call := func(ctx context.Context, i int) reply {
-		res, err := acquire.runWaiting(ctx, c.nodes[i], req.replicas).Slice()
+	parse := func(i int, cmd *redis.Cmd) reply {
+		res, err := cmd.Slice()
 		if err != nil {
 			return reply{node: i, outcome: outcomeError, err: err}
 		}
 		return parseAcquire(i, req, res)
 	}
-	p := c.primary(req.group)
-	var late lateOKs
-	// A late failure may hide a node that took the lock: it is released like a late OK.
 	onLate := func(r reply) {
-		if (r.outcome == outcomeOK || r.outcome == outcomeError) && late.release(r.node) {
-			c.releaseNode(ctx, r.node, req.lockKeys(), value, req.ttl, late.keep(), p, req.group)
+		if late.release(r) {
+			c.releaseNodes(ctx, []int{r.node}, req.lockKeys(), value, late.keep(), req.ttl, p, req.group)
 		}
 	}
-
-	t := tally{n: len(c.nodes), quorum: c.quorum, oks: make([]reply, 0, len(c.nodes))}
 	// ask sends the script to nodes and counts every reply that arrived before it returned.
 	ask := func(nodes []int) error {
-		rest, err := c.fanout(ctx, nodes, c.nodeTimeout(req.ttl), call, func(r reply) bool { return t.add(c, r) }, onLate)
+		f := &fan{call: acquire, replicas: req.replicas, gaveUp: &gaveUp, parse: parse, late: onLate}
+		late.follow(f)
+		rest, err := c.fanout(ctx, f, nodes, c.nodeTimeout(req.ttl), func(r reply) bool { return t.add(c, r) })
 		for _, r := range rest {
 			t.add(c, r)
 		}
@@ -382,6 +422,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 
 	fail := func(reason error, detail string) (*Lock, error) {
+		gaveUp.Store(true)
 		nodes := late.settle(nil)
 		for _, r := range t.oks {
 			nodes = append(nodes, r.node)
@@ -389,7 +430,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		for _, e := range t.errs {
 			nodes = append(nodes, e.Node)
 		}
-		c.releaseAll(ctx, nodes, req.lockKeys(), value, req.ttl, p, req.group)
+		c.releaseNodes(ctx, nodes, req.lockKeys(), value, "0", req.ttl, p, req.group)
 		return report(nil, &AcquireError{
 			Key: req.keys[2], Reason: reason, Holder: t.holder, Refusal: t.refusal, Detail: detail,
 			OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Nodes: t.errs,
@@ -409,6 +450,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	l := &Lock{
 		c: c, keys: req.lockKeys(), group: req.group, value: value, label: req.label,
 		ttl: req.ttl, token: token, acquiredAt: start, valid: &validity{until: validUntil}, replicas: req.replicas,
+		late: &late,
 	}
 	late.settle(l)
 	return report(l, nil)
@@ -487,14 +529,15 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 			need = append(need, i)
 		}
 	}
-	raise := fenceScript.call([]string{req.fenceKey}, strconv.FormatUint(top, 10))
 	t := tally{n: len(c.nodes), quorum: c.quorum, ok: have}
-	_, err := c.fanout(ctx, need, c.nodeTimeout(req.ttl), func(ctx context.Context, i int) reply {
-		if err := raise.runWaiting(ctx, c.nodes[i], req.replicas).Err(); err != nil {
-			return reply{node: i, outcome: outcomeError, err: err}
-		}
-		return reply{node: i, outcome: outcomeOK}
-	}, func(r reply) bool { return t.add(c, r) }, nil)
+	f := &fan{call: fenceScript.call([]string{req.fenceKey}, strconv.FormatUint(top, 10)), replicas: req.replicas,
+		parse: func(i int, cmd *redis.Cmd) reply {
+			if err := cmd.Err(); err != nil {
+				return reply{node: i, outcome: outcomeError, err: err}
+			}
+			return reply{node: i, outcome: outcomeOK}
+		}}
+	_, err := c.fanout(ctx, f, need, c.nodeTimeout(req.ttl), func(r reply) bool { return t.add(c, r) })
 	if err != nil {
 		return 0, err
 	}
@@ -520,38 +563,19 @@ func (c *Client) others(but int) []int {
 	return slices.DeleteFunc(slices.Clone(c.allNodes), func(i int) bool { return i == but })
 }
 
-// releaseNode releases one node that took an attempt's lock after the attempt was decided; a
-// miss is retried in the background. Until the release reached the group's primary node (if
-// it is node), the group counts as unreleased.
-func (c *Client) releaseNode(ctx context.Context, node int, keys []string, value string, ttl time.Duration, keep string, primary int, group string) {
-	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.nodeTimeout(ttl))
-	defer cancel()
-	if node != primary {
+// releaseNodes releases the nodes of an attempt that failed, or that took its lock after the
+// attempt was decided, without waiting for them: misses are retried in the background, and
+// replies still in flight are released by the attempt's late replies. Until the release
+// reached the group's primary node (if among them), the group counts as unreleased.
+func (c *Client) releaseNodes(ctx context.Context, nodes []int, keys []string, value, keep string, ttl time.Duration, primary int, group string) {
+	if len(nodes) == 0 {
+		return
+	}
+	if !slices.Contains(nodes, primary) {
 		group = ""
 	} else {
 		c.unreleased.add(group, 1)
 	}
-	_, _ = c.release(rctx, node, releaseScript.call(keys, value, keep, releasedChannel(keys[0])), ttl, true, group)
-}
-
-// releaseAll releases the nodes of a failed attempt, in parallel, without waiting for them:
-// misses are retried in the background, and replies still in flight are released by onLate.
-// Until the release reached the group's primary node (if among them), the group counts as
-// unreleased.
-func (c *Client) releaseAll(ctx context.Context, nodes []int, keys []string, value string, ttl time.Duration, primary int, group string) {
-	if len(nodes) == 0 {
-		return
-	}
-	if slices.Contains(nodes, primary) {
-		c.unreleased.add(group, 1)
-	}
-	release := releaseScript.call(keys, value, "0", releasedChannel(keys[0]))
-	_, _ = c.fanout(context.WithoutCancel(ctx), nodes, c.nodeTimeout(ttl), func(ctx context.Context, i int) reply {
-		g := ""
-		if i == primary {
-			g = group
-		}
-		_, _ = c.release(ctx, i, release, ttl, true, g)
-		return reply{node: i}
-	}, nil, nil)
+	f := c.releaseFan(releaseScript.call(keys, value, keep, releasedChannel(keys[0])), ttl, true, primary, group)
+	_, _ = c.fanout(context.WithoutCancel(ctx), f, nodes, c.nodeTimeout(ttl), nil)
 }

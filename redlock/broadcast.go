@@ -22,17 +22,21 @@ func (c *Client) Broadcast(ctx context.Context, script *redis.Script, keys []str
 	}
 	out := make([]any, len(c.nodes))
 	t := tally{n: len(c.nodes), quorum: c.quorum}
-	_, err := c.fanout(ctx, c.all(), max(c.nodeTimeout(c.cfg.maxTTL), time.Second), func(ctx context.Context, i int) reply {
-		v, err := script.Run(ctx, c.nodes[i], keys, args...).Result()
+	f := &fan{call: callerScript(script).call(keys, args...), parse: func(i int, cmd *redis.Cmd) reply {
+		v, err := cmd.Result()
 		if errors.Is(err, redis.Nil) { // a nil reply is an answer
 			err = nil
 		}
 		if err != nil {
 			return reply{node: i, outcome: outcomeError, err: err}
 		}
-		out[i] = v
-		return reply{node: i, outcome: outcomeOK}
-	}, func(r reply) bool { t.add(c, r); return false }, nil)
+		return reply{node: i, outcome: outcomeOK, value: v}
+	}}
+	_, err := c.fanout(ctx, f, c.all(), max(c.nodeTimeout(c.cfg.maxTTL), time.Second), func(r reply) bool {
+		out[r.node] = r.value
+		t.add(c, r)
+		return false
+	})
 	if err != nil {
 		return nil, err
 	}

@@ -68,6 +68,7 @@ type Client struct {
 	bg     context.Context
 	stopBG context.CancelFunc
 
+	links      []link // by node
 	contended  contention
 	retries    []nodeRetries // by node
 	unreleased pendingReleases
@@ -112,10 +113,11 @@ func New(nodes []Node, opts ...Option) (*Client, error) {
 		cfg.maxWait = cfg.maxTTL
 	}
 	c := &Client{nodes: nodes, names: make([]string, n), quorum: cfg.quorum, cfg: cfg,
-		retries: make([]nodeRetries, n)}
+		retries: make([]nodeRetries, n), links: make([]link, n)}
 	c.bg, c.stopBG = context.WithCancel(context.Background())
 	for i, nd := range nodes {
 		c.names[i] = nodeName(nd, i)
+		c.links[i].node = nd
 		c.allNodes = append(c.allNodes, i)
 	}
 	c.quarantineMillis = "0"
@@ -207,10 +209,11 @@ type reply struct {
 	token   uint64
 	holder  *Holder
 	refusal *Refusal
+	value   any // Broadcast's reply
 	err     error
 }
 
-// start registers a node request with the Client, so that Close waits for it.
+// start registers a goroutine with the Client, so that Close waits for it.
 func (c *Client) start() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -221,69 +224,117 @@ func (c *Client) start() bool {
 	return true
 }
 
-// fanout sends call to each of the given nodes in parallel and passes the replies to decide,
-// in arrival order, until decide returns true or every reply is in. It returns the replies that
-// arrived after the decision but before fanout returned; replies that arrive later still are
-// passed to late, in the goroutine of their request (late may be nil). With a nil decide it
-// returns at once, and every reply is late. Every request shares one deadline, timeout from
-// now, which lasts until the last request is done.
-func (c *Client) fanout(ctx context.Context, nodes []int, timeout time.Duration,
-	call func(ctx context.Context, node int) reply, decide func(reply) bool, late func(reply)) ([]reply, error) {
-	f := &fan{ch: make(chan reply, len(nodes)), late: late, call: call, decided: decide == nil}
-	f.ctx, f.cancel = context.WithTimeout(ctx, timeout)
-	f.running.Store(int32(len(nodes)))
-	for k, i := range nodes {
-		if !c.start() {
-			// Count the requests that will never run as done.
-			if f.running.Add(-int32(len(nodes)-k)) == 0 {
-				f.cancel()
-			}
-			return nil, ErrClientClosed
-		}
-		go f.ask(c, i)
-	}
-	if decide == nil {
-		return nil, nil
-	}
-	for range nodes {
-		if decide(<-f.ch) {
-			break
-		}
-	}
-	f.mu.Lock()
-	f.decided = true
-	f.mu.Unlock()
-	var rest []reply
-	for len(f.ch) > 0 {
-		rest = append(rest, <-f.ch)
-	}
-	return rest, nil
+func (c *Client) isClosed() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.closed
 }
 
-// fan is the state of one fanout, shared by its requests.
+// fan is one request to several nodes: the script call to send, and what to do with each
+// node's reply. parse turns a node's reply into a reply, and late takes the replies that came
+// after the caller decided (late may be nil); both run in the node's link goroutine, so they
+// must not block (queuing more requests does not). A non-nil gaveUp, once set, stops the
+// requests not sent yet: they are failed with errNotSent.
 type fan struct {
-	ctx     context.Context
-	cancel  context.CancelFunc
-	running atomic.Int32 // requests not done yet; the last one cancels ctx
-	call    func(ctx context.Context, node int) reply
-	late    func(reply)
-	ch      chan reply
+	call     *call
+	replicas int // WaitForReplicas
+	parse    func(node int, cmd *redis.Cmd) reply
+	late     func(reply)
+	gaveUp   *atomic.Bool
+
+	ctx  context.Context // the caller's
+	bctx batchCtx        // what the requests are sent with, until the deadline
+	ch   chan reply
+	ops  []op
 
 	mu      sync.Mutex
 	decided bool
 }
 
-// ask runs one node's request and hands its reply on.
-func (f *fan) ask(c *Client, node int) {
-	defer c.inflight.Done()
-	r := f.call(f.ctx, node)
-	if r.outcome == outcomeError {
-		c.failed(node, r.err)
+// fanout queues f's call on each of the given nodes' links and passes the replies to decide,
+// in arrival order, until decide returns true, every reply is in, or the deadline (timeout
+// from now) or ctx ended; a node that has not answered by then counts as failed, and its
+// reply, when it comes, goes to f.late. fanout returns the replies that arrived after the
+// decision but before it returned. With a nil decide it returns at once, and every reply is
+// late. A request still queued when its deadline passes is not sent.
+func (c *Client) fanout(ctx context.Context, f *fan, nodes []int, timeout time.Duration, decide func(reply) bool) ([]reply, error) {
+	if c.isClosed() {
+		return nil, ErrClientClosed
 	}
-	if f.running.Add(-1) == 0 {
-		f.cancel()
+	f.ctx, f.decided = ctx, decide == nil
+	f.bctx = batchCtx{values: ctx, bg: c.bg, at: time.Now().Add(timeout)}
+	f.ch = make(chan reply, len(nodes))
+	f.ops = make([]op, len(nodes))
+	for k, i := range nodes {
+		f.ops[k] = op{f: f, node: i}
+		c.enqueue(&f.ops[k])
+	}
+	if decide == nil {
+		return nil, nil
+	}
+	t := timers.Get().(*time.Timer)
+	t.Reset(timeout)
+	defer func() { t.Stop(); timers.Put(t) }()
+	var cut error
+wait:
+	for range nodes {
+		select {
+		case r := <-f.ch:
+			if decide(r) {
+				break wait
+			}
+		case <-t.C:
+			cut = fmt.Errorf("no reply within the node timeout %v: %w", timeout, context.DeadlineExceeded)
+			break wait
+		case <-ctx.Done():
+			cut = ctx.Err()
+			break wait
+		}
 	}
 	f.mu.Lock()
+	f.decided = true
+	var missing []int
+	if cut != nil {
+		for k := range f.ops {
+			if !f.ops[k].delivered {
+				missing = append(missing, f.ops[k].node)
+			}
+		}
+	}
+	f.mu.Unlock()
+	var rest []reply
+	for len(f.ch) > 0 {
+		rest = append(rest, <-f.ch)
+	}
+	if cut != nil {
+		// Decide with what came, then with the silent nodes as failed.
+		for _, r := range rest {
+			if decide(r) {
+				return nil, nil
+			}
+		}
+		for _, i := range missing {
+			if decide(reply{node: i, outcome: outcomeError, err: cut}) {
+				break
+			}
+		}
+		return nil, nil
+	}
+	return rest, nil
+}
+
+// timers holds stopped timers for fanouts to reuse.
+var timers = sync.Pool{New: func() any {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}}
+
+// deliver hands o's reply to the caller, or to late once the caller decided.
+func (f *fan) deliver(o *op) {
+	r := f.parse(o.node, o.cmd)
+	f.mu.Lock()
+	o.delivered = true
 	if !f.decided {
 		f.ch <- r
 		f.mu.Unlock()
@@ -294,6 +345,9 @@ func (f *fan) ask(c *Client, node int) {
 		f.late(r)
 	}
 }
+
+// abandoned reports whether the caller gave up the requests not sent yet.
+func (f *fan) abandoned() bool { return f.gaveUp != nil && f.gaveUp.Load() }
 
 // nodeError wraps err with the node's identity.
 func (c *Client) nodeError(node int, err error) *NodeError {

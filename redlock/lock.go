@@ -5,8 +5,11 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // Lock is a lock held on a quorum of nodes. Its methods are safe for concurrent use.
@@ -18,7 +21,8 @@ type Lock struct {
 	label    string
 	ttl      time.Duration
 	token    uint64
-	replicas int // WaitForReplicas
+	late     *lateOKs // the acquisition's replies still to come; nil for a nested hold
+	replicas int      // WaitForReplicas
 	// acquiredAt is when the successful attempt started.
 	acquiredAt time.Time
 	// depth is 0 for a lock, n for the n-th nested hold of it (see Acquire).
@@ -116,11 +120,8 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 	start := time.Now()
 	ttlms := formatMillis(l.ttl)
 	t := tally{n: len(c.nodes), quorum: c.quorum}
-	extend := extendScript.call(l.keys, l.value, ttlms)
-	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
-		n, err := extend.runWaiting(ctx, c.nodes[i], l.replicas).Int64()
-		return judge(i, n, err)
-	}, func(r reply) bool { return t.add(c, r) }, nil)
+	f := &fan{call: extendScript.call(l.keys, l.value, ttlms), replicas: l.replicas, parse: judgeCmd}
+	_, err := c.fanout(ctx, f, c.all(), c.nodeTimeout(l.ttl), func(r reply) bool { return t.add(c, r) })
 	if err != nil {
 		return 0, err
 	}
@@ -143,6 +144,12 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 	}
 	l.valid.raise(validUntil)
 	return validity, nil
+}
+
+// judgeCmd turns a node's reply, a count of keys acted on, into a reply.
+func judgeCmd(node int, cmd *redis.Cmd) reply {
+	n, err := cmd.Int64()
+	return judge(node, n, err)
 }
 
 // judge turns a node's count of keys acted on into a reply.
@@ -182,21 +189,20 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 		return &QuorumError{Op: "release", Key: l.keys[0], Reason: ErrLockLost}
 	}
 	t := tally{n: len(c.nodes), quorum: c.quorum}
-	primary, last := c.primary(l.group), l.depth == 0
-	if last {
-		c.unreleased.add(l.group, 1)
+	// Nodes whose acquisition reply has not come yet are released when it comes (see lateOKs).
+	nodes, primary := c.all(), c.primary(l.group)
+	if skip := l.late.unanswered(); skip != 0 {
+		nodes = slices.DeleteFunc(slices.Clone(nodes), func(i int) bool { return i < 64 && skip&(1<<i) != 0 })
 	}
-	release := releaseScript.call(l.keys, l.value, keep, releasedChannel(l.keys[0]))
+	last, group := l.depth == 0, ""
+	if last && slices.Contains(nodes, primary) {
+		group = l.group
+		c.unreleased.add(group, 1)
+	}
+	f := c.releaseFan(releaseScript.call(l.keys, l.value, keep, releasedChannel(l.keys[0])), l.ttl, last, primary, group)
 	// The nodes' requests outlive a cancelled ctx (each is bounded by the node timeout): a
 	// release cut short would leave the lock there until its TTL.
-	_, err := c.fanout(context.WithoutCancel(ctx), c.all(), c.nodeTimeout(l.ttl), func(ctx context.Context, i int) reply {
-		group := ""
-		if last && i == primary {
-			group = l.group
-		}
-		n, err := c.release(ctx, i, release, l.ttl, last, group)
-		return judge(i, n, err)
-	}, func(r reply) bool { return t.add(c, r) }, nil)
+	_, err := c.fanout(context.WithoutCancel(ctx), f, nodes, c.nodeTimeout(l.ttl), func(r reply) bool { return t.add(c, r) })
 	if err != nil {
 		return err
 	}

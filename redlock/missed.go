@@ -43,29 +43,33 @@ const (
 	maxRetryWait   = time.Second
 )
 
-// release runs the release script for one hold of a lock on node. When the request fails
-// for any reason but a reply of the node, the release is retried in the background (retry)
-// until the lock has expired there — unless it released a nested hold, whose count could be
-// lowered twice. A non-empty group is the lock's group, whose unreleased count the caller
-// raised because node is its primary: it is lowered once the release arrived or was given up.
-func (c *Client) release(ctx context.Context, node int, release *call, ttl time.Duration, retry bool, group string) (int64, error) {
-	n, err := release.run(ctx, c.nodes[node]).Int64()
-	if err == nil || !retry || isNodeReply(err) {
-		if group != "" {
-			c.unreleased.add(group, -1)
+// releaseFan returns a fan that releases one hold of a lock (k) on each node it is sent to.
+// When a node's request fails for any reason but a reply of the node, the release is retried
+// in the background (with retry) until the lock has expired there — unless it released a
+// nested hold, whose count could be lowered twice. A non-empty group is the lock's group,
+// whose unreleased count the caller raised because primary is among the nodes: it is lowered
+// once the release arrived there or was given up.
+func (c *Client) releaseFan(k *call, ttl time.Duration, retry bool, primary int, group string) *fan {
+	return &fan{call: k, parse: func(node int, cmd *redis.Cmd) reply {
+		g := ""
+		if node == primary {
+			g = group
 		}
-		return n, err
-	}
-	c.retry(node, missedRelease{release: release, until: time.Now().Add(ttl), group: group})
-	return n, err
+		n, err := cmd.Int64()
+		if err == nil || !retry || isNodeReply(err) {
+			if g != "" {
+				c.unreleased.add(g, -1)
+			}
+		} else {
+			c.retry(node, missedRelease{release: k, until: time.Now().Add(ttl), group: g})
+		}
+		return judge(node, n, err)
+	}}
 }
 
 // failed records that a request to node failed without a reply of the node, so that the
 // node's goroutine opens a connection with the handshake deadline.
-func (c *Client) failed(node int, err error) {
-	if err == nil || isNodeReply(err) {
-		return
-	}
+func (c *Client) failed(node int) {
 	c.background(node, func(r *nodeRetries) { r.connect = min(r.connect+1, maxConnects) })
 }
 

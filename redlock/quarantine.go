@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"errors"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -23,15 +25,15 @@ var (
 func (c *Client) EndQuarantine(ctx context.Context) error {
 	var errs []error
 	// An operator's call, not on any lock's clock: a node gets at least a second to answer.
-	boot := bootScript.call([]string{c.cfg.bootKey})
-	_, err := c.fanout(ctx, c.all(), max(c.nodeTimeout(c.cfg.maxTTL), time.Second), func(ctx context.Context, i int) reply {
-		return reply{node: i, err: boot.run(ctx, c.nodes[i]).Err()}
-	}, func(r reply) bool {
+	f := &fan{call: bootScript.call([]string{c.cfg.bootKey}), parse: func(i int, cmd *redis.Cmd) reply {
+		return reply{node: i, err: cmd.Err()}
+	}}
+	_, err := c.fanout(ctx, f, c.all(), max(c.nodeTimeout(c.cfg.maxTTL), time.Second), func(r reply) bool {
 		if r.err != nil {
 			errs = append(errs, c.nodeError(r.node, r.err))
 		}
 		return false
-	}, nil)
+	})
 	if err != nil {
 		return err
 	}

@@ -5,6 +5,8 @@ import (
 	_ "embed"
 	"strconv"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 var (
@@ -48,9 +50,8 @@ func (c *Client) heldBy(ctx context.Context, key string) *Lock {
 func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number int) (*Lock, error) {
 	start := time.Now()
 	t := tally{n: len(c.nodes), quorum: c.quorum}
-	reenter := reenterScript.call(outer.keys, outer.value)
-	_, err := c.fanout(ctx, c.all(), c.nodeTimeout(outer.ttl), func(ctx context.Context, i int) reply {
-		res, err := reenter.run(ctx, c.nodes[i]).Slice()
+	f := &fan{call: reenterScript.call(outer.keys, outer.value), parse: func(i int, cmd *redis.Cmd) reply {
+		res, err := cmd.Slice()
 		if err != nil {
 			return reply{node: i, outcome: outcomeError, err: err}
 		}
@@ -58,7 +59,8 @@ func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number 
 			return reply{node: i, outcome: outcomeRefused}
 		}
 		return reply{node: i, outcome: outcomeOK}
-	}, func(r reply) bool { return t.add(c, r) }, nil)
+	}}
+	_, err := c.fanout(ctx, f, c.all(), c.nodeTimeout(outer.ttl), func(r reply) bool { return t.add(c, r) })
 	a := Attempt{Number: number, Quorum: c.quorum, Elapsed: time.Since(start)}
 	var l *Lock
 	switch {

@@ -7,13 +7,17 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// script is a Lua script of this package, with its source for nodes that do not have it cached.
+// script is a Lua script, with its source for nodes that do not have it cached: the
+// package's own scripts have it; Broadcast's come from the caller, and go-redis keeps theirs.
 type script struct {
 	*redis.Script
 	src string
 }
 
 func newScript(src string) *script { return &script{Script: redis.NewScript(src), src: src} }
+
+// callerScript wraps a script of the caller's, whose source go-redis keeps.
+func callerScript(s *redis.Script) *script { return &script{Script: s} }
 
 // call is one call of a script, its EVALSHA command built once however many nodes it is sent
 // to: each argument is boxed once, not once per node. It is read-only once built, so the
@@ -39,8 +43,9 @@ type doer interface {
 	Do(ctx context.Context, args ...any) *redis.Cmd
 }
 
-// run sends the call to node: EVALSHA, and EVAL once if the node does not have the script
-// cached (it then caches it).
+// run sends the call to node directly, not through its link: EVALSHA, and EVAL once if the
+// node does not have the script cached (it then caches it). It is for background work, which
+// must not wait in the link's queue.
 func (k *call) run(ctx context.Context, node Node) *redis.Cmd {
 	d, ok := node.(doer)
 	if !ok {
@@ -54,7 +59,10 @@ func (k *call) run(ctx context.Context, node Node) *redis.Cmd {
 }
 
 // noScript reports whether cmd failed because the node does not have the script cached.
-func noScript(cmd *redis.Cmd) bool { return redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") }
+func noScript(cmd *redis.Cmd) bool {
+	err := cmd.Err()
+	return err != nil && redis.HasErrorPrefix(err, "NOSCRIPT")
+}
 
 // eval returns the call as an EVAL command, with the script's source.
 func (k *call) eval() []any {

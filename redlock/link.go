@@ -1,0 +1,257 @@
+package redlock
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// link is the Client's way to one node. Every request to the node is queued on its link, and
+// up to maxBatches goroutines send what is queued: each takes the whole queue and sends it as
+// one pipeline — one round trip and one connection from the node's pool however many requests
+// arrived meanwhile — hands each reply to its fanout, and takes the next batch, until the queue
+// is empty. A slow node thus holds at most maxBatches connections and goroutines, however many
+// requests wait for it, and concurrent requests share round trips.
+type link struct {
+	node Node
+
+	mu      sync.Mutex
+	queue   []*op
+	spare   [][]*op // emptied batches, for the next queues
+	senders int     // goroutines sending
+}
+
+// maxBatches bounds the batches in flight to one node: enough that a request rarely waits for
+// a whole round trip of others before it is sent, few enough that a slow node cannot take many
+// connections.
+const maxBatches = 4
+
+// op is one request of a fanout to one node.
+type op struct {
+	f         *fan
+	node      int
+	cmd       *redis.Cmd
+	delivered bool // handed to the fanout's caller (guarded by f.mu)
+}
+
+// errNotSent is the error of a request that its fanout gave up before it was sent.
+var errNotSent = errors.New("redlock: request not sent: its call was decided without it")
+
+// enqueue queues o on its node's link and starts the link's goroutine when none runs.
+func (c *Client) enqueue(o *op) {
+	l := &c.links[o.node]
+	l.mu.Lock()
+	l.queue = append(l.queue, o)
+	start := l.senders < maxBatches
+	if start {
+		l.senders++
+	}
+	l.mu.Unlock()
+	if !start {
+		return
+	}
+	if !c.start() {
+		c.drain(l, ErrClientClosed)
+		return
+	}
+	go c.send(l)
+}
+
+// drain fails every queued request with err, for a sender that could not start.
+func (c *Client) drain(l *link, err error) {
+	l.mu.Lock()
+	batch := l.queue
+	l.queue = nil
+	l.senders--
+	l.mu.Unlock()
+	for _, o := range batch {
+		o.fail(err)
+	}
+}
+
+// send sends l's queue, batch after batch, until it is empty.
+func (c *Client) send(l *link) {
+	defer c.inflight.Done()
+	for {
+		l.mu.Lock()
+		batch := l.queue
+		if len(batch) == 0 {
+			l.senders--
+			l.mu.Unlock()
+			return
+		}
+		l.queue = nil
+		if n := len(l.spare); n > 0 {
+			l.queue, l.spare = l.spare[n-1], l.spare[:n-1]
+		}
+		l.mu.Unlock()
+		c.exec(l, batch)
+		clear(batch)
+		l.mu.Lock()
+		l.spare = append(l.spare, batch[:0])
+		l.mu.Unlock()
+	}
+}
+
+// exec sends one batch and delivers its replies. Requests whose fanout gave them up, or whose
+// deadline passed while they waited, are failed without being sent. The batch's deadline is
+// the latest of its requests'; a fanout stops waiting for its own at its deadline.
+func (c *Client) exec(l *link, batch []*op) {
+	now := time.Now()
+	var ctx *batchCtx // the latest deadline's
+	var waitBy time.Time
+	replicas := 0
+	live := batch[:0]
+	for _, o := range batch {
+		f := o.f
+		switch {
+		case f.abandoned():
+			o.fail(errNotSent)
+		case f.ctx.Err() != nil:
+			o.fail(f.ctx.Err())
+		case !now.Before(f.bctx.at):
+			o.fail(fmt.Errorf("waited for the node longer than the node timeout: %w", context.DeadlineExceeded))
+		default:
+			live = append(live, o)
+			if ctx == nil || f.bctx.at.After(ctx.at) {
+				ctx = &f.bctx
+			}
+			if f.replicas > 0 {
+				replicas = max(replicas, f.replicas)
+				if waitBy.IsZero() || f.bctx.at.Before(waitBy) {
+					waitBy = f.bctx.at
+				}
+			}
+		}
+	}
+	if len(live) == 0 {
+		return
+	}
+	p, ok := l.node.(pipeNode)
+	if !ok {
+		// A node that does not pipeline: one request after the other, each on its own.
+		for _, o := range live {
+			if o.f.replicas > 0 {
+				o.fail(fmt.Errorf("redlock: WaitForReplicas needs a node that pipelines (a go-redis client), not %T", l.node))
+				continue
+			}
+			k := o.f.call
+			o.cmd = k.s.Run(ctx, l.node, k.keys, k.argv...)
+			o.f.deliver(o)
+		}
+		return
+	}
+	var wait *redis.Cmd
+	var waited time.Duration
+	if len(live) == 1 && replicas == 0 {
+		live[0].cmd = redis.NewCmd(ctx, live[0].f.call.cmd...)
+		_ = p.Process(ctx, live[0].cmd) // the command keeps its error
+	} else {
+		wait, waited = pipeline(ctx, p, live, false, replicas, waitBy)
+	}
+	if retry := noScripts(ctx, p, live); len(retry) > 0 {
+		// The node does not have some scripts cached (it restarted, or was flushed): send
+		// those requests again as EVAL, with the source, in one more round trip.
+		wait, waited = pipeline(ctx, p, retry, true, replicas, waitBy)
+	}
+	failed := false
+	for _, o := range live {
+		if err := o.cmd.Err(); err != nil && !isNodeReply(err) && !errors.Is(err, redis.Nil) {
+			failed = true
+		}
+		if o.f.replicas > 0 && o.cmd.Err() == nil {
+			notReplicated(o, wait, waited)
+		}
+		o.f.deliver(o)
+	}
+	if failed {
+		c.failed(live[0].node)
+	}
+}
+
+// pipeline sends the ops' scripts as one pipeline on p — as EVAL with eval, else EVALSHA —
+// then, with replicas > 0, WAIT for that many of the node's replicas, and returns the WAIT
+// command and its timeout.
+func pipeline(ctx context.Context, p pipeNode, ops []*op, eval bool, replicas int, waitBy time.Time) (*redis.Cmd, time.Duration) {
+	pipe := p.Pipeline()
+	for _, o := range ops {
+		if eval {
+			o.cmd = pipe.Do(ctx, o.f.call.eval()...)
+		} else {
+			o.cmd = pipe.Do(ctx, o.f.call.cmd...)
+		}
+	}
+	var wait *redis.Cmd
+	var timeout time.Duration
+	if replicas > 0 {
+		// WAIT answers as soon as enough replicas acknowledged every write of this connection
+		// so far, or when its timeout passed — which Redis notices on its server cron, up to
+		// 1/hz (100ms by default) late: give it half of what is left of the earliest deadline.
+		timeout = max(time.Until(waitBy)/2, time.Millisecond)
+		wait = pipe.Do(ctx, "wait", replicas, timeout.Milliseconds())
+	}
+	_, _ = pipe.Exec(ctx) // each command keeps its own error
+	return wait, timeout
+}
+
+// noScripts returns the ops whose node did not have their script cached, to be sent again as
+// EVAL. The scripts whose source the Client does not have (Broadcast's) are run again at once
+// instead, through go-redis, which knows it.
+func noScripts(ctx context.Context, p pipeNode, ops []*op) []*op {
+	var retry []*op
+	for _, o := range ops {
+		if !noScript(o.cmd) {
+			continue
+		}
+		if k := o.f.call; k.s.src == "" {
+			o.cmd = k.s.Run(ctx, p, k.keys, k.argv...)
+			continue
+		}
+		retry = append(retry, o)
+	}
+	return retry
+}
+
+// notReplicated fails o's command with ErrNotReplicated unless WAIT counted enough of the
+// node's replicas.
+func notReplicated(o *op, wait *redis.Cmd, timeout time.Duration) {
+	switch acks, err := wait.Int64(); {
+	case err != nil:
+		o.cmd.SetErr(fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err))
+	case acks < int64(o.f.replicas):
+		o.cmd.SetErr(fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, acks, o.f.replicas, timeout))
+	}
+}
+
+// pipeNode is a node that pipelines: go-redis's clients are.
+type pipeNode interface {
+	redis.Scripter
+	Pipeline() redis.Pipeliner
+	Process(ctx context.Context, cmd redis.Cmder) error
+}
+
+// batchCtx is the context a batch is sent with, kept in its fan: go-redis takes the
+// connection's deadline from Deadline (ContextTimeoutEnabled), so a batch needs no timer of
+// its own. It is cancelled only when the Client is closed; its values are the caller's (for
+// go-redis hooks such as tracing).
+type batchCtx struct {
+	values context.Context
+	bg     context.Context // the Client's background work
+	at     time.Time
+}
+
+func (b *batchCtx) Deadline() (time.Time, bool) { return b.at, true }
+func (b *batchCtx) Done() <-chan struct{}       { return b.bg.Done() }
+func (b *batchCtx) Err() error                  { return b.bg.Err() }
+func (b *batchCtx) Value(key any) any           { return b.values.Value(key) }
+
+// fail delivers err as o's reply.
+func (o *op) fail(err error) {
+	o.cmd = redis.NewCmd(context.Background())
+	o.cmd.SetErr(err)
+	o.f.deliver(o)
+}
