@@ -243,9 +243,9 @@ func TestKeys(t *testing.T) {
 	assert.Equal(t, "{cronlock:report}:fence", middleware.FenceCounterKey("cronlock", "report"))
 }
 
-// inFlight counts the acquire scripts the nodes ran (the acquire script's first key is the
-// boot marker, as is the boot script's; a NOSCRIPT reply, before the script is sent whole,
-// is not counted), the ones in flight and the most seen at once.
+// inFlight counts the acquire scripts the nodes ran, alone or in pipelines (the acquire
+// script's first key is the boot marker, as is the boot script's; a NOSCRIPT reply, before the
+// script is sent whole, is not counted), the ones in flight and the most seen at once.
 // Once paired is set, the first acquisition waits at the node's door until a second one is in
 // flight with it, so that two slots are seen in use whatever the scheduling.
 type inFlight struct {
@@ -265,36 +265,64 @@ func (f *inFlight) pair() {
 
 func (f *inFlight) DialHook(next redis.DialHook) redis.DialHook { return next }
 func (f *inFlight) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return next
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return f.count(ctx, cmds, func() ([]error, error) {
+			err := next(ctx, cmds)
+			errs := make([]error, len(cmds))
+			for i, cmd := range cmds {
+				errs[i] = cmd.Err()
+			}
+			return errs, err
+		})
+	}
 }
+
 func (f *inFlight) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		args := cmd.Args()
-		if len(args) < 4 || args[3] != "cronlock:boot" {
-			return next(ctx, cmd)
+		return f.count(ctx, []redis.Cmder{cmd}, func() ([]error, error) {
+			// go-redis sets a single command's error after the hooks return.
+			err := next(ctx, cmd)
+			return []error{err}, err
+		})
+	}
+}
+
+// count counts the acquire scripts among cmds — one command or one pipeline, sent by send,
+// which returns each command's error — in flight while send runs, and those that succeeded.
+func (f *inFlight) count(ctx context.Context, cmds []redis.Cmder, send func() ([]error, error)) error {
+	var acquires []int
+	for i, cmd := range cmds {
+		if args := cmd.Args(); len(args) >= 4 && args[3] == "cronlock:boot" {
+			acquires = append(acquires, i)
 		}
-		n := f.now.Add(1)
-		for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
-		}
-		defer f.now.Add(-1)
-		if f.paired != nil {
-			if n == 2 {
-				f.pairOnce.Do(func() { close(f.paired) })
-			}
-			if f.waited.CompareAndSwap(false, true) {
-				select {
-				case <-f.paired:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-		}
-		err := next(ctx, cmd)
-		if err == nil {
-			f.total.Add(1)
-		}
+	}
+	if len(acquires) == 0 {
+		_, err := send()
 		return err
 	}
+	n := f.now.Add(int32(len(acquires)))
+	for m := f.most.Load(); n > m && !f.most.CompareAndSwap(m, n); m = f.most.Load() {
+	}
+	defer f.now.Add(-int32(len(acquires)))
+	if f.paired != nil {
+		if n >= 2 {
+			f.pairOnce.Do(func() { close(f.paired) })
+		}
+		if f.waited.CompareAndSwap(false, true) {
+			select {
+			case <-f.paired:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+	}
+	errs, err := send()
+	for _, i := range acquires {
+		if errs[i] == nil {
+			f.total.Add(1)
+		}
+	}
+	return err
 }
 
 // A Limiter bounds the acquisitions in flight across the Locks that share it; the jobs

@@ -39,10 +39,11 @@ type Attempt struct {
 type request struct {
 	keys     []string // boot marker, fence counter, primary key, also keys
 	script   []string // keys, then the RefuseWhile keys: the acquire script's keys
-	refuse   string   // how many RefuseWhile keys end script
+	refuse   any      // how many RefuseWhile keys end script
 	ttl      time.Duration
 	ttlms    string
 	label    string
+	labelArg any // label, boxed once
 	metadata string
 	fenceKey string
 	group    string // primaryGroup of the primary key
@@ -136,11 +137,15 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		}
 		script = append(script[:len(script):len(script)], k)
 	}
-	label := c.cfg.label
+	label, labelArg := c.cfg.label, c.label
 	if ac.label != "" {
-		label = ac.label
+		label, labelArg = ac.label, ac.label
 	}
-	return &request{keys: keys, script: script, refuse: strconv.Itoa(len(ac.refuse)), ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
+	var refuse any = "0"
+	if len(ac.refuse) > 0 {
+		refuse = strconv.Itoa(len(ac.refuse))
+	}
+	return &request{keys: keys, script: script, refuse: refuse, ttl: ttl, ttlms: formatMillis(ttl), label: label, labelArg: labelArg, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
 		wake: ac.wake, splits: ac.splits, before: ac.before, replicas: ac.replicas, hold: c.heldBy(ctx, key)}, nil
 }
 
@@ -360,7 +365,8 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	var late lateOKs
 	var gaveUp atomic.Bool // set when the attempt failed: its requests not sent yet are not
 	t := tally{n: len(c.nodes), quorum: c.quorum, oks: make([]reply, 0, len(c.nodes))}
-	acquire := acquireScript.call(req.script, value, req.ttlms, c.quarantineMillis, req.label, req.metadata, req.refuse) // shared by every node's request
+	valueArg := any(value)                                                                                                     // boxed once, for the acquisition and the release
+	acquire := acquireScript.call(req.script, valueArg, req.ttlms, c.quarantineMillis, req.labelArg, req.metadata, req.refuse) // shared by every node's request
 	parse := func(i int, cmd *redis.Cmd) reply {
 		res, err := cmd.Slice()
 		if err != nil {
@@ -448,7 +454,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		return fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
 	}
 	l := &Lock{
-		c: c, keys: req.lockKeys(), group: req.group, value: value, label: req.label,
+		c: c, keys: req.lockKeys(), group: req.group, value: value, valueArg: valueArg, label: req.label,
 		ttl: req.ttl, token: token, acquiredAt: start, valid: &validity{until: validUntil}, replicas: req.replicas,
 		late: &late,
 	}

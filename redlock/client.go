@@ -57,12 +57,15 @@ type Client struct {
 	names  []string
 	quorum int
 	cfg    config
-	// allNodes lists every node's index; quarantineMillis is the acquire script's argument.
+	// allNodes lists every node's index; quarantineMillis and label are acquire script
+	// arguments, boxed once.
 	allNodes         []int
-	quarantineMillis string
+	quarantineMillis any
+	label            any
 
 	inflight sync.WaitGroup
-	mu       sync.Mutex // guards closed against inflight.Add
+	mu       sync.Mutex // guards closed and running against inflight.Add
+	running  int        // goroutines started and not done
 	closed   bool
 	// bg is cancelled by Close: background work (retried releases) stops.
 	bg     context.Context
@@ -120,7 +123,7 @@ func New(nodes []Node, opts ...Option) (*Client, error) {
 		c.links[i].node = nd
 		c.allNodes = append(c.allNodes, i)
 	}
-	c.quarantineMillis = "0"
+	c.quarantineMillis, c.label = "0", cfg.label
 	if cfg.quarantine {
 		c.quarantineMillis = formatMillis(cfg.maxTTL)
 	}
@@ -213,15 +216,26 @@ type reply struct {
 	err     error
 }
 
-// start registers a goroutine with the Client, so that Close waits for it.
+// start registers a goroutine with the Client, so that Close waits for it. Once Close was
+// called, only work that running goroutines start is registered (a late reply's release):
+// Close waits for it too.
 func (c *Client) start() bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if c.closed {
+	if c.closed && c.running == 0 {
 		return false
 	}
+	c.running++
 	c.inflight.Add(1)
 	return true
+}
+
+// done unregisters a goroutine that start registered.
+func (c *Client) done() {
+	c.mu.Lock()
+	c.running--
+	c.mu.Unlock()
+	c.inflight.Done()
 }
 
 func (c *Client) isClosed() bool {
@@ -258,16 +272,22 @@ type fan struct {
 // decision but before it returned. With a nil decide it returns at once, and every reply is
 // late. A request still queued when its deadline passes is not sent.
 func (c *Client) fanout(ctx context.Context, f *fan, nodes []int, timeout time.Duration, decide func(reply) bool) ([]reply, error) {
-	if c.isClosed() {
+	// A fanout that nobody waits for is the Client's own follow-up (a late reply's release),
+	// which Close lets finish.
+	if decide != nil && c.isClosed() {
 		return nil, ErrClientClosed
 	}
 	f.ctx, f.decided = ctx, decide == nil
-	f.bctx = batchCtx{values: ctx, bg: c.bg, at: time.Now().Add(timeout)}
+	f.bctx = batchCtx{values: ctx, at: time.Now().Add(timeout)}
 	f.ch = make(chan reply, len(nodes))
 	f.ops = make([]op, len(nodes))
+	// A caller that waits for one node sends its request itself when the node's link is idle.
+	inline := len(nodes) == 1 && decide != nil
 	for k, i := range nodes {
 		f.ops[k] = op{f: f, node: i}
-		c.enqueue(&f.ops[k])
+		if c.enqueue(&f.ops[k], inline) {
+			c.sendInline(&c.links[i])
+		}
 	}
 	if decide == nil {
 		return nil, nil

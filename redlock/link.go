@@ -41,8 +41,10 @@ type op struct {
 // errNotSent is the error of a request that its fanout gave up before it was sent.
 var errNotSent = errors.New("redlock: request not sent: its call was decided without it")
 
-// enqueue queues o on its node's link and starts the link's goroutine when none runs.
-func (c *Client) enqueue(o *op) {
+// enqueue queues o on its node's link and starts a goroutine to send it when fewer than
+// maxBatches run. With inline, it leaves that to the caller instead, and reports whether the
+// caller must send (sendInline).
+func (c *Client) enqueue(o *op, inline bool) bool {
 	l := &c.links[o.node]
 	l.mu.Lock()
 	l.queue = append(l.queue, o)
@@ -51,14 +53,15 @@ func (c *Client) enqueue(o *op) {
 		l.senders++
 	}
 	l.mu.Unlock()
-	if !start {
-		return
+	if !start || inline {
+		return start
 	}
 	if !c.start() {
 		c.drain(l, ErrClientClosed)
-		return
+		return false
 	}
 	go c.send(l)
+	return false
 }
 
 // drain fails every queued request with err, for a sender that could not start.
@@ -75,26 +78,62 @@ func (c *Client) drain(l *link, err error) {
 
 // send sends l's queue, batch after batch, until it is empty.
 func (c *Client) send(l *link) {
-	defer c.inflight.Done()
-	for {
-		l.mu.Lock()
-		batch := l.queue
-		if len(batch) == 0 {
-			l.senders--
-			l.mu.Unlock()
-			return
-		}
-		l.queue = nil
-		if n := len(l.spare); n > 0 {
-			l.queue, l.spare = l.spare[n-1], l.spare[:n-1]
-		}
-		l.mu.Unlock()
+	defer c.done()
+	for batch := l.take(); batch != nil; batch = l.take() {
 		c.exec(l, batch)
-		clear(batch)
-		l.mu.Lock()
-		l.spare = append(l.spare, batch[:0])
-		l.mu.Unlock()
+		l.put(batch)
 	}
+}
+
+// sendInline sends one batch of l's queue in the caller's goroutine — a caller that waits for
+// this one node anyway is spared a goroutine and two hand-offs — and leaves what was queued
+// meanwhile to a goroutine.
+func (c *Client) sendInline(l *link) {
+	batch := l.take()
+	if batch == nil {
+		return
+	}
+	c.exec(l, batch)
+	l.put(batch)
+	l.mu.Lock()
+	more := len(l.queue) > 0
+	if !more {
+		l.senders--
+	}
+	l.mu.Unlock()
+	if !more {
+		return
+	}
+	if !c.start() {
+		c.drain(l, ErrClientClosed)
+		return
+	}
+	go c.send(l)
+}
+
+// take returns the queue as the next batch; when it is empty, nil, and the sender's place is
+// given up.
+func (l *link) take() []*op {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	batch := l.queue
+	if len(batch) == 0 {
+		l.senders--
+		return nil
+	}
+	l.queue = nil
+	if n := len(l.spare); n > 0 {
+		l.queue, l.spare = l.spare[n-1], l.spare[:n-1]
+	}
+	return batch
+}
+
+// put keeps a sent batch's slice for a next queue.
+func (l *link) put(batch []*op) {
+	clear(batch)
+	l.mu.Lock()
+	l.spare = append(l.spare, batch[:0])
+	l.mu.Unlock()
 }
 
 // exec sends one batch and delivers its replies. Requests whose fanout gave them up, or whose
@@ -235,18 +274,18 @@ type pipeNode interface {
 }
 
 // batchCtx is the context a batch is sent with, kept in its fan: go-redis takes the
-// connection's deadline from Deadline (ContextTimeoutEnabled), so a batch needs no timer of
-// its own. It is cancelled only when the Client is closed; its values are the caller's (for
-// go-redis hooks such as tracing).
+// connection's deadline — dial, handshake, write and read — from Deadline
+// (ContextTimeoutEnabled), so a batch needs no timer of its own. It is never cancelled: a
+// request is bounded by its deadline, and the releases that Close waits for must still go out.
+// Its values are the caller's, for go-redis hooks such as tracing.
 type batchCtx struct {
 	values context.Context
-	bg     context.Context // the Client's background work
 	at     time.Time
 }
 
 func (b *batchCtx) Deadline() (time.Time, bool) { return b.at, true }
-func (b *batchCtx) Done() <-chan struct{}       { return b.bg.Done() }
-func (b *batchCtx) Err() error                  { return b.bg.Err() }
+func (b *batchCtx) Done() <-chan struct{}       { return nil }
+func (b *batchCtx) Err() error                  { return nil }
 func (b *batchCtx) Value(key any) any           { return b.values.Value(key) }
 
 // fail delivers err as o's reply.

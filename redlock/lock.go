@@ -18,6 +18,7 @@ type Lock struct {
 	keys     []string // keys[0] is the primary key
 	group    string   // primaryGroup of the primary key
 	value    string
+	valueArg any // value, boxed once
 	label    string
 	ttl      time.Duration
 	token    uint64
@@ -199,7 +200,7 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 		group = l.group
 		c.unreleased.add(group, 1)
 	}
-	f := c.releaseFan(releaseScript.call(l.keys, l.value, keep, releasedChannel(l.keys[0])), l.ttl, last, primary, group)
+	f := c.releaseFan(releaseScript.call(l.keys, l.valueArg, keep, releasedChannel(l.keys[0])), l.ttl, last, primary, group)
 	// The nodes' requests outlive a cancelled ctx (each is bounded by the node timeout): a
 	// release cut short would leave the lock there until its TTL.
 	_, err := c.fanout(context.WithoutCancel(ctx), f, nodes, c.nodeTimeout(l.ttl), func(r reply) bool { return t.add(c, r) })

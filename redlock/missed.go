@@ -132,7 +132,7 @@ func (r *nodeRetries) drop(c *Client, ms []missedRelease) {
 // doubling from firstRetryWait to maxRetryWait while the node fails, until none is left or
 // the Client is closed. Releases whose lock has expired are dropped.
 func (c *Client) retryReleases(node int) {
-	defer c.inflight.Done()
+	defer c.done()
 	r := &c.retries[node]
 	wait := firstRetryWait
 	t := time.NewTimer(wait)

@@ -71,7 +71,7 @@ func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number 
 		err = &AcquireError{Key: outer.keys[0], Reason: t.reason(ErrNotAcquired), Detail: "the outer hold was not found on a quorum: it is lost",
 			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs}
 	default:
-		l = &Lock{c: c, keys: outer.keys, group: outer.group, value: outer.value, label: outer.label,
+		l = &Lock{c: c, keys: outer.keys, group: outer.group, value: outer.value, valueArg: outer.valueArg, label: outer.label,
 			ttl: outer.ttl, token: outer.token, replicas: outer.replicas, acquiredAt: start, depth: outer.depth + 1, valid: outer.valid}
 		a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
 	}

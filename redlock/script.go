@@ -12,12 +12,16 @@ import (
 type script struct {
 	*redis.Script
 	src string
+	sha any // Hash(), boxed once
 }
 
-func newScript(src string) *script { return &script{Script: redis.NewScript(src), src: src} }
+func newScript(src string) *script {
+	s := redis.NewScript(src)
+	return &script{Script: s, src: src, sha: s.Hash()}
+}
 
 // callerScript wraps a script of the caller's, whose source go-redis keeps.
-func callerScript(s *redis.Script) *script { return &script{Script: s} }
+func callerScript(s *redis.Script) *script { return &script{Script: s, sha: s.Hash()} }
 
 // call is one call of a script, its EVALSHA command built once however many nodes it is sent
 // to: each argument is boxed once, not once per node. It is read-only once built, so the
@@ -31,7 +35,7 @@ type call struct {
 
 func (s *script) call(keys []string, argv ...any) *call {
 	cmd := make([]any, 0, 3+len(keys)+len(argv))
-	cmd = append(cmd, "evalsha", s.Hash(), len(keys))
+	cmd = append(cmd, "evalsha", s.sha, len(keys))
 	for _, k := range keys {
 		cmd = append(cmd, k)
 	}
