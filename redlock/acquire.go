@@ -35,9 +35,10 @@ type Attempt struct {
 
 // request is a validated acquisition.
 type request struct {
-	keys     []string // boot marker, fence counter, primary key, also keys
-	script   []string // keys, then the RefuseWhile keys: the acquire script's keys
+	keys     []string // boot marker ("" when quarantine is off), fence counter, primary key, also keys
+	script   []string // keys (without the boot marker when quarantine is off), then the RefuseWhile keys: the acquire script's keys
 	refuse   string   // how many RefuseWhile keys end script
+	refusing []string // the RefuseWhile keys
 	ttl      time.Duration
 	ttlms    string
 	label    string
@@ -110,9 +111,9 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	}
 	fence := ac.fenceKey
 	if fence == "" {
-		fence = defaultFenceKey(key)
+		fence = c.defaultFenceKey(key)
 	}
-	keys := append(make([]string, 0, 3+len(ac.also)), c.cfg.bootKey, fence, key)
+	keys := append(make([]string, 0, 3+len(ac.also)), c.bootMarker(key), fence, key)
 	for _, k := range ac.also {
 		if k == "" {
 			return nil, fmt.Errorf("redlock: Also key is empty for lock %q", key)
@@ -125,6 +126,9 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		keys = append(keys, k)
 	}
 	script := keys
+	if keys[0] == "" { // no quarantine: the script takes no boot marker
+		script = keys[1:]
+	}
 	for _, k := range ac.refuse {
 		if k == "" {
 			return nil, fmt.Errorf("redlock: RefuseWhile key is empty for lock %q: give the key whose existence refuses the lock", key)
@@ -134,11 +138,14 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		}
 		script = append(script[:len(script):len(script)], k)
 	}
+	if err := c.checkSlots(key, script); err != nil {
+		return nil, err
+	}
 	label := c.cfg.label
 	if ac.label != "" {
 		label = ac.label
 	}
-	return &request{keys: keys, script: script, refuse: strconv.Itoa(len(ac.refuse)), ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
+	return &request{keys: keys, script: script, refuse: strconv.Itoa(len(ac.refuse)), refusing: ac.refuse, ttl: ttl, ttlms: formatMillis(ttl), label: label, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
 		wake: ac.wake, splits: ac.splits, before: ac.before, replicas: ac.replicas, hold: c.heldBy(ctx, key)}, nil
 }
 
@@ -454,8 +461,8 @@ func parseAcquire(node int, req *request, res []any) reply {
 	case 3:
 		idx, _ := res[1].(int64)
 		value, _ := res[2].(string)
-		if k := len(req.keys) + int(idx) - 1; idx >= 1 && k < len(req.script) {
-			return reply{node: node, outcome: outcomeRefused, refusal: &Refusal{Key: req.script[k], Value: value}}
+		if idx >= 1 && int(idx) <= len(req.refusing) {
+			return reply{node: node, outcome: outcomeRefused, refusal: &Refusal{Key: req.refusing[idx-1], Value: value}}
 		}
 		return bad()
 	}

@@ -199,6 +199,16 @@ func (c *Cluster) Member(slot int) int {
 	return i
 }
 
+// MemberOf returns the index of the member that serves key's slot, as the cluster computes it
+// (CLUSTER KEYSLOT).
+func (c *Cluster) MemberOf(ctx context.Context, key string) (int, error) {
+	slot, err := c.Client().ClusterKeySlot(ctx, key).Result()
+	if err != nil {
+		return 0, fmt.Errorf("redistest: CLUSTER KEYSLOT %s: %w", key, err)
+	}
+	return c.Member(int(slot)), nil
+}
+
 // Client returns a go-redis cluster client of the members, created on first use and closed by
 // Close. Like Server.Client it has ContextTimeoutEnabled set and otherwise go-redis defaults,
 // for inspecting the cluster.
