@@ -37,9 +37,10 @@ type Attempt struct {
 
 // request is a validated acquisition.
 type request struct {
-	keys     []string // boot marker, fence counter, primary key, also keys
-	script   []string // keys, then the RefuseWhile keys: the acquire script's keys
+	keys     []string // boot marker ("" when quarantine is off), fence counter, primary key, also keys
+	script   []string // keys (without the boot marker when quarantine is off), then the RefuseWhile keys: the acquire script's keys
 	refuse   any      // how many RefuseWhile keys end script
+	refusing []string // the RefuseWhile keys
 	ttl      time.Duration
 	ttlms    string
 	label    string
@@ -113,9 +114,9 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	}
 	fence := ac.fenceKey
 	if fence == "" {
-		fence = defaultFenceKey(key)
+		fence = c.defaultFenceKey(key)
 	}
-	keys := append(make([]string, 0, 3+len(ac.also)), c.cfg.bootKey, fence, key)
+	keys := append(make([]string, 0, 3+len(ac.also)), c.bootMarker(key), fence, key)
 	for _, k := range ac.also {
 		if k == "" {
 			return nil, fmt.Errorf("redlock: Also key is empty for lock %q", key)
@@ -128,6 +129,9 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		keys = append(keys, k)
 	}
 	script := keys
+	if keys[0] == "" { // no quarantine: the script takes no boot marker
+		script = keys[1:]
+	}
 	for _, k := range ac.refuse {
 		if k == "" {
 			return nil, fmt.Errorf("redlock: RefuseWhile key is empty for lock %q: give the key whose existence refuses the lock", key)
@@ -137,6 +141,9 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		}
 		script = append(script[:len(script):len(script)], k)
 	}
+	if err := c.checkSlots(key, script); err != nil {
+		return nil, err
+	}
 	label, labelArg := c.cfg.label, c.label
 	if ac.label != "" {
 		label, labelArg = ac.label, ac.label
@@ -145,7 +152,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if len(ac.refuse) > 0 {
 		refuse = strconv.Itoa(len(ac.refuse))
 	}
-	return &request{keys: keys, script: script, refuse: refuse, ttl: ttl, ttlms: formatMillis(ttl), label: label, labelArg: labelArg, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
+	return &request{keys: keys, script: script, refuse: refuse, refusing: ac.refuse, ttl: ttl, ttlms: formatMillis(ttl), label: label, labelArg: labelArg, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
 		wake: ac.wake, splits: ac.splits, before: ac.before, replicas: ac.replicas, hold: c.heldBy(ctx, key)}, nil
 }
 
@@ -502,8 +509,8 @@ func parseAcquire(node int, req *request, res []any) reply {
 	case 3:
 		idx, _ := res[1].(int64)
 		value, _ := res[2].(string)
-		if k := len(req.keys) + int(idx) - 1; idx >= 1 && k < len(req.script) {
-			return reply{node: node, outcome: outcomeRefused, refusal: &Refusal{Key: req.script[k], Value: value}}
+		if idx >= 1 && int(idx) <= len(req.refusing) {
+			return reply{node: node, outcome: outcomeRefused, refusal: &Refusal{Key: req.refusing[idx-1], Value: value}}
 		}
 		return bad()
 	}

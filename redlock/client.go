@@ -103,6 +103,9 @@ func New(nodes []Node, opts ...Option) (*Client, error) {
 			}
 		}
 	}
+	if err := perSlotKeys(&cfg, nodes); err != nil {
+		return nil, err
+	}
 	if n%2 == 0 && !cfg.evenNodes {
 		return nil, fmt.Errorf("redlock: %d nodes: use an odd number (an even count tolerates no more failures than one node less), or pass WithEvenNodes()", n)
 	}
@@ -391,15 +394,6 @@ func hashTag(key string) (string, bool) {
 	}
 	tag, _, ok := strings.Cut(rest, "}")
 	return tag, ok && tag != ""
-}
-
-// defaultFenceKey returns the fence counter of a lock acquired without FenceKey: one per hash
-// tag, else DefaultFenceKey.
-func defaultFenceKey(key string) string {
-	if tag, ok := hashTag(key); ok {
-		return "{" + tag + "}:fence"
-	}
-	return DefaultFenceKey
 }
 
 // primaryGroup returns what a lock's primary node and contention are remembered by: the

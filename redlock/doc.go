@@ -60,6 +60,8 @@
 // second client take a lock the first still holds. Each node keeps a boot marker; when it is
 // missing, the node refuses locks for MaxTTL (it answers "quarantined"), after which every lock it
 // forgot has expired. New nodes look the same: call Client.EndQuarantine on first deployment.
+// Where the nodes are Redis Clusters, the marker is per hash slot (see Nodes), so a shard that
+// restarts empty quarantines the slots it serves and no other.
 //
 // # Leases
 //
@@ -111,7 +113,13 @@
 // A Node is any go-redis client that runs scripts; its options must have
 // ContextTimeoutEnabled set, so that the node timeout applies. A Redis Cluster or a
 // Sentinel-managed primary may stand as one node; then every key of one lock must share a hash
-// tag, and the quarantine needs the boot key (WithBootKey) in the same slot or turned off.
+// tag (a key of another slot is refused before any request).
+//
+// A Cluster runs a script only on keys of one hash slot, so when a node is a
+// *redis.ClusterClient (or with WithClusterNodes) the keys the client adds are taken per slot:
+// the boot marker of a lock whose keys are in slot S is the boot key + ":{" + t + "}", t being
+// the smallest decimal number that hashes to S, and a key without a hash tag gets the fence
+// counter DefaultFenceKey + ":{" + t + "}". EndQuarantine then writes the marker of every slot.
 //
 // A Client and its Locks and Leases are safe for concurrent use.
 package redlock

@@ -21,6 +21,7 @@ type config struct {
 	maxTTL           time.Duration
 	quarantine       bool
 	bootKey          string
+	cluster          bool // per-slot boot markers and default fence counters (WithClusterNodes)
 	newBackOff       func() backoff.BackOff
 	maxWait          time.Duration
 	label            string
@@ -34,7 +35,8 @@ const (
 	// DefaultBootKey is the default of WithBootKey.
 	DefaultBootKey = "cronlock:boot"
 	// DefaultFenceKey is the fencing counter of the locks whose key has no hash tag and that
-	// are acquired without FenceKey.
+	// are acquired without FenceKey. Where the nodes are Redis Clusters (WithClusterNodes) it
+	// is the prefix of one counter per hash slot.
 	DefaultFenceKey = "cronlock:fence"
 )
 
@@ -114,7 +116,9 @@ func WithoutQuarantine() Option {
 	return func(c *config) error { c.quarantine = false; return nil }
 }
 
-// WithBootKey sets the key of each node's boot marker. Default "cronlock:boot".
+// WithBootKey sets the key of each node's boot marker. Default "cronlock:boot". Where the
+// nodes are Redis Clusters (WithClusterNodes), key is the prefix of one marker per hash slot,
+// key + ":{" + tag + "}", and must not contain "{".
 func WithBootKey(key string) Option {
 	return func(c *config) error {
 		if key == "" {
@@ -123,6 +127,18 @@ func WithBootKey(key string) Option {
 		c.bootKey = key
 		return nil
 	}
+}
+
+// WithClusterNodes makes the client lay its keys out for nodes that are Redis Clusters: one
+// boot marker per hash slot instead of one per node, and, for lock keys without a hash tag,
+// one default fence counter per slot instead of DefaultFenceKey, so that every script touches
+// the keys of one slot only. A Cluster shard that restarts empty then loses the markers of the
+// slots it serves, and only those slots are in quarantine. It applies to every node, standalone
+// ones too, and EndQuarantine then writes the marker of every slot (16,384 keys per node). It
+// is implied when any node is a *redis.ClusterClient; give it for Cluster nodes wrapped in a
+// Node of your own. Default: per-node keys, unless a node is a *redis.ClusterClient.
+func WithClusterNodes() Option {
+	return func(c *config) error { c.cluster = true; return nil }
 }
 
 // WithBackOff sets the factory of the retry schedule used by Acquire; it is called once per

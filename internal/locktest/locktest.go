@@ -62,3 +62,16 @@ func (c *Cluster) Client(tb testing.TB, viaProxy bool, opts ...redlock.Option) *
 	}
 	return lc
 }
+
+// ClusterNodes returns a go-redis cluster client of each Redis Cluster, as redlock wants its
+// nodes (context deadlines enforced, no retries hidden inside a node request), closed at
+// cleanup.
+func ClusterNodes(tb testing.TB, clusters ...*redistest.Cluster) []redlock.Node {
+	nodes := make([]redlock.Node, len(clusters))
+	for i, c := range clusters {
+		cc := redis.NewClusterClient(&redis.ClusterOptions{Addrs: c.Addrs(), ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true})
+		tb.Cleanup(func() { _ = cc.Close() })
+		nodes[i] = cc
+	}
+	return nodes
+}

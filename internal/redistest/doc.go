@@ -12,6 +12,12 @@
 // any program; [Start], [StartN] and [Key] are conveniences for tests that
 // register cleanup with testing.TB.
 //
+// A [Cluster] is a Redis Cluster of primaries, each a Server with
+// cluster-enabled yes, its slots assigned in contiguous ranges; [NewCluster]
+// and [StartClusters] return once every member agrees on the slot map, and
+// [Cluster.Restart] brings a member back empty with its slots. Clusters need
+// Redis 7 (CLUSTER ADDSLOTSRANGE, CLUSTER SHARDS, cluster-port).
+//
 // # Process lifetime
 //
 // Every redis-server is started by a goroutine owned by its Server. That

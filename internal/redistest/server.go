@@ -633,17 +633,7 @@ func withoutEnv(env []string, names ...string) []string {
 // If any cannot be started, the others are closed and the first error is returned. The
 // caller must Close every server.
 func NewN(n int, cfg Config) ([]*Server, error) {
-	servers := make([]*Server, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		c := cfg
-		if cfg.Dir != "" {
-			c.Dir = filepath.Join(cfg.Dir, fmt.Sprintf("node%d", i))
-		}
-		wg.Go(func() { servers[i], errs[i] = New(c) })
-	}
-	wg.Wait()
+	servers, errs := startEach(n, cfg, "node", New)
 	for i, err := range errs {
 		if err != nil {
 			for _, s := range servers {
@@ -655,4 +645,21 @@ func NewN(n int, cfg Config) ([]*Server, error) {
 		}
 	}
 	return servers, nil
+}
+
+// startEach calls start n times concurrently and returns what each call returned; call i gets
+// cfg with, when cfg.Dir is set, the subdirectory Dir/<sub><i>.
+func startEach[T any](n int, cfg Config, sub string, start func(Config) (T, error)) ([]T, []error) {
+	out := make([]T, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		c := cfg
+		if cfg.Dir != "" {
+			c.Dir = filepath.Join(cfg.Dir, fmt.Sprintf("%s%d", sub, i))
+		}
+		wg.Go(func() { out[i], errs[i] = start(c) })
+	}
+	wg.Wait()
+	return out, errs
 }

@@ -3,6 +3,7 @@ package redistest
 import (
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"strings"
 	"testing"
 )
@@ -41,6 +42,27 @@ func StartN(tb testing.TB, n int, cfg Config) []*Server {
 		})
 	}
 	return servers
+}
+
+// StartClusters starts n independent Clusters of the given number of primaries like
+// NewCluster, concurrently, each closed by tb.Cleanup. If cfg.Dir is set, cluster i uses the
+// subdirectory cfg.Dir/cluster<i>. It fails the test if any cannot be started.
+func StartClusters(tb testing.TB, n, primaries int, cfg Config) []*Cluster {
+	tb.Helper()
+	clusters, errs := startEach(n, cfg, "cluster", func(c Config) (*Cluster, error) { return NewCluster(primaries, c) })
+	for _, c := range clusters {
+		if c != nil {
+			tb.Cleanup(func() {
+				if err := c.Close(); err != nil {
+					tb.Errorf("%v", err)
+				}
+			})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		tb.Fatalf("%v", err)
+	}
+	return clusters
 }
 
 // Key returns a key that is unique to this call: the test name, with every

@@ -1,0 +1,118 @@
+package redlock
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Where a node is a Redis Cluster, a script may only touch keys of one hash slot. The keys of a
+// lock share the slot of its key (they share its hash tag, or are checked to), and the keys
+// the client adds — the boot marker and, for keys without a hash tag, the default fence
+// counter — are then taken per slot: name + ":{" + tag + "}", where tag is slotTags' entry for
+// the slot. A shard that restarts empty loses the markers of the slots it serves, and those
+// slots alone are in quarantine.
+
+// perSlotKeys sets cfg.cluster when a node is a *redis.ClusterClient, and refuses a boot key
+// that would not stay in the slot it is meant for.
+func perSlotKeys(cfg *config, nodes []Node) error {
+	for _, nd := range nodes {
+		if _, ok := nd.(*redis.ClusterClient); ok {
+			cfg.cluster = true
+		}
+	}
+	if cfg.cluster && strings.Contains(cfg.bootKey, "{") {
+		return fmt.Errorf("redlock: boot key %s: where the nodes are Redis Clusters, it is the prefix of one marker per hash slot and must not contain \"{\": drop the hash tag", quote(cfg.bootKey))
+	}
+	return nil
+}
+
+// bootMarker returns the boot marker that an acquisition of key passes to the acquire script:
+// the node's, or where the nodes are Clusters the one of key's slot; "" when quarantine is off.
+func (c *Client) bootMarker(key string) string {
+	switch {
+	case !c.cfg.quarantine:
+		return ""
+	case c.cfg.cluster:
+		return inSlot(c.cfg.bootKey, slotOf(key))
+	}
+	return c.cfg.bootKey
+}
+
+// defaultFenceKey returns the fence counter of a lock acquired without FenceKey: one per hash
+// tag; for a key without one, DefaultFenceKey, or where the nodes are Clusters one per slot.
+func (c *Client) defaultFenceKey(key string) string {
+	if tag, ok := hashTag(key); ok {
+		return "{" + tag + "}:fence"
+	}
+	if c.cfg.cluster {
+		return inSlot(DefaultFenceKey, slotOf(key))
+	}
+	return DefaultFenceKey
+}
+
+// checkSlots refuses, where the nodes are Clusters, a key of lock key that is not in key's
+// slot: the node would refuse the script with CROSSSLOT.
+func (c *Client) checkSlots(key string, keys []string) error {
+	if !c.cfg.cluster {
+		return nil
+	}
+	slot := slotOf(key)
+	for _, k := range keys {
+		if s := slotOf(k); s != slot {
+			return fmt.Errorf("redlock: key %s of lock %s is in hash slot %d, not in the lock key's slot %d: where the nodes are Redis Clusters, every key of a lock must share the lock key's hash tag (e.g. {job}:a and {job}:b)", quote(k), quote(key), s, slot)
+		}
+	}
+	return nil
+}
+
+// slotCount is the number of hash slots of a Redis Cluster.
+const slotCount = 16384
+
+// crc16 is CRC16-XMODEM (polynomial 0x1021, initial value 0): Redis Cluster's key hash.
+func crc16(s string) uint16 {
+	var crc uint16
+	for i := range len(s) {
+		crc ^= uint16(s[i]) << 8
+		for range 8 {
+			if crc&0x8000 != 0 {
+				crc = crc<<1 ^ 0x1021
+			} else {
+				crc <<= 1
+			}
+		}
+	}
+	return crc
+}
+
+// slotOf returns the hash slot of key as Redis Cluster computes it: of its hash tag if it has
+// one, else of the whole key.
+func slotOf(key string) int {
+	if tag, ok := hashTag(key); ok {
+		key = tag
+	}
+	return int(crc16(key) % slotCount)
+}
+
+// slotTags returns, for each slot, the smallest decimal number whose hash is that slot: the
+// hash tag that puts a key in the slot. The table is part of the layout of the nodes' keys
+// (the boot markers and default fence counters of Cluster nodes are named with it), so every
+// client computes the same one, and it must never change. Its first call builds it by hashing
+// the numbers from 0 up until every slot is covered (about 110,000 of them).
+var slotTags = sync.OnceValue(func() *[slotCount]string {
+	var tags [slotCount]string
+	for n, left := 0, slotCount; left > 0; n++ {
+		s := strconv.Itoa(n)
+		if i := crc16(s) % slotCount; tags[i] == "" {
+			tags[i] = s
+			left--
+		}
+	}
+	return &tags
+})
+
+// inSlot returns the key named name in slot: name + ":{" + tag + "}".
+func inSlot(name string, slot int) string { return name + ":{" + slotTags()[slot] + "}" }
