@@ -163,91 +163,98 @@ func setRoundTripDelay(p *faultproxy.Proxy, d time.Duration) {
 }
 
 // BenchmarkContendedTryLock races 32 lockers, each with its own connections, for one key on
-// 5 nodes, each making one attempt per try in a tight loop. A winner holds the lock for
+// 1, 3 and 5 nodes, each making one attempt per try in a tight loop. A winner holds the lock for
 // benchHold, then releases it. One op is one successful acquisition: acquisitions/s is the
 // lock's throughput, attempts/op how many tries it took. Two holders at once fail it.
 func BenchmarkContendedTryLock(b *testing.B) {
 	for _, lib := range libs {
-		b.Run("lib="+lib, func(b *testing.B) {
-			c := newCluster(b, 5, false)
-			lockers := make([]locker, racers)
-			ctx := context.Background()
-			key := redistest.Key(b)
-			for i := range lockers {
-				lockers[i] = newLocker(b, lib, c)
-				lockers[i].prepare([]string{key})
-			}
-			lockUnlock(b, ctx, lockers[0], key)
+		for _, n := range []int{1, 3, 5} {
+			b.Run(fmt.Sprintf("lib=%s/nodes=%d", lib, n), func(b *testing.B) {
+				contend(b, lib, n)
+			})
+		}
+	}
+}
 
-			var (
-				holders  atomic.Int32
-				overlaps atomic.Int64 // acquisitions that found another holder
-				attempts atomic.Int64
-				failures atomic.Int64 // errors other than "held elsewhere"
-				lastErr  atomic.Value
-				stop     = make(chan struct{})
-				won      = make(chan struct{})
-				wg       sync.WaitGroup
-			)
-			for _, lk := range lockers {
-				wg.Go(func() {
-					for {
-						select {
-						case <-stop:
-							return
-						default:
-						}
-						attempts.Add(1)
-						if err := lk.tryLock(ctx, key); err != nil {
-							if !heldElsewhere(err) {
-								failures.Add(1)
-								lastErr.Store(err.Error())
-							}
-							continue
-						}
-						if holders.Add(1) != 1 {
-							overlaps.Add(1)
-						}
-						time.Sleep(benchHold)
-						holders.Add(-1)
-						if err := lk.unlock(ctx); err != nil {
-							failures.Add(1)
-							lastErr.Store(err.Error())
-						}
-						select {
-						case won <- struct{}{}:
-						case <-stop:
-							return
-						}
-					}
-				})
-			}
-			b.ReportAllocs()
-			timeout := time.NewTimer(time.Minute) // for one acquisition
-			defer timeout.Stop()
-			for b.Loop() {
+// contend is one BenchmarkContendedTryLock run: lib's 32 racers on n nodes.
+func contend(b *testing.B, lib string, n int) {
+	c := newCluster(b, n, false)
+	lockers := make([]locker, racers)
+	ctx := context.Background()
+	key := redistest.Key(b)
+	for i := range lockers {
+		lockers[i] = newLocker(b, lib, c)
+		lockers[i].prepare([]string{key})
+	}
+	lockUnlock(b, ctx, lockers[0], key)
+
+	var (
+		holders  atomic.Int32
+		overlaps atomic.Int64 // acquisitions that found another holder
+		attempts atomic.Int64
+		failures atomic.Int64 // errors other than "held elsewhere"
+		lastErr  atomic.Value
+		stop     = make(chan struct{})
+		won      = make(chan struct{})
+		wg       sync.WaitGroup
+	)
+	for _, lk := range lockers {
+		wg.Go(func() {
+			for {
 				select {
-				case <-won:
-					timeout.Reset(time.Minute)
-				case <-timeout.C:
-					close(stop)
-					wg.Wait()
-					b.Fatalf("no acquisition for a minute (%d attempts, %d failures, last: %v)", attempts.Load(), failures.Load(), lastErr.Load())
+				case <-stop:
+					return
+				default:
+				}
+				attempts.Add(1)
+				if err := lk.tryLock(ctx, key); err != nil {
+					if !heldElsewhere(err) {
+						failures.Add(1)
+						lastErr.Store(err.Error())
+					}
+					continue
+				}
+				if holders.Add(1) != 1 {
+					overlaps.Add(1)
+				}
+				time.Sleep(benchHold)
+				holders.Add(-1)
+				if err := lk.unlock(ctx); err != nil {
+					failures.Add(1)
+					lastErr.Store(err.Error())
+				}
+				select {
+				case won <- struct{}{}:
+				case <-stop:
+					return
 				}
 			}
-			elapsed := b.Elapsed()
-			close(stop)
-			wg.Wait()
-			if n := overlaps.Load(); n > 0 {
-				b.Fatalf("two holders at once, %d times", n)
-			}
-			if n := failures.Load(); n > 0 {
-				b.Logf("%d attempts failed with another error than a held lock; last: %v", n, lastErr.Load())
-			}
-			b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acquisitions/s")
-			b.ReportMetric(float64(attempts.Load())/float64(b.N), "attempts/op")
 		})
 	}
+	b.ReportAllocs()
+	timeout := time.NewTimer(time.Minute) // for one acquisition
+	defer timeout.Stop()
+	for b.Loop() {
+		select {
+		case <-won:
+			timeout.Reset(time.Minute)
+		case <-timeout.C:
+			close(stop)
+			wg.Wait()
+			b.Fatalf("no acquisition for a minute (%d attempts, %d failures, last: %v)", attempts.Load(), failures.Load(), lastErr.Load())
+		}
+	}
+	elapsed := b.Elapsed()
+	close(stop)
+	wg.Wait()
+	if n := overlaps.Load(); n > 0 {
+		b.Fatalf("two holders at once, %d times", n)
+	}
+	if n := failures.Load(); n > 0 {
+		b.Logf("%d attempts failed with another error than a held lock; last: %v", n, lastErr.Load())
+	}
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acquisitions/s")
+	b.ReportMetric(float64(attempts.Load())/float64(b.N), "attempts/op")
 }
 
 // heldElsewhere reports whether a failed attempt lost to another holder (for redsync, a split

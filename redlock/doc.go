@@ -28,6 +28,16 @@
 // or was down) is retried until the lock has expired there. Close stops that work and waits
 // for it.
 //
+// Requests to one node share round trips: the Client queues every request for a node, and a
+// few goroutines per node (at most four) each send what is queued as one pipeline, on one
+// connection of the node's pool. Many locks taken at once — a burst of cron ticks, goroutines
+// locking their own keys — thus cost a round trip per node for the lot, and a slow node
+// holds at most four connections and goroutines, however many requests wait for it. A
+// request still queued when its node timeout passes is not sent. go-redis takes each batch's
+// deadline from its context (ContextTimeoutEnabled), for the dial and handshake of a new
+// connection too; the batch's context is never cancelled, so go-redis's PoolTimeout bounds
+// only a wait for a pool whose connections are all in use elsewhere.
+//
 // When many clients race for one key at the same instant — as every replica of a cron job
 // does at every tick — a plain parallel Redlock splits the vote: each racer gets some nodes,
 // none a majority, all release and retry. A Client remembers which locks it recently saw held
