@@ -42,7 +42,7 @@ type request struct {
 	refuse   any      // how many RefuseWhile keys end script
 	refusing []string // the RefuseWhile keys
 	ttl      time.Duration
-	ttlms    string
+	ttlms    any // ttl in milliseconds, the scripts' argument
 	label    string
 	labelArg any // label, boxed once
 	metadata string
@@ -152,7 +152,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if len(ac.refuse) > 0 {
 		refuse = strconv.Itoa(len(ac.refuse))
 	}
-	return &request{keys: keys, script: script, refuse: refuse, refusing: ac.refuse, ttl: ttl, ttlms: formatMillis(ttl), label: label, labelArg: labelArg, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
+	return &request{keys: keys, script: script, refuse: refuse, refusing: ac.refuse, ttl: ttl, ttlms: c.ttlArg(ttl), label: label, labelArg: labelArg, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
 		wake: ac.wake, splits: ac.splits, before: ac.before, replicas: ac.replicas, hold: c.heldBy(ctx, key)}, nil
 }
 
@@ -287,6 +287,7 @@ type lateOKs struct {
 	failed  bool
 	lock    *Lock // the lock the attempt produced, if it succeeded
 	nodes   []int
+	gaveUp  atomic.Bool // set when the attempt failed: its requests not sent yet are not
 	// The attempt's fanouts (the first few: a contended attempt makes up to five), whose
 	// unanswered requests Release leaves to the late replies.
 	fans  [5]*fan
@@ -370,8 +371,10 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	start := time.Now()
 	p := c.primary(req.group)
 	var late lateOKs
-	var gaveUp atomic.Bool // set when the attempt failed: its requests not sent yet are not
-	t := tally{n: len(c.nodes), quorum: c.quorum, oks: make([]reply, 0, len(c.nodes))}
+	t := tally{n: len(c.nodes), quorum: c.quorum}
+	if t.oks = t.few[:0]; len(c.nodes) > len(t.few) {
+		t.oks = make([]reply, 0, len(c.nodes))
+	}
 	valueArg := any(value)                                                                                                     // boxed once, for the acquisition and the release
 	acquire := acquireScript.call(req.script, valueArg, req.ttlms, c.quarantineMillis, req.labelArg, req.metadata, req.refuse) // shared by every node's request
 	parse := func(i int, cmd *redis.Cmd) reply {
@@ -388,7 +391,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 	// ask sends the script to nodes and counts every reply that arrived before it returned.
 	ask := func(nodes []int) error {
-		f := &fan{call: acquire, replicas: req.replicas, gaveUp: &gaveUp, parse: parse, late: onLate}
+		f := &fan{call: acquire, replicas: req.replicas, gaveUp: &late.gaveUp, parse: parse, late: onLate}
 		late.follow(f)
 		rest, err := c.fanout(ctx, f, nodes, c.nodeTimeout(req.ttl), func(r reply) bool { return t.add(c, r) })
 		for _, r := range rest {
@@ -435,7 +438,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 
 	fail := func(reason error, detail string) (*Lock, error) {
-		gaveUp.Store(true)
+		late.gaveUp.Store(true)
 		nodes := late.settle(nil)
 		for _, r := range t.oks {
 			nodes = append(nodes, r.node)
@@ -589,6 +592,6 @@ func (c *Client) releaseNodes(ctx context.Context, nodes []int, keys []string, v
 	} else {
 		c.unreleased.add(group, 1)
 	}
-	f := c.releaseFan(releaseScript.call(keys, value, keep, releasedChannel(keys[0])), ttl, true, primary, group)
+	f := c.releaseFan(releaseScript.call(keys, value, keep, releasedSuffixArg), ttl, true, primary, group)
 	_, _ = c.fanout(context.WithoutCancel(ctx), f, nodes, c.nodeTimeout(ttl), nil)
 }

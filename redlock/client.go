@@ -72,6 +72,7 @@ type Client struct {
 	stopBG context.CancelFunc
 
 	links      []link // by node
+	lastTTL    atomic.Pointer[ttlArg]
 	contended  contention
 	retries    []nodeRetries // by node
 	unreleased pendingReleases
@@ -261,8 +262,10 @@ type fan struct {
 
 	ctx  context.Context // the caller's
 	bctx batchCtx        // what the requests are sent with, until the deadline
-	ch   chan reply
+	ch   chan int        // the index in ops of each reply, as it arrives
 	ops  []op
+	// few holds the ops of a fanout to at most len(few) nodes, in the fan's own allocation.
+	few [5]op
 
 	mu      sync.Mutex
 	decided bool
@@ -282,12 +285,15 @@ func (c *Client) fanout(ctx context.Context, f *fan, nodes []int, timeout time.D
 	}
 	f.ctx, f.decided = ctx, decide == nil
 	f.bctx = batchCtx{values: ctx, at: time.Now().Add(timeout)}
-	f.ch = make(chan reply, len(nodes))
-	f.ops = make([]op, len(nodes))
+	f.ch = make(chan int, len(nodes))
+	if f.ops = f.few[:0]; len(nodes) > len(f.few) {
+		f.ops = make([]op, 0, len(nodes))
+	}
+	f.ops = f.ops[:len(nodes)]
 	// A caller that waits for one node sends its request itself when the node's link is idle.
 	inline := len(nodes) == 1 && decide != nil
 	for k, i := range nodes {
-		f.ops[k] = op{f: f, node: i}
+		f.ops[k] = op{f: f, node: i, index: k}
 		if c.enqueue(&f.ops[k], inline) {
 			c.sendInline(&c.links[i])
 		}
@@ -302,8 +308,8 @@ func (c *Client) fanout(ctx context.Context, f *fan, nodes []int, timeout time.D
 wait:
 	for range nodes {
 		select {
-		case r := <-f.ch:
-			if decide(r) {
+		case k := <-f.ch:
+			if decide(f.ops[k].reply) {
 				break wait
 			}
 		case <-t.C:
@@ -327,7 +333,7 @@ wait:
 	f.mu.Unlock()
 	var rest []reply
 	for len(f.ch) > 0 {
-		rest = append(rest, <-f.ch)
+		rest = append(rest, f.ops[<-f.ch].reply)
 	}
 	if cut != nil {
 		// Decide with what came, then with the silent nodes as failed.
@@ -359,7 +365,8 @@ func (f *fan) deliver(o *op) {
 	f.mu.Lock()
 	o.delivered = true
 	if !f.decided {
-		f.ch <- r
+		o.reply = r
+		f.ch <- o.index
 		f.mu.Unlock()
 		return
 	}
@@ -404,6 +411,23 @@ func primaryGroup(key string) string {
 		return "{" + tag + "}"
 	}
 	return key
+}
+
+// ttlArg is a TTL in milliseconds as the scripts take it, boxed.
+type ttlArg struct {
+	ttl time.Duration
+	arg any
+}
+
+// ttlArg returns ttl in milliseconds as the scripts' argument. The last one is kept: a
+// Client's locks mostly share one TTL.
+func (c *Client) ttlArg(ttl time.Duration) any {
+	if p := c.lastTTL.Load(); p != nil && p.ttl == ttl {
+		return p.arg
+	}
+	p := &ttlArg{ttl: ttl, arg: formatMillis(ttl)}
+	c.lastTTL.Store(p)
+	return p.arg
 }
 
 // MaxTTL returns the longest TTL a lock may ask for (WithMaxTTL).

@@ -34,8 +34,10 @@ const maxBatches = 4
 type op struct {
 	f         *fan
 	node      int
+	index     int // in f.ops
 	cmd       *redis.Cmd
-	delivered bool // handed to the fanout's caller (guarded by f.mu)
+	reply     reply // parsed, for the fanout's caller
+	delivered bool  // parsed and handed on (guarded by f.mu)
 }
 
 // errNotSent is the error of a request that its fanout gave up before it was sent.
@@ -179,7 +181,7 @@ func (c *Client) exec(l *link, batch []*op) {
 				continue
 			}
 			k := o.f.call
-			o.cmd = k.s.Run(ctx, l.node, k.keys, k.argv...)
+			o.cmd = k.s.Run(ctx, l.node, k.keys, k.argv()...)
 			o.f.deliver(o)
 		}
 		return
@@ -247,7 +249,7 @@ func noScripts(ctx context.Context, p pipeNode, ops []*op) []*op {
 			continue
 		}
 		if k := o.f.call; k.s.src == "" {
-			o.cmd = k.s.Run(ctx, p, k.keys, k.argv...)
+			o.cmd = k.s.Run(ctx, p, k.keys, k.argv()...)
 			continue
 		}
 		retry = append(retry, o)

@@ -106,7 +106,9 @@ func (l *Lock) markReleased(keep string) bool {
 func newValue() string {
 	var b [16]byte
 	_, _ = rand.Read(b[:])
-	return hex.EncodeToString(b[:])
+	var h [32]byte
+	hex.Encode(h[:], b[:])
+	return string(h[:])
 }
 
 // Extend renews the lock on the nodes for its TTL again, and returns its new validity. It
@@ -119,9 +121,8 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 		return 0, &QuorumError{Op: "extend", Key: l.keys[0], Reason: ErrLockLost}
 	}
 	start := time.Now()
-	ttlms := formatMillis(l.ttl)
 	t := tally{n: len(c.nodes), quorum: c.quorum}
-	f := &fan{call: extendScript.call(l.keys, l.value, ttlms), replicas: l.replicas, parse: judgeCmd}
+	f := &fan{call: extendScript.call(l.keys, l.valueArg, c.ttlArg(l.ttl)), replicas: l.replicas, parse: judgeCmd}
 	_, err := c.fanout(ctx, f, c.all(), c.nodeTimeout(l.ttl), func(r reply) bool { return t.add(c, r) })
 	if err != nil {
 		return 0, err
@@ -200,7 +201,7 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 		group = l.group
 		c.unreleased.add(group, 1)
 	}
-	f := c.releaseFan(releaseScript.call(l.keys, l.valueArg, keep, releasedChannel(l.keys[0])), l.ttl, last, primary, group)
+	f := c.releaseFan(releaseScript.call(l.keys, l.valueArg, keep, releasedSuffixArg), l.ttl, last, primary, group)
 	// The nodes' requests outlive a cancelled ctx (each is bounded by the node timeout): a
 	// release cut short would leave the lock there until its TTL.
 	_, err := c.fanout(context.WithoutCancel(ctx), f, nodes, c.nodeTimeout(l.ttl), func(r reply) bool { return t.add(c, r) })

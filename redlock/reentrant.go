@@ -80,8 +80,13 @@ func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number 
 	return l, err
 }
 
-// releasedChannel is where a node publishes that a lock was released, for WakeOnRelease.
-func releasedChannel(key string) string { return key + ":released" }
+// releasedChannel is where a node publishes that a lock was released, for WakeOnRelease: the
+// lock's key and releasedSuffix, which the release script is given (boxed once) and appends.
+func releasedChannel(key string) string { return key + releasedSuffix }
+
+const releasedSuffix = ":released"
+
+var releasedSuffixArg any = releasedSuffix
 
 // formatMillis formats d in whole milliseconds, rounding a positive d below 1ms up to 1.
 func formatMillis(d time.Duration) string {

@@ -29,18 +29,27 @@ func callerScript(s *redis.Script) *script { return &script{Script: s, sha: s.Ha
 type call struct {
 	s    *script
 	keys []string
-	argv []any
 	cmd  []any // "evalsha", sha, numkeys, keys..., argv...
+	buf  [16]any
 }
 
 func (s *script) call(keys []string, argv ...any) *call {
-	cmd := make([]any, 0, 3+len(keys)+len(argv))
-	cmd = append(cmd, "evalsha", s.sha, len(keys))
-	for _, k := range keys {
-		cmd = append(cmd, k)
+	k := &call{s: s, keys: keys}
+	if n := 3 + len(keys) + len(argv); n <= len(k.buf) {
+		k.cmd = k.buf[:0]
+	} else {
+		k.cmd = make([]any, 0, n)
 	}
-	return &call{s: s, keys: keys, argv: argv, cmd: append(cmd, argv...)}
+	k.cmd = append(k.cmd, "evalsha", s.sha, len(keys))
+	for _, key := range keys {
+		k.cmd = append(k.cmd, key)
+	}
+	k.cmd = append(k.cmd, argv...)
+	return k
 }
+
+// argv returns the call's arguments after its keys.
+func (k *call) argv() []any { return k.cmd[3+len(k.keys):] }
 
 // doer is a node that sends any command: *redis.Client and *redis.ClusterClient are.
 type doer interface {
@@ -53,7 +62,7 @@ type doer interface {
 func (k *call) run(ctx context.Context, node Node) *redis.Cmd {
 	d, ok := node.(doer)
 	if !ok {
-		return k.s.Run(ctx, node, k.keys, k.argv...)
+		return k.s.Run(ctx, node, k.keys, k.argv()...)
 	}
 	cmd := d.Do(ctx, k.cmd...)
 	if noScript(cmd) {

@@ -7,6 +7,7 @@ type tally struct {
 	n, quorum                        int
 	ok, refused, quarantined, failed int
 	oks                              []reply
+	few                              [5]reply // oks' room for up to 5 nodes
 	refusedNodes                     []int
 	holder                           *Holder // reported by the most refusing nodes
 	holders                          []holderVotes
