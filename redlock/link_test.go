@@ -1,0 +1,128 @@
+package redlock_test
+
+import (
+	"context"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// roundTrips counts what a go-redis client sends: round trips (a command alone or a
+// pipeline), script calls among them, and the most round trips in flight at once.
+type roundTrips struct {
+	trips, scripts, now, most atomic.Int32
+}
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		defer r.trip([]redis.Cmder{cmd})()
+		return next(ctx, cmd)
+	}
+}
+
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		defer r.trip(cmds)()
+		return next(ctx, cmds)
+	}
+}
+
+// trip counts one round trip of cmds as started, and returns what counts it as done. Only
+// round trips with script calls count as in flight: a new connection's handshake (HELLO) goes
+// through the hooks too, inside the round trip that opened it.
+func (r *roundTrips) trip(cmds []redis.Cmder) func() {
+	r.trips.Add(1)
+	scripts := int32(0)
+	for _, cmd := range cmds {
+		if name := cmd.Name(); name == "evalsha" || name == "eval" {
+			scripts++
+		}
+	}
+	if scripts == 0 {
+		return func() {}
+	}
+	r.scripts.Add(scripts)
+	n := r.now.Add(1)
+	for m := r.most.Load(); n > m && !r.most.CompareAndSwap(m, n); m = r.most.Load() {
+	}
+	return func() { r.now.Add(-1) }
+}
+
+func (r *roundTrips) reset() {
+	r.trips.Store(0)
+	r.scripts.Store(0)
+	r.most.Store(0)
+}
+
+// lockAll takes and releases n distinct locks from n goroutines started at once, and
+// requires each to succeed.
+func lockAll(t *testing.T, lc *redlock.Client, base string, n int) {
+	t.Helper()
+	ctx := ctxT(t)
+	start := make(chan struct{})
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Go(func() {
+			<-start
+			l, err := lc.TryAcquire(ctx, base+":"+strconv.Itoa(i), 10*time.Second)
+			if err == nil {
+				err = l.Release(ctx)
+			}
+			errs <- err
+		})
+	}
+	close(start)
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		require.NoError(t, err)
+	}
+}
+
+// Concurrent requests to a node share round trips: while the first batches are on their way
+// to a node 30ms away, the requests that come meanwhile queue, and go out together as one
+// pipeline. A node never has more than four batches in flight (nor holds more connections),
+// however many requests wait for it. Then a node that lost its script cache gets the scripts
+// of a whole pipeline sent again as EVAL.
+func TestConcurrentRequestsShareRoundTrips(t *testing.T) {
+	const locks = 64
+	c := newCluster(t, 3, true)
+	counters := make([]*roundTrips, len(c.nodes))
+	for i, n := range c.nodes {
+		counters[i] = &roundTrips{}
+		n.(*redis.Client).AddHook(counters[i])
+	}
+	lc := c.client(t, redlock.WithNodeTimeout(2*time.Second))
+	for _, p := range c.proxies {
+		setRoundTripDelay(p, 30*time.Millisecond)
+	}
+	base := redistest.Key(t)
+	for _, r := range counters {
+		r.reset()
+	}
+	lockAll(t, lc, base, locks)
+	for i, r := range counters {
+		// Each lock asks every node once to acquire and once to release (a node whose
+		// acquisition reply was still in flight is released by that reply instead).
+		assert.GreaterOrEqual(t, r.scripts.Load(), int32(locks), "node %d: script calls", i)
+		assert.LessOrEqual(t, r.trips.Load(), int32(locks/2), "node %d: round trips for %d script calls", i, r.scripts.Load())
+		assert.LessOrEqual(t, r.most.Load(), int32(4), "node %d: round trips in flight at once", i)
+	}
+
+	for _, s := range c.servers {
+		require.NoError(t, s.Client().ScriptFlush(ctxT(t)).Err())
+	}
+	lockAll(t, lc, base+":flushed", locks)
+}
