@@ -277,10 +277,15 @@ func withContext(ctx context.Context, err error) error {
 	return errors.Join(err, cerr)
 }
 
-// lateOKs follows the nodes that take the lock after an attempt's outcome was decided: a
-// failed attempt releases them, and so does a successful one whose lock was released before
-// their reply came (the release may have reached the node before the acquisition did). A late
-// failure may hide a node that took the lock, and is released the same way.
+// lateOKs follows the nodes that take the lock after an attempt's outcome was decided. A
+// failed attempt releases them, and any late failure too (the node may have taken the lock
+// before its reply was lost).
+//
+// A successful attempt's lock is released on every node. A node whose acquisition had not
+// answered when Release sent its release (in flight) may get the two in either order, on two
+// connections: if its release reply found the lock, all is done; if it found nothing and the
+// acquisition then says it took the lock (or fails, and may have), the node is released
+// again. Whichever of the two replies comes second decides.
 type lateOKs struct {
 	mu      sync.Mutex
 	settled bool
@@ -289,9 +294,14 @@ type lateOKs struct {
 	nodes   []int
 	gaveUp  atomic.Bool // set when the attempt failed: its requests not sent yet are not
 	// The attempt's fanouts (the first few: a contended attempt makes up to five), whose
-	// unanswered requests Release leaves to the late replies.
+	// requests in flight Release looks for.
 	fans  [5]*fan
 	nfans int
+	// Bit masks of node indexes below 64, from Release on: the nodes whose acquisition was in
+	// flight, of those the ones whose release found the lock or did not, and the ones whose
+	// acquisition then took the lock or may have.
+	releasing                        bool
+	inFlight, found, notFound, taken uint64
 }
 
 // follow records one of the attempt's fanouts.
@@ -302,25 +312,48 @@ func (lo *lateOKs) follow(f *fan) {
 	}
 }
 
-// unanswered returns, as a bit mask of node indexes below 64, the nodes that have not answered
-// the attempt's requests yet. Each will be released by its late reply, once the lock is
-// released (a release sent now could reach the node first, on another connection). Nil-safe:
-// a nested hold has none.
-func (lo *lateOKs) unanswered() uint64 {
+// nodeBit returns node's bit in lateOKs' masks; 0 for the nodes past 64, which are not
+// followed (their late replies are treated like those that came before the release).
+func nodeBit(node int) uint64 {
+	if node >= 64 {
+		return 0
+	}
+	return 1 << node
+}
+
+// release records that the lock is being released and returns the nodes whose acquisition is
+// still in flight, as a bit mask. Nil-safe: a nested hold has none.
+func (lo *lateOKs) release() uint64 {
 	if lo == nil {
 		return 0
 	}
-	var mask uint64
+	lo.mu.Lock()
+	defer lo.mu.Unlock()
 	for _, f := range lo.fans[:lo.nfans] {
 		f.mu.Lock()
 		for k := range f.ops {
-			if o := &f.ops[k]; !o.delivered && o.node < 64 {
-				mask |= 1 << o.node
+			if o := &f.ops[k]; !o.delivered {
+				lo.inFlight |= nodeBit(o.node)
 			}
 		}
 		f.mu.Unlock()
 	}
-	return mask
+	lo.releasing = true
+	return lo.inFlight
+}
+
+// released records the reply to Release of a node whose acquisition was in flight (n keys
+// found ours), and reports whether the node must be released again.
+func (lo *lateOKs) released(node int, n int64, err error) bool {
+	lo.mu.Lock()
+	defer lo.mu.Unlock()
+	bit := nodeBit(node)
+	if err == nil && n > 0 {
+		lo.found |= bit
+		return false
+	}
+	lo.notFound |= bit
+	return lo.taken&bit != 0
 }
 
 // settle records the attempt's outcome (l nil: it failed) and returns the nodes that said OK
@@ -332,19 +365,28 @@ func (lo *lateOKs) settle(l *Lock) []int {
 	return lo.nodes
 }
 
-// release reports whether the node of a late reply r must be released now; before the attempt
-// is settled it records the node instead. A request that was never sent took nothing.
-func (lo *lateOKs) release(r reply) bool {
+// late reports whether the node of a late reply r must be released now; before the attempt is
+// settled it records the node instead. A request that was never sent took nothing.
+func (lo *lateOKs) late(r reply) bool {
 	if (r.outcome != outcomeOK && r.outcome != outcomeError) || errors.Is(r.err, errNotSent) {
 		return false
 	}
 	lo.mu.Lock()
 	defer lo.mu.Unlock()
-	if !lo.settled {
+	switch bit := nodeBit(r.node); {
+	case !lo.settled:
 		lo.nodes = append(lo.nodes, r.node)
 		return false
+	case lo.failed:
+		return true
+	case !lo.releasing || lo.inFlight&bit == 0 || lo.found&bit != 0:
+		// Not released yet (Release will ask the node after this reply), or released after
+		// this reply came, or the node's release found the lock.
+		return false
+	default:
+		lo.taken |= bit
+		return lo.notFound&bit != 0
 	}
-	return lo.failed || lo.lock.isReleased()
 }
 
 // keep is what a late node's release must keep as a done marker: what the lock's Release
@@ -385,7 +427,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		return parseAcquire(i, req, res)
 	}
 	onLate := func(r reply) {
-		if late.release(r) {
+		if late.late(r) {
 			c.releaseNodes(ctx, []int{r.node}, req.lockKeys(), value, late.keep(), req.ttl, p, req.group)
 		}
 	}

@@ -2,6 +2,9 @@ package redlock_test
 
 import (
 	"context"
+	"crypto/sha1"
+	"fmt"
+	"os"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -125,4 +128,93 @@ func TestConcurrentRequestsShareRoundTrips(t *testing.T) {
 		require.NoError(t, s.Client().ScriptFlush(ctxT(t)).Err())
 	}
 	lockAll(t, lc, base+":flushed", locks)
+}
+
+// releaseFirst makes one node run a lock's release before its acquisition: the acquire script
+// waits before it is sent until the release script's reply came; with replyLast, the release's
+// reply is then held back until the acquisition's reply came (and a moment more), so that the
+// Client sees the acquisition's reply first.
+type releaseFirst struct {
+	acquire, release   string // script SHA-1s
+	replyLast          bool
+	acquiring          chan struct{} // the acquisition is waiting
+	released, acquired chan struct{}
+	once               sync.Once
+}
+
+func newReleaseFirst(t *testing.T, replyLast bool) *releaseFirst {
+	return &releaseFirst{acquire: scriptSHA(t, "acquire.lua"), release: scriptSHA(t, "release.lua"), replyLast: replyLast,
+		acquiring: make(chan struct{}, 1), released: make(chan struct{}), acquired: make(chan struct{})}
+}
+
+func (h *releaseFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *releaseFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		return h.order([]redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
+	}
+}
+
+func (h *releaseFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		return h.order(cmds, func() error { return next(ctx, cmds) })
+	}
+}
+
+func (h *releaseFirst) order(cmds []redis.Cmder, send func() error) error {
+	var script string
+	for _, cmd := range cmds {
+		if args := cmd.Args(); len(args) > 1 && args[0] == "evalsha" {
+			script = fmt.Sprint(args[1])
+		}
+	}
+	switch script {
+	case h.acquire:
+		h.acquiring <- struct{}{}
+		<-h.released
+		defer close(h.acquired)
+	case h.release:
+		defer func() {
+			h.once.Do(func() { close(h.released) })
+			if h.replyLast {
+				<-h.acquired
+				time.Sleep(50 * time.Millisecond) // for the acquisition's reply to be handled
+			}
+		}()
+	}
+	return send()
+}
+
+func scriptSHA(t *testing.T, name string) string {
+	src, err := os.ReadFile("scripts/" + name)
+	require.NoError(t, err)
+	return fmt.Sprintf("%x", sha1.Sum(src))
+}
+
+// A node whose acquisition is still on its way when the lock is released may get the release
+// first: the release finds nothing, the acquisition then takes the lock, and the node is
+// released again — whichever of the two replies the Client sees second. Nothing is left.
+func TestReleaseBeforeItsAcquisitionIsMadeAgain(t *testing.T) {
+	for _, replyLast := range []bool{false, true} {
+		t.Run(fmt.Sprint("release reply last=", replyLast), func(t *testing.T) {
+			c := newCluster(t, 3, false)
+			lc := c.client(t, redlock.WithNodeTimeout(2*time.Second))
+			ctx := ctxT(t)
+			key := redistest.Key(t)
+			// The nodes cache the scripts first: the hook orders EVALSHAs.
+			l, err := lc.TryAcquire(ctx, key+":scripts", 20*time.Second)
+			require.NoError(t, err)
+			require.NoError(t, l.Release(ctx))
+			hook := newReleaseFirst(t, replyLast)
+			c.nodes[2].(*redis.Client).AddHook(hook)
+			l, err = lc.TryAcquire(ctx, key, 20*time.Second)
+			require.NoError(t, err)
+			<-hook.acquiring // node 2's acquisition was sent on its own, and waits
+			require.NoError(t, l.Release(ctx))
+			require.NoError(t, lc.Close()) // waits for node 2's requests and what they start
+			n, err := c.servers[2].Client().Exists(ctx, key).Result()
+			require.NoError(t, err)
+			assert.Zero(t, n, "the released lock is left on the node whose release came first")
+		})
+	}
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"sync"
 	"time"
 
@@ -191,20 +190,29 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 		return &QuorumError{Op: "release", Key: l.keys[0], Reason: ErrLockLost}
 	}
 	t := tally{n: len(c.nodes), quorum: c.quorum}
-	// Nodes whose acquisition reply has not come yet are released when it comes (see lateOKs).
-	nodes, primary := c.all(), c.primary(l.group)
-	if skip := l.late.unanswered(); skip != 0 {
-		nodes = slices.DeleteFunc(slices.Clone(nodes), func(i int) bool { return i < 64 && skip&(1<<i) != 0 })
-	}
-	last, group := l.depth == 0, ""
-	if last && slices.Contains(nodes, primary) {
+	primary, last, group := c.primary(l.group), l.depth == 0, ""
+	if last {
 		group = l.group
 		c.unreleased.add(group, 1)
 	}
 	f := c.releaseFan(releaseScript.call(l.keys, l.valueArg, keep, releasedSuffixArg), l.ttl, last, primary, group)
+	if inFlight := l.late.release(); inFlight != 0 {
+		// A node whose acquisition is still in flight may get this release first (see lateOKs).
+		parse := f.parse
+		f.parse = func(node int, cmd *redis.Cmd) reply {
+			r := parse(node, cmd)
+			if nodeBit(node)&inFlight != 0 {
+				n, err := cmd.Int64()
+				if l.late.released(node, n, err) {
+					c.releaseNodes(ctx, []int{node}, l.keys, l.value, keep, l.ttl, primary, l.group)
+				}
+			}
+			return r
+		}
+	}
 	// The nodes' requests outlive a cancelled ctx (each is bounded by the node timeout): a
 	// release cut short would leave the lock there until its TTL.
-	_, err := c.fanout(context.WithoutCancel(ctx), f, nodes, c.nodeTimeout(l.ttl), func(r reply) bool { return t.add(c, r) })
+	_, err := c.fanout(context.WithoutCancel(ctx), f, c.all(), c.nodeTimeout(l.ttl), func(r reply) bool { return t.add(c, r) })
 	if err != nil {
 		return err
 	}
