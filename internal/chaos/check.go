@@ -52,7 +52,9 @@ type Result struct {
 	Missed      map[string]int // missed ticks per explanation
 	Unexplained int            // missed ticks no fault explains
 
-	LeasesLost            int // runs whose lease was lost (context cancelled with ErrLeaseLost)
+	// LeasesLost counts runs whose lease was lost (context cancelled with ErrLeaseLost), and
+	// daemon workers' runs stopped by their supervisor while their daemon lived.
+	LeasesLost            int
 	LeasesLostUnexplained int // of them, those no fault on the worker explains
 	Killed                int // runs whose worker was killed under them
 
@@ -74,6 +76,11 @@ const quorumStretchMin = 700 * time.Millisecond
 // leaseLostCause is redlock.ErrLeaseLost's text as a run's cause shows it.
 const leaseLostCause = "lease lost"
 
+// StoppedCause is the cause the ledger gives a daemon worker's run that did not work to its
+// end: its supervisor stopped it because its daemon died, or its lease was lost or about to
+// be (SIGTERM comes kill_grace before the deadline).
+const StoppedCause = "stopped before its work was done"
+
 // Check verifies the guarantees of docs/guarantees.md on one chaos run:
 //
 //   - no tick ran twice: at most one run per tick finished with its context live;
@@ -88,7 +95,8 @@ const leaseLostCause = "lease lost"
 //     (skipped_overlap), a run of it that lost its lease or worker to a fault, a holder paused or killed before it started, or no worker able to
 //     reach a quorum for long enough in its window;
 //   - every lease lost had a fault on its worker (pause, kill, or fewer than a quorum of
-//     nodes reachable) while it ran;
+//     nodes reachable) while it ran; a daemon worker's run stopped before the end of its work
+//     counts as killed if its daemon was killed while it ran, else as a lease lost;
 //   - no run started while a majority of nodes was down or in quarantine.
 func Check(p Params, tl *Timeline, d Data) *Result {
 	r := &Result{Missed: map[string]int{}, Outcomes: map[string]int{}, Runs: len(d.Runs)}
@@ -145,7 +153,16 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 			if run.Cancelled {
 				lockEnd[run] = later(run.End, run.Deadline).Add(p.TTL)
 			}
-			if run.Cancelled && strings.Contains(run.Cause, leaseLostCause) {
+			if tl.absent(w, run.End) {
+				// A daemon worker's run can end while its daemon is paused or killed: its locks
+				// are released when the daemon runs again, or expire.
+				lockEnd[run] = later(lockEnd[run], run.End.Add(p.TTL))
+			}
+			stopped := run.Cancelled && run.Cause == StoppedCause
+			if kill, ok := tl.killAfter(w, run.Start); stopped && ok && !kill.After(run.End) {
+				r.Killed++
+				leaseOK[run] = true
+			} else if stopped || run.Cancelled && strings.Contains(run.Cause, leaseLostCause) {
 				r.LeasesLost++
 				leaseOK[run] = tl.lostQuorum(w, run.Start, later(run.End, run.Deadline))
 				if !leaseOK[run] {
