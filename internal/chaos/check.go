@@ -92,8 +92,10 @@ const StoppedCause = "stopped before its work was done"
 //   - every tick in [From, To) without a finished run is explained by the timeline: a run of
 //     its job still running or holding its lock (Forbid), or that ended while its worker could
 //     not reach every node and so may have left its lock on one, where a replica found it
-//     (skipped_overlap), a run of it that lost its lease or worker to a fault, a holder paused or killed before it started, or no worker able to
-//     reach a quorum for long enough in its window;
+//     (skipped_overlap), a run of it that lost its lease or worker to a fault, a holder
+//     paused or killed before it started (skipped_held, or skipped_overlap for a Forbid job:
+//     the holder took the run key too), or no worker able to reach a quorum for long enough
+//     in its window;
 //   - every lease lost had a fault on its worker (pause, kill, or fewer than a quorum of
 //     nodes reachable) while it ran; a daemon worker's run stopped before the end of its work
 //     counts as killed if its daemon was killed while it ran, else as a lease lost;
@@ -279,7 +281,11 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 			}
 		}
 	}
-	if slices.ContainsFunc(outcomes, func(o Outcome) bool { return o.Outcome == "skipped_held" }) {
+	// A replica paused or killed in the middle of its acquisition holds the tick's lock (and a
+	// Forbid job's run key: the others skip the next ticks as overlaps) until its TTL.
+	if slices.ContainsFunc(outcomes, func(o Outcome) bool {
+		return o.Outcome == "skipped_held" || j.Forbid && o.Outcome == "skipped_overlap"
+	}) {
 		if tl.workerAway(from, to.Add(p.TTL)) {
 			return MissHolder
 		}

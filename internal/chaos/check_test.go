@@ -152,6 +152,22 @@ func TestCheckLockLeftOnAMissedNode(t *testing.T) {
 	assert.Equal(t, 1, r.Unexplained)
 }
 
+func TestCheckHolderPausedMidAcquisition(t *testing.T) {
+	// Tick 2 was skipped everywhere as an overlap, no run in sight: a replica took the run key
+	// and was paused before it ran (its lock stays until its TTL).
+	d := clean()
+	d.Runs = d.Runs[:2]
+	d.Outcomes = []Outcome{{Job: "f", Tick: at(2 * time.Second), Replica: "w1", Outcome: "skipped_overlap"}}
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.Unexplained, "no fault: the skip is not explained")
+
+	tl := timeline()
+	tl.add(effect{kind: workerPaused, worker: 0, node: -1, from: at(1500 * ms), to: at(6 * time.Second)})
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Missed[MissHolder])
+	assert.True(t, r.OK(), "%v", r.Violations)
+}
+
 func TestCheckLeaseLossNeedsAFault(t *testing.T) {
 	d := clean()
 	d.Runs[2].Cancelled, d.Runs[2].Cause, d.Runs[2].Deadline = true, "redlock: lease lost", at(2400*ms)
