@@ -16,6 +16,8 @@ type Params struct {
 	TTL      time.Duration // the tick locks' TTL
 	// Replicas maps a replica name (the ledger's) to its worker's index in the timeline.
 	Replicas map[string]int
+	// Daemons are the replicas that are daemon workers.
+	Daemons map[string]bool
 }
 
 // JobSpec is one job the workers run.
@@ -60,6 +62,10 @@ type Result struct {
 
 	StartedWithoutQuorum int // runs that started while a majority of nodes was down
 
+	// Orphans counts daemon workers' runs whose processes outlived their daemon's kill by
+	// more than daemonGoneMax.
+	Orphans int
+
 	Outcomes map[string]int // tick outcomes reported by the replicas
 
 	// Violations describes every failed check, for the log.
@@ -75,6 +81,11 @@ const quorumStretchMin = 700 * time.Millisecond
 
 // leaseLostCause is redlock.ErrLeaseLost's text as a run's cause shows it.
 const leaseLostCause = "lease lost"
+
+// daemonGoneMax is how long a daemon worker's run may outlive its daemon: the supervisor
+// kills the run's process group as soon as the daemon's pipe closes (TestSupervisor's bound).
+// Its backstop, SIGKILL at the lease's deadline, would still prevent an overlap.
+const daemonGoneMax = time.Second
 
 // StoppedCause is the cause the ledger gives a daemon worker's run that did not work to its
 // end: its supervisor stopped it because its daemon died, or its lease was lost or about to
@@ -99,7 +110,8 @@ const StoppedCause = "stopped before its work was done"
 //   - every lease lost had a fault on its worker (pause, kill, or fewer than a quorum of
 //     nodes reachable) while it ran; a daemon worker's run stopped before the end of its work
 //     counts as killed if its daemon was killed while it ran, else as a lease lost;
-//   - no run started while a majority of nodes was down or in quarantine.
+//   - no run started while a majority of nodes was down or in quarantine;
+//   - no daemon worker's run outlived its daemon's kill by more than daemonGoneMax.
 func Check(p Params, tl *Timeline, d Data) *Result {
 	r := &Result{Missed: map[string]int{}, Outcomes: map[string]int{}, Runs: len(d.Runs)}
 	violate := func(format string, args ...any) { r.Violations = append(r.Violations, fmt.Sprintf(format, args...)) }
@@ -172,6 +184,10 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 					violate("run %s lost its lease without a fault on %s (%s)", describe(run), run.Replica, run.Cause)
 				}
 			}
+		}
+		if kill, ok := tl.killAfter(w, run.Start); ok && p.Daemons[run.Replica] && run.Finished && run.End.Sub(kill) > daemonGoneMax {
+			r.Orphans++
+			violate("run %s outlived its daemon, killed at %s, by %v", describe(run), fmtTime(kill), run.End.Sub(kill))
 		}
 		if tl.hardDownThrough(run.Start.Add(-time.Second), run.Start) {
 			r.StartedWithoutQuorum++

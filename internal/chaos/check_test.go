@@ -243,6 +243,20 @@ func TestCheckDaemonRuns(t *testing.T) {
 	assert.Equal(t, 1, r.Missed[MissOverlap])
 	assert.True(t, r.OK(), "%v", r.Violations)
 
+	// Its processes outlived their daemon's kill: the supervisor did not kill them at once.
+	p := params(3)
+	p.Daemons = map[string]bool{"w1": true}
+	orphan := clean()
+	orphan.Runs[1] = daemonRun(1, "w1", 2, 1010*ms, 2150*ms)
+	orphan.Runs[2].Start = at(2200 * ms)
+	killed := timeline()
+	killed.add(effect{kind: workerKilled, worker: 1, node: -1, from: at(1100 * ms), to: at(3 * time.Second)})
+	r = Check(p, killed, orphan)
+	assert.Equal(t, 1, r.Orphans)
+	orphan.Runs[1].End = at(1300 * ms) // gone 200ms after the kill
+	r = Check(p, killed, orphan)
+	assert.Zero(t, r.Orphans)
+
 	// Stopped while its daemon was paused: its lease was lost.
 	tl = timeline()
 	tl.add(effect{kind: workerPaused, worker: 1, node: -1, from: at(1100 * ms), to: at(5 * time.Second)})

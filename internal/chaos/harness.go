@@ -93,10 +93,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the ledger: %w", err)
 	}
-	replicas := map[string]int{}
+	replicas, daemons := map[string]int{}, map[string]bool{}
 	for i, w := range h.workers {
 		replicas[w.name] = i
 		if w.daemon {
+			daemons[w.name] = true
 			outcomes, err := w.outcomes()
 			if err != nil {
 				return nil, fmt.Errorf("reading the outcomes of %s: %w", w.name, err)
@@ -105,14 +106,14 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 	}
 	for _, run := range d.Runs {
-		if h.workers[replicas[run.Replica]].daemon {
+		if daemons[run.Replica] {
 			rep.DaemonRuns++
 			if run.Cause == StoppedCause {
 				rep.DaemonRunsStopped++
 			}
 		}
 	}
-	rep.Result = Check(Params{Jobs: jobs, Interval: s.interval, From: from, To: to, TTL: s.ttl, Replicas: replicas}, h.tl, d)
+	rep.Result = Check(Params{Jobs: jobs, Interval: s.interval, From: from, To: to, TTL: s.ttl, Replicas: replicas, Daemons: daemons}, h.tl, d)
 	return rep, nil
 }
 

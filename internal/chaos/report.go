@@ -61,8 +61,8 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "ticks %d, ran %d, runs %d; duplicates %d, overlaps %d, stale writes accepted %d (refused %d, accepted %d), fencing broken %d\n",
 		res.Ticks, res.Ran, res.Runs, res.Duplicates, res.Overlaps, res.StaleAccepted, res.Refused, res.Accepted, res.FencingBroken)
 	fmt.Fprintf(&b, "missed: %s; unexplained %d\n", counts(res.Missed), res.Unexplained)
-	fmt.Fprintf(&b, "leases lost %d (unexplained %d), runs killed %d, unfinished %d, started without quorum %d\n",
-		res.LeasesLost, res.LeasesLostUnexplained, res.Killed, res.Unfinished, res.StartedWithoutQuorum)
+	fmt.Fprintf(&b, "leases lost %d (unexplained %d), runs killed %d, unfinished %d, started without quorum %d, outlived their daemon %d\n",
+		res.LeasesLost, res.LeasesLostUnexplained, res.Killed, res.Unfinished, res.StartedWithoutQuorum, res.Orphans)
 	fmt.Fprintf(&b, "outcomes: %s\n", counts(res.Outcomes))
 	fmt.Fprintf(&b, "daemon workers' runs %d, stopped before the end of their work %d\n", r.DaemonRuns, r.DaemonRunsStopped)
 	fmt.Fprintf(&b, "harness problems (leaks, unclean exits): %d\n", len(r.Problems))
