@@ -173,7 +173,7 @@ func (h *harness) start(ctx context.Context) error {
 		if w.daemon {
 			w.config, err = h.writeDaemonConfig(w)
 		} else {
-			err = w.setOffset(time.Duration(h.rng.Int64N(int64(2*h.s.maxOffset))) - h.s.maxOffset)
+			err = w.setOffset(h.startOffset(i))
 		}
 		if err != nil {
 			return err
@@ -187,6 +187,22 @@ func (h *harness) start(ctx context.Context) error {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// startOffset draws testworker i's first clock offset, within ±maxOffset. The replica whose
+// clock is ahead takes nearly every tick, and a daemon worker's clock cannot be offset (it
+// is at 0): with daemon workers, the offsets are within [−maxOffset, 0] and the first
+// testworker's is 0, so that the daemons race one testworker at every tick (the winner
+// varies) instead of losing every race to the testworkers ahead of them.
+func (h *harness) startOffset(i int) time.Duration {
+	d := time.Duration(h.rng.Int64N(int64(2*h.s.maxOffset))) - h.s.maxOffset
+	switch {
+	case h.s.daemons == 0:
+		return d
+	case i == 0:
+		return 0
+	}
+	return -d.Abs()
 }
 
 // endQuarantine marks the new nodes as booted, as an operator does on first deployment.
