@@ -17,13 +17,16 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/fencedstore"
 )
 
 // Daemon workers are `cronlock run` processes, each with a config naming its own proxies as
 // its nodes and the same two jobs as the testworkers, under the same lock keys, so that they
-// and the testworkers contend for the same ticks. Their jobs are shell commands (runScript)
-// that record each run in the ledger in the testworkers' format: the command writes the start
-// record, and the harness writes the end record once every process of the run is gone.
+// and the testworkers contend for the same ticks (and write to the same fenced store). Their
+// jobs are shell commands (runScript) that record each run in the ledger in the testworkers'
+// format: the command writes the start record, and the harness writes the end record once
+// every process of the run is gone.
 //
 // A run's end is when its last process died, however it died. A command killed with SIGKILL
 // (by its supervisor, at the lease's deadline or when its daemon died) cannot write its end,
@@ -42,7 +45,10 @@ import (
 // under, and a supervisor that failed to kill it would show as an overlap); the others work
 // between the testworkers' bounds, spread by the token (sh has no random numbers). With
 // CHAOS_IGNORE_TERM=1 the run ignores SIGTERM, so only the supervisor's SIGKILL at the
-// lease's deadline ends it in time. A run that worked to the end leaves NAME.done.
+// lease's deadline ends it in time. With CHAOS_FENCED_SHA, a run then writes its token to the
+// fenced store (package fencedstore, with EVALSHA) as the testworkers' Forbid runs do. A run
+// that worked to the end leaves NAME.done, with the store's answer and when it was asked
+// (answer|unix ns; "|0" without a write).
 const runScript = `start=$(date +%s%N)
 run="$CRONLOCK_JOB|$CRONLOCK_TICK_UNIX_MS|$CRONLOCK_REPLICA|$CRONLOCK_FENCING_TOKEN"
 name="$CRONLOCK_JOB.$CRONLOCK_TICK_UNIX_MS.$CRONLOCK_REPLICA.$CRONLOCK_FENCING_TOKEN"
@@ -57,7 +63,13 @@ else
   ms=$((CHAOS_WORK_MIN_MS + t % 1000003 * 7919 % (CHAOS_WORK_MAX_MS - CHAOS_WORK_MIN_MS)))
 fi
 sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
-: >"$name.done"
+write="|0"
+if [ -n "$CHAOS_FENCED_SHA" ]; then
+  at=$(date +%s%N)
+  ok=$(redis-cli -h "$CHAOS_LEDGER_HOST" -p "$CHAOS_LEDGER_PORT" EVALSHA "$CHAOS_FENCED_SHA" 3 "$CHAOS_FENCED" "$CHAOS_FENCED:accepted" "$CHAOS_FENCED:rejected" "$t" "$t|$CRONLOCK_REPLICA|$CRONLOCK_TICK_UNIX_MS|$at") || exit 1
+  case $ok in 1) write="accepted|$at" ;; 0) write="rejected|$at" ;; *) exit 1 ;; esac
+fi
+echo "$write" >"$name.done"
 `
 
 // longEvery is how often (by token) a run of the daemon workers' Forbid job works 2·TTL.
@@ -88,6 +100,10 @@ func (h *harness) writeDaemonConfig(w *worker) (string, error) {
 	if err != nil {
 		return "", err
 	}
+	sha, err := fencedstore.Script.Load(context.Background(), h.ledger.Client()).Result()
+	if err != nil {
+		return "", fmt.Errorf("loading the fenced store's script: %w", err)
+	}
 	cfg := daemonConfig{MaxTTL: h.s.maxTTL.String()}
 	for _, p := range h.proxies[w.idx] {
 		cfg.Nodes = append(cfg.Nodes, p.Addr())
@@ -106,6 +122,7 @@ func (h *harness) writeDaemonConfig(w *worker) (string, error) {
 		if j.Forbid {
 			dj.Overlap = "forbid"
 			dj.Env["CHAOS_LONG_EVERY"], dj.Env["CHAOS_IGNORE_TERM"] = strconv.Itoa(longEvery), "1"
+			dj.Env["CHAOS_FENCED_SHA"], dj.Env["CHAOS_FENCED"] = sha, fencedstore.Keys(fencedKey, j.Name)[0]
 		}
 		cfg.Jobs = append(cfg.Jobs, dj)
 	}
@@ -176,8 +193,9 @@ func (rw *runWatch) follow() {
 
 // watch waits until every process of the run head is gone and writes its end to the ledger:
 // head|start|end|cancelled|deadline|cause|write|writeAt|liveAfter, with no deadline (its
-// processes are the run: no context outlives them) and cancelled when it did not work to its
-// end (no NAME.done).
+// processes are the run: no context outlives them), cancelled when it did not work to its
+// end (no NAME.done), and the fenced store's answer from NAME.done (live after the write: the
+// run went on to write NAME.done).
 func (rw *runWatch) watch(head, start, name string) {
 	defer func() {
 		rw.mu.Lock()
@@ -201,11 +219,13 @@ func (rw *runWatch) watch(head, start, name string) {
 		rw.problem("run %s: waiting for its flock: %v", head, err)
 		return
 	}
-	cancelled, cause := 0, ""
-	if _, err := os.Stat(filepath.Join(rw.dir, name+".done")); err != nil {
+	cancelled, cause, write, liveAfter := 0, "", "|0", 0
+	if done, err := os.ReadFile(filepath.Join(rw.dir, name+".done")); err != nil {
 		cancelled, cause = 1, StoppedCause
+	} else if write = strings.TrimSpace(string(done)); write != "|0" {
+		liveAfter = 1
 	}
-	rec := fmt.Sprintf("%s|%s|%d|%d|0|%s||0|0", head, start, end.UnixNano(), cancelled, cause)
+	rec := fmt.Sprintf("%s|%s|%d|%d|0|%s|%s|%d", head, start, end.UnixNano(), cancelled, cause, write, liveAfter)
 	if err := rw.rc.RPush(context.Background(), ledgerKey, rec).Err(); err != nil {
 		rw.problem("run %s: writing its end: %v", head, err)
 	}

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/fencedstore"
 )
 
 // JobRun is one run of a job as the workers' ledger tells it (see internal/testworker, and
@@ -191,8 +193,9 @@ func readData(ctx context.Context, rc *redis.Client, key, fenced string, jobs []
 		return Data{}, err
 	}
 	for _, j := range jobs {
-		for suffix, into := range map[string]map[string][]Write{":accepted": d.Accepted, ":rejected": d.Rejected} {
-			lines, err := list(fenced + ":" + j + suffix)
+		keys := fencedstore.Keys(fenced, j)
+		for key, into := range map[string]map[string][]Write{keys[1]: d.Accepted, keys[2]: d.Rejected} {
+			lines, err := list(key)
 			if err != nil {
 				return Data{}, err
 			}
