@@ -31,7 +31,7 @@ const (
 	MissOverlap  = "previous run still running"
 	MissLeftover = "previous run's lock left on a node its release missed"
 	MissRunLost  = "run lost its lease or worker"
-	MissHolder   = "holder paused or killed before it ran"
+	MissHolder   = "holder paused, killed or cut off before it ran"
 	MissNoQuorum = "no quorum reachable"
 )
 
@@ -298,11 +298,13 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 		}
 	}
 	// A replica paused or killed in the middle of its acquisition holds the tick's lock (and a
-	// Forbid job's run key: the others skip the next ticks as overlaps) until its TTL.
+	// Forbid job's run key: the others skip the next ticks as overlaps) until its TTL. So does
+	// one cut off from nodes that took its requests (a round trip above the node timeout): it
+	// gives up, and its release does not reach them.
 	if slices.ContainsFunc(outcomes, func(o Outcome) bool {
 		return o.Outcome == "skipped_held" || j.Forbid && o.Outcome == "skipped_overlap"
 	}) {
-		if tl.workerAway(from, to.Add(p.TTL)) {
+		if tl.workerAway(from, to.Add(p.TTL)) || tl.linkCutDuring(from, to) {
 			return MissHolder
 		}
 	}

@@ -168,6 +168,22 @@ func TestCheckHolderPausedMidAcquisition(t *testing.T) {
 	assert.True(t, r.OK(), "%v", r.Violations)
 }
 
+func TestCheckHolderCutOffMidAcquisition(t *testing.T) {
+	// Tick 2 was skipped everywhere as held, no run in sight: a replica whose replies came too
+	// late took the tick's lock on the nodes, gave up, and could not release it.
+	d := clean()
+	d.Runs = d.Runs[:2]
+	d.Outcomes = []Outcome{{Job: "f", Tick: at(2 * time.Second), Replica: "w1", Outcome: "skipped_held"}}
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.Unexplained, "no fault: the skip is not explained")
+
+	tl := timeline()
+	tl.add(effect{kind: linkCut, worker: 0, node: -1, from: at(1900 * ms), to: at(2500 * ms)})
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Missed[MissHolder])
+	assert.True(t, r.OK(), "%v", r.Violations)
+}
+
 func TestCheckLeaseLossNeedsAFault(t *testing.T) {
 	d := clean()
 	d.Runs[2].Cancelled, d.Runs[2].Cause, d.Runs[2].Deadline = true, "redlock: lease lost", at(2400*ms)
