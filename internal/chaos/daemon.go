@@ -66,7 +66,7 @@ sleep "$((ms / 1000)).$(printf %03d $((ms % 1000)))"
 write="|0"
 if [ -n "$CHAOS_FENCED_SHA" ]; then
   at=$(date +%s%N)
-  ok=$(redis-cli -h "$CHAOS_LEDGER_HOST" -p "$CHAOS_LEDGER_PORT" EVALSHA "$CHAOS_FENCED_SHA" 3 "$CHAOS_FENCED" "$CHAOS_FENCED:accepted" "$CHAOS_FENCED:rejected" "$t" "$t|$CRONLOCK_REPLICA|$CRONLOCK_TICK_UNIX_MS|$at") || exit 1
+  ok=$(redis-cli -h "$CHAOS_LEDGER_HOST" -p "$CHAOS_LEDGER_PORT" EVALSHA "$CHAOS_FENCED_SHA" 3 $CHAOS_FENCED_KEYS "$t" "$t|$CRONLOCK_REPLICA|$CRONLOCK_TICK_UNIX_MS|$at") || exit 1
   case $ok in 1) write="accepted|$at" ;; 0) write="rejected|$at" ;; *) exit 1 ;; esac
 fi
 echo "$write" >"$name.done"
@@ -122,7 +122,8 @@ func (h *harness) writeDaemonConfig(w *worker) (string, error) {
 		if j.Forbid {
 			dj.Overlap = "forbid"
 			dj.Env["CHAOS_LONG_EVERY"], dj.Env["CHAOS_IGNORE_TERM"] = strconv.Itoa(longEvery), "1"
-			dj.Env["CHAOS_FENCED_SHA"], dj.Env["CHAOS_FENCED"] = sha, fencedstore.Keys(fencedKey, j.Name)[0]
+			// The keys hold no spaces: the script splits them.
+			dj.Env["CHAOS_FENCED_SHA"], dj.Env["CHAOS_FENCED_KEYS"] = sha, strings.Join(fencedstore.Keys(fencedKey, j.Name), " ")
 		}
 		cfg.Jobs = append(cfg.Jobs, dj)
 	}
