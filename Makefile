@@ -3,7 +3,7 @@
 .PHONY: test deps lint unit chaos bench demo e2e
 
 test: deps lint unit
-	@$(MAKE) --no-print-directory chaos DURATION=90s SEED=1 FAULTS=all CHAOS_TIMEOUT=15m
+	@$(MAKE) --no-print-directory chaos DURATION=90s SEED=1 FAULTS=all DAEMONS=1 CHAOS_TIMEOUT=15m
 
 deps:
 	@scripts/deps.sh
@@ -22,15 +22,17 @@ unit:
 	go test -race -count=1 -timeout 20m ./...
 
 # The fault-injection suite (internal/chaos, docs/reliability.md): 5 real nodes behind fault
-# proxies, 4 worker processes, a seeded fault schedule, then the checker. SEED=0 draws a seed
-# (printed, with the command that replays it); FAULTS is "all" or a comma-separated list.
+# proxies, 4 worker processes (DAEMONS of them cronlock run daemons, the others testworkers),
+# a seeded fault schedule, then the checker. SEED=0 draws a seed (printed, with the command
+# that replays it); FAULTS is "all" or a comma-separated list.
 DURATION ?= 2m
 SEED ?= 0
 FAULTS ?= all
+DAEMONS ?= 1
 CHAOS_TIMEOUT ?= 3h
 chaos: deps
 	go test -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./internal/chaos \
-		-chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.faults=$(FAULTS)
+		-chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.faults=$(FAULTS) -chaos.daemons=$(DAEMONS)
 
 bench:
 	go test -run '^$$' -bench . -benchmem -count 6 ./redlock/ | tee bench.txt

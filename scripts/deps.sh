@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Installs what the test suite needs and is missing: redis-server (real nodes for the lock and
-# scheduler tests), faketime (clock jumps on nodes) and chromium (the status page's browser
+# scheduler tests; redis-cli, which the chaos suite's daemon workers run), faketime (clock jumps
+# on nodes) and chromium (the status page's browser
 # test, driven with chromedp). Debian/Ubuntu, as root; elsewhere it
 # says what to install.
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)
+command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 [ ${#missing[@]} -eq 0 ] && exit 0
 if [ "$(id -u)" -ne 0 ] || ! command -v apt-get >/dev/null 2>&1; then

@@ -4,7 +4,11 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"syscall"
 	"testing"
@@ -40,13 +44,7 @@ jobs:
 	require.Equal(t, 0, p.wait(t))
 
 	var output, dropped, stderrLine bool
-	sc := bufio.NewScanner(strings.NewReader(p.out.String()))
-	sc.Buffer(nil, 1<<20)
-	for sc.Scan() {
-		var rec map[string]any
-		require.NoError(t, json.Unmarshal(sc.Bytes(), &rec), "not a JSON line: %q", sc.Text())
-		require.Contains(t, rec, "time")
-		require.Contains(t, rec, "level")
+	for _, rec := range jsonLines(t, p.out.String()) {
 		switch {
 		case rec["stream"] == "stdout" && rec["msg"] == `a line of output with a quote " in it`:
 			output = true
@@ -59,6 +57,59 @@ jobs:
 			assert.Greater(t, rec["dropped_bytes"], 190000.0, "the bytes past 1 KiB")
 		}
 	}
-	require.NoError(t, sc.Err())
 	assert.True(t, output && dropped && stderrLine, "output %v, dropped %v, stderr %v", output, dropped, stderrLine)
+}
+
+// jsonLines parses each line of out as a JSON log record with a time and a level, and fails
+// the test at a line that is not one.
+func jsonLines(t *testing.T, out string) []map[string]any {
+	t.Helper()
+	var recs []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var rec map[string]any
+		require.NoError(t, json.Unmarshal(sc.Bytes(), &rec), "not a JSON line: %q", sc.Text())
+		require.Contains(t, rec, "time")
+		require.Contains(t, rec, "level")
+		recs = append(recs, rec)
+	}
+	require.NoError(t, sc.Err())
+	return recs
+}
+
+// OpenTelemetry's errors go through the daemon's log, in its format: here a span export that
+// the collector refuses (400), which the SDK reports to its global error handler. Without the
+// daemon's handler the SDK would print its own line, in another format, on the process's
+// stderr (not the daemon's log).
+func TestOTelErrorsAreLogged(t *testing.T) {
+	nodes := redistest.StartN(t, 3, redistest.Config{})
+	endQuarantine(t, nodes...)
+	collector := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "refused by the test", http.StatusBadRequest)
+	}))
+	defer collector.Close()
+	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "50") // ms: export each batch at once
+	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+fmt.Sprintf(`tracing:
+  otlp_endpoint: %s
+jobs:
+  - {name: traced, schedule: "@every 1s", command: ["true"]}
+`, collector.URL))
+	ctx, cancel := context.WithCancel(context.Background())
+	var stdout, stderr syncBuffer
+	code := make(chan int, 1)
+	go func() { code <- run(ctx, []string{"run", "--config", cfg, "--log-format", "json"}, &stdout, &stderr) }()
+	eventually(t, "the export's error in the daemon's log", func() bool {
+		return strings.Contains(stderr.String(), `"msg":"opentelemetry"`)
+	})
+	stopInProcess(t, cancel, code, &stderr)
+
+	var otelErr string
+	for _, rec := range jsonLines(t, stderr.String()) {
+		if rec["msg"] == "opentelemetry" {
+			assert.Equal(t, "WARN", rec["level"])
+			otelErr, _ = rec["err"].(string)
+		}
+	}
+	assert.Contains(t, otelErr, "400", "the collector's answer")
 }

@@ -20,6 +20,7 @@ var (
 	duration = flag.Duration("chaos.duration", 0, "length of the fault phase; 0 skips TestChaos")
 	seed     = flag.Uint64("chaos.seed", 0, "seed of the fault schedule; 0 picks one")
 	faults   = flag.String("chaos.faults", "all", "comma-separated fault classes, or all")
+	daemons  = flag.Int("chaos.daemons", 1, "how many of the 4 workers are daemon workers (cronlock run) rather than testworkers")
 	keep     = flag.Bool("chaos.keep", false, "keep the run directory (node data, worker logs) even if the run passed")
 )
 
@@ -33,7 +34,7 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Seed: *seed, Duration: *duration, Faults: classes, Logf: t.Logf}
+	cfg := Config{Seed: *seed, Duration: *duration, Faults: classes, Daemons: *daemons, Logf: t.Logf}
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(time.Now().UnixNano()) % 1_000_000
 	}
@@ -41,10 +42,13 @@ func TestChaos(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.Worker = filepath.Join(cfg.Dir, "testworker")
-	if out, err := exec.Command("go", "build", "-o", cfg.Worker, "github.com/cronlock/cronlock/internal/testworker").CombinedOutput(); err != nil {
-		t.Fatalf("building the worker: %v\n%s", err, out)
+	cfg.Daemon = filepath.Join(cfg.Dir, "cronlock")
+	for bin, pkg := range map[string]string{cfg.Worker: "internal/testworker", cfg.Daemon: "cmd/cronlock"} {
+		if out, err := exec.Command("go", "build", "-o", bin, "github.com/cronlock/cronlock/"+pkg).CombinedOutput(); err != nil {
+			t.Fatalf("building %s: %v\n%s", pkg, err, out)
+		}
 	}
-	t.Logf("seed %d, faults %s, duration %v, run directory %s", cfg.Seed, *faults, cfg.Duration, cfg.Dir)
+	t.Logf("seed %d, faults %s, duration %v, %d daemon workers, run directory %s", cfg.Seed, *faults, cfg.Duration, cfg.Daemons, cfg.Dir)
 
 	rep, err := Run(context.Background(), cfg)
 	if err != nil {
@@ -68,9 +72,10 @@ func TestChaos(t *testing.T) {
 	}
 }
 
-// processesUnder lists the processes whose command line mentions dir (the workers) or whose
-// working directory is in it (the nodes: redis-server rewrites its command line), which must
-// all be gone once the run returned.
+// processesUnder lists the processes whose command line mentions dir (the workers, the
+// daemon workers' supervisors) or whose working directory is in it (the nodes: redis-server
+// rewrites its command line; the processes of the daemon workers' runs), which must all be
+// gone once the run returned.
 func processesUnder(dir string) []string {
 	procs, _ := filepath.Glob("/proc/[0-9]*")
 	var out []string

@@ -16,6 +16,8 @@ type Params struct {
 	TTL      time.Duration // the tick locks' TTL
 	// Replicas maps a replica name (the ledger's) to its worker's index in the timeline.
 	Replicas map[string]int
+	// Daemons are the replicas that are daemon workers.
+	Daemons map[string]bool
 }
 
 // JobSpec is one job the workers run.
@@ -29,7 +31,7 @@ const (
 	MissOverlap  = "previous run still running"
 	MissLeftover = "previous run's lock left on a node its release missed"
 	MissRunLost  = "run lost its lease or worker"
-	MissHolder   = "holder paused or killed before it ran"
+	MissHolder   = "holder paused, killed or cut off before it ran"
 	MissNoQuorum = "no quorum reachable"
 )
 
@@ -52,11 +54,17 @@ type Result struct {
 	Missed      map[string]int // missed ticks per explanation
 	Unexplained int            // missed ticks no fault explains
 
-	LeasesLost            int // runs whose lease was lost (context cancelled with ErrLeaseLost)
+	// LeasesLost counts runs whose lease was lost (context cancelled with ErrLeaseLost), and
+	// daemon workers' runs stopped by their supervisor while their daemon lived.
+	LeasesLost            int
 	LeasesLostUnexplained int // of them, those no fault on the worker explains
 	Killed                int // runs whose worker was killed under them
 
 	StartedWithoutQuorum int // runs that started while a majority of nodes was down
+
+	// Orphans counts daemon workers' runs whose processes outlived their daemon's kill by
+	// more than daemonGoneMax.
+	Orphans int
 
 	Outcomes map[string]int // tick outcomes reported by the replicas
 
@@ -74,6 +82,16 @@ const quorumStretchMin = 700 * time.Millisecond
 // leaseLostCause is redlock.ErrLeaseLost's text as a run's cause shows it.
 const leaseLostCause = "lease lost"
 
+// daemonGoneMax is how long a daemon worker's run may outlive its daemon: the supervisor
+// kills the run's process group as soon as the daemon's pipe closes (TestSupervisor's bound).
+// Its backstop, SIGKILL at the lease's deadline, would still prevent an overlap.
+const daemonGoneMax = time.Second
+
+// StoppedCause is the cause the ledger gives a daemon worker's run that did not work to its
+// end: its supervisor stopped it because its daemon died, or its lease was lost or about to
+// be (SIGTERM comes kill_grace before the deadline).
+const StoppedCause = "stopped before its work was done"
+
 // Check verifies the guarantees of docs/guarantees.md on one chaos run:
 //
 //   - no tick ran twice: at most one run per tick finished with its context live;
@@ -85,11 +103,15 @@ const leaseLostCause = "lease lost"
 //   - every tick in [From, To) without a finished run is explained by the timeline: a run of
 //     its job still running or holding its lock (Forbid), or that ended while its worker could
 //     not reach every node and so may have left its lock on one, where a replica found it
-//     (skipped_overlap), a run of it that lost its lease or worker to a fault, a holder paused or killed before it started, or no worker able to
-//     reach a quorum for long enough in its window;
+//     (skipped_overlap), a run of it that lost its lease or worker to a fault, a holder
+//     paused or killed before it started (skipped_held, or skipped_overlap for a Forbid job:
+//     the holder took the run key too), or no worker able to reach a quorum for long enough
+//     in its window;
 //   - every lease lost had a fault on its worker (pause, kill, or fewer than a quorum of
-//     nodes reachable) while it ran;
-//   - no run started while a majority of nodes was down or in quarantine.
+//     nodes reachable) while it ran; a daemon worker's run stopped before the end of its work
+//     counts as killed if its daemon was killed while it ran, else as a lease lost;
+//   - no run started while a majority of nodes was down or in quarantine;
+//   - no daemon worker's run outlived its daemon's kill by more than daemonGoneMax.
 func Check(p Params, tl *Timeline, d Data) *Result {
 	r := &Result{Missed: map[string]int{}, Outcomes: map[string]int{}, Runs: len(d.Runs)}
 	violate := func(format string, args ...any) { r.Violations = append(r.Violations, fmt.Sprintf(format, args...)) }
@@ -145,7 +167,16 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 			if run.Cancelled {
 				lockEnd[run] = later(run.End, run.Deadline).Add(p.TTL)
 			}
-			if run.Cancelled && strings.Contains(run.Cause, leaseLostCause) {
+			if tl.absent(w, run.End) {
+				// A daemon worker's run can end while its daemon is paused or killed: its locks
+				// are released when the daemon runs again, or expire.
+				lockEnd[run] = later(lockEnd[run], run.End.Add(p.TTL))
+			}
+			stopped := run.Cancelled && run.Cause == StoppedCause
+			if kill, ok := tl.killAfter(w, run.Start); stopped && ok && !kill.After(run.End) {
+				r.Killed++
+				leaseOK[run] = true
+			} else if stopped || run.Cancelled && strings.Contains(run.Cause, leaseLostCause) {
 				r.LeasesLost++
 				leaseOK[run] = tl.lostQuorum(w, run.Start, later(run.End, run.Deadline))
 				if !leaseOK[run] {
@@ -153,6 +184,10 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 					violate("run %s lost its lease without a fault on %s (%s)", describe(run), run.Replica, run.Cause)
 				}
 			}
+		}
+		if kill, ok := tl.killAfter(w, run.Start); ok && p.Daemons[run.Replica] && run.Finished && run.End.Sub(kill) > daemonGoneMax {
+			r.Orphans++
+			violate("run %s outlived its daemon, killed at %s, by %v", describe(run), fmtTime(kill), run.End.Sub(kill))
 		}
 		if tl.hardDownThrough(run.Start.Add(-time.Second), run.Start) {
 			r.StartedWithoutQuorum++
@@ -262,8 +297,14 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 			}
 		}
 	}
-	if slices.ContainsFunc(outcomes, func(o Outcome) bool { return o.Outcome == "skipped_held" }) {
-		if tl.workerAway(from, to.Add(p.TTL)) {
+	// A replica paused or killed in the middle of its acquisition holds the tick's lock (and a
+	// Forbid job's run key: the others skip the next ticks as overlaps) until its TTL. So does
+	// one cut off from nodes that took its requests (a round trip above the node timeout): it
+	// gives up, and its release does not reach them.
+	if slices.ContainsFunc(outcomes, func(o Outcome) bool {
+		return o.Outcome == "skipped_held" || j.Forbid && o.Outcome == "skipped_overlap"
+	}) {
+		if tl.workerAway(from, to.Add(p.TTL)) || tl.linkCutDuring(from, to) {
 			return MissHolder
 		}
 	}

@@ -152,6 +152,38 @@ func TestCheckLockLeftOnAMissedNode(t *testing.T) {
 	assert.Equal(t, 1, r.Unexplained)
 }
 
+func TestCheckHolderPausedMidAcquisition(t *testing.T) {
+	// Tick 2 was skipped everywhere as an overlap, no run in sight: a replica took the run key
+	// and was paused before it ran (its lock stays until its TTL).
+	d := clean()
+	d.Runs = d.Runs[:2]
+	d.Outcomes = []Outcome{{Job: "f", Tick: at(2 * time.Second), Replica: "w1", Outcome: "skipped_overlap"}}
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.Unexplained, "no fault: the skip is not explained")
+
+	tl := timeline()
+	tl.add(effect{kind: workerPaused, worker: 0, node: -1, from: at(1500 * ms), to: at(6 * time.Second)})
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Missed[MissHolder])
+	assert.True(t, r.OK(), "%v", r.Violations)
+}
+
+func TestCheckHolderCutOffMidAcquisition(t *testing.T) {
+	// Tick 2 was skipped everywhere as held, no run in sight: a replica whose replies came too
+	// late took the tick's lock on the nodes, gave up, and could not release it.
+	d := clean()
+	d.Runs = d.Runs[:2]
+	d.Outcomes = []Outcome{{Job: "f", Tick: at(2 * time.Second), Replica: "w1", Outcome: "skipped_held"}}
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.Unexplained, "no fault: the skip is not explained")
+
+	tl := timeline()
+	tl.add(effect{kind: linkCut, worker: 0, node: -1, from: at(1900 * ms), to: at(2500 * ms)})
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Missed[MissHolder])
+	assert.True(t, r.OK(), "%v", r.Violations)
+}
+
 func TestCheckLeaseLossNeedsAFault(t *testing.T) {
 	d := clean()
 	d.Runs[2].Cancelled, d.Runs[2].Cause, d.Runs[2].Deadline = true, "redlock: lease lost", at(2400*ms)
@@ -186,6 +218,69 @@ func TestCheckKilledRuns(t *testing.T) {
 	assert.Equal(t, 1, r.Overlaps)
 }
 
+// daemonRun is tick i's run by daemon worker replica as the harness writes it: no deadline,
+// its end when its last process was gone.
+func daemonRun(i int, replica string, token uint64, start, end time.Duration) JobRun {
+	r := run(i, replica, token, start, end)
+	r.Deadline = time.Time{}
+	return r
+}
+
+func TestCheckDaemonRuns(t *testing.T) {
+	// A daemon worker's run whose processes lived on past the next run's start is an overlap:
+	// no deadline ends its exclusive section before its processes are gone.
+	d := clean()
+	d.Runs[0] = daemonRun(0, "w0", 1, 10*ms, 1100*ms)
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.Overlaps)
+
+	// Stopped before the end of its work while its daemon was killed: a killed run.
+	d = clean()
+	d.Runs[1] = daemonRun(1, "w1", 2, 1010*ms, 1200*ms)
+	d.Runs[1].Cancelled, d.Runs[1].Cause = true, StoppedCause
+	r = Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.LeasesLostUnexplained, "stopped with no fault on its daemon")
+	tl := timeline()
+	tl.add(effect{kind: workerKilled, worker: 1, node: -1, from: at(1100 * ms), to: at(3 * time.Second)})
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Killed)
+	assert.Zero(t, r.LeasesLost)
+	assert.Equal(t, 1, r.Missed[MissRunLost])
+	assert.True(t, r.OK(), "%v", r.Violations)
+
+	// Its work done while its daemon was paused: the daemon could not release its lock, and
+	// the next tick was skipped.
+	done := clean()
+	done.Runs = []JobRun{done.Runs[0], daemonRun(1, "w1", 2, 1010*ms, 1500*ms)}
+	done.Outcomes = []Outcome{{Job: "f", Tick: at(2 * time.Second), Replica: "w0", Outcome: "skipped_overlap"}}
+	tl = timeline()
+	tl.add(effect{kind: workerPaused, worker: 1, node: -1, from: at(1100 * ms), to: at(4 * time.Second)})
+	r = Check(params(3), tl, done)
+	assert.Equal(t, 1, r.Missed[MissOverlap])
+	assert.True(t, r.OK(), "%v", r.Violations)
+
+	// Its processes outlived their daemon's kill: the supervisor did not kill them at once.
+	p := params(3)
+	p.Daemons = map[string]bool{"w1": true}
+	orphan := clean()
+	orphan.Runs[1] = daemonRun(1, "w1", 2, 1010*ms, 2150*ms)
+	orphan.Runs[2].Start = at(2200 * ms)
+	killed := timeline()
+	killed.add(effect{kind: workerKilled, worker: 1, node: -1, from: at(1100 * ms), to: at(3 * time.Second)})
+	r = Check(p, killed, orphan)
+	assert.Equal(t, 1, r.Orphans)
+	orphan.Runs[1].End = at(1300 * ms) // gone 200ms after the kill
+	r = Check(p, killed, orphan)
+	assert.Zero(t, r.Orphans)
+
+	// Stopped while its daemon was paused: its lease was lost.
+	tl = timeline()
+	tl.add(effect{kind: workerPaused, worker: 1, node: -1, from: at(1100 * ms), to: at(5 * time.Second)})
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.LeasesLost)
+	assert.True(t, r.OK(), "%v", r.Violations)
+}
+
 func TestCheckRunStartedWithoutQuorum(t *testing.T) {
 	tl := timeline()
 	for _, n := range []int{0, 1} {
@@ -216,6 +311,11 @@ func TestParseLedger(t *testing.T) {
 		Finished: true, End: time.Unix(0, 2500), Cancelled: true, Deadline: time.Unix(0, 2400), Cause: "redlock: lease lost",
 		Write: "rejected", WriteAt: time.Unix(0, 2450)}, runs[0])
 	assert.False(t, runs[1].Finished)
+
+	// A daemon worker's run has no deadline.
+	runs, err = parseRuns([]string{"f|1000|d3|7|2000"}, []string{"f|1000|d3|7|2000|2500|0|0|||0|0"})
+	require.NoError(t, err)
+	assert.True(t, runs[0].Deadline.IsZero())
 
 	_, err = parseRuns(nil, []string{"f|1000|w0|7|2000|2500|1|2400|x||0|0"})
 	assert.ErrorContains(t, err, "never started")
@@ -281,9 +381,27 @@ func TestPlanIsSeededAndKeepsItsLimits(t *testing.T) {
 	}
 }
 
+func TestPlanSkewsNoDaemon(t *testing.T) {
+	s := defaults
+	s.daemons = 2
+	skews := 0
+	for _, e := range plan(42, 10*time.Minute, []Class{Skew, Pause}, s) {
+		if e.class == Skew {
+			skews++
+			assert.Less(t, e.workers[0], s.workers-s.daemons, "%v targets a daemon worker", e)
+		}
+	}
+	assert.Positive(t, skews)
+
+	s.daemons = s.workers
+	for _, e := range plan(42, 10*time.Minute, []Class{Skew, Pause}, s) {
+		assert.Equal(t, Pause, e.class)
+	}
+}
+
 func TestReplayCommand(t *testing.T) {
 	cfg := Config{Seed: 9, Duration: 2 * time.Minute, Faults: Classes}
-	assert.Equal(t, "make chaos DURATION=2m0s SEED=9 FAULTS=all", ReplayCommand(cfg))
-	cfg.Faults = []Class{Pause, NodeClock}
-	assert.True(t, strings.HasSuffix(ReplayCommand(cfg), "FAULTS=pause,node-clock"))
+	assert.Equal(t, "make chaos DURATION=2m0s SEED=9 FAULTS=all DAEMONS=0", ReplayCommand(cfg))
+	cfg.Faults, cfg.Daemons = []Class{Pause, NodeClock}, 2
+	assert.True(t, strings.HasSuffix(ReplayCommand(cfg), "FAULTS=pause,node-clock DAEMONS=2"))
 }

@@ -40,6 +40,10 @@ type harness struct {
 	proxies [][]*faultproxy.Proxy // [worker][node]
 	workers []*worker
 	rng     *rand.Rand
+	watch   *runWatch // nil without daemon workers
+	// daemonNodeTimeout is the daemon workers' node timeout: the lock client's default for
+	// their TTL (the daemon has no setting for it).
+	daemonNodeTimeout time.Duration
 }
 
 // Run runs one chaos run: it starts the nodes, proxies and workers, applies the seeded fault
@@ -47,6 +51,10 @@ type harness struct {
 // checks the ledger. Everything it started is stopped when it returns.
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	s := defaults
+	if cfg.Daemons < 0 || cfg.Daemons > s.workers {
+		return nil, fmt.Errorf("%d daemon workers: give 0 to %d", cfg.Daemons, s.workers)
+	}
+	s.daemons = cfg.Daemons
 	h := &harness{
 		cfg: cfg, s: s,
 		tl:  &Timeline{Nodes: s.nodes, Workers: s.workers, Quorum: s.quorum, Grace: s.grace},
@@ -77,16 +85,35 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	to := time.Now().Add(-2 * s.interval)
 	rep.Problems = append(rep.Problems, h.stopWorkers()...)
 	rep.Problems = append(rep.Problems, h.leftLocks(ctx)...)
+	if h.watch != nil {
+		rep.Problems = append(rep.Problems, h.watch.stop(s.ttl)...)
+	}
 
 	d, err := readData(ctx, h.ledger.Client(), ledgerKey, fencedKey, jobNames())
 	if err != nil {
 		return nil, fmt.Errorf("reading the ledger: %w", err)
 	}
-	replicas := map[string]int{}
+	replicas, daemons := map[string]int{}, map[string]bool{}
 	for i, w := range h.workers {
 		replicas[w.name] = i
+		if w.daemon {
+			daemons[w.name] = true
+			outcomes, err := w.outcomes()
+			if err != nil {
+				return nil, fmt.Errorf("reading the outcomes of %s: %w", w.name, err)
+			}
+			d.Outcomes = append(d.Outcomes, outcomes...)
+		}
 	}
-	rep.Result = Check(Params{Jobs: jobs, Interval: s.interval, From: from, To: to, TTL: s.ttl, Replicas: replicas}, h.tl, d)
+	for _, run := range d.Runs {
+		if daemons[run.Replica] {
+			rep.DaemonRuns++
+			if run.Cause == StoppedCause {
+				rep.DaemonRunsStopped++
+			}
+		}
+	}
+	rep.Result = Check(Params{Jobs: jobs, Interval: s.interval, From: from, To: to, TTL: s.ttl, Replicas: replicas, Daemons: daemons}, h.tl, d)
 	return rep, nil
 }
 
@@ -120,6 +147,12 @@ func (h *harness) start(ctx context.Context) error {
 	if err := h.endQuarantine(ctx); err != nil {
 		return err
 	}
+	if h.s.daemons > 0 {
+		if err := os.Mkdir(h.runsDir(), 0o755); err != nil {
+			return err
+		}
+		h.watch = startRunWatch(h.ledger.Addr(), h.runsDir())
+	}
 	h.proxies = make([][]*faultproxy.Proxy, h.s.workers)
 	for w := range h.s.workers {
 		for _, n := range h.nodes {
@@ -131,20 +164,45 @@ func (h *harness) start(ctx context.Context) error {
 		}
 	}
 	for i := range h.s.workers {
-		w := &worker{h: h, idx: i, name: fmt.Sprintf("w%d", i)}
+		w := &worker{h: h, idx: i, name: fmt.Sprintf("w%d", i), daemon: i >= h.s.workers-h.s.daemons}
+		if w.daemon {
+			w.name = fmt.Sprintf("d%d", i)
+		}
 		h.workers = append(h.workers, w)
-		if err := w.setOffset(time.Duration(h.rng.Int64N(int64(2*h.s.maxOffset))) - h.s.maxOffset); err != nil {
+		var err error
+		if w.daemon {
+			w.config, err = h.writeDaemonConfig(w)
+		} else {
+			err = w.setOffset(h.startOffset(i))
+		}
+		if err != nil {
 			return err
 		}
 		if err := w.start(); err != nil {
 			return err
 		}
 	}
-	h.cfg.Logf("%d nodes, %d workers up; warming up for %v", h.s.nodes, h.s.workers, h.s.warmup)
+	h.cfg.Logf("%d nodes, %d workers (%d of them daemons) up; warming up for %v", h.s.nodes, h.s.workers, h.s.daemons, h.s.warmup)
 	if !sleepCtx(ctx, h.s.warmup) {
 		return ctx.Err()
 	}
 	return nil
+}
+
+// startOffset draws testworker i's first clock offset, within ±maxOffset. The replica whose
+// clock is ahead takes nearly every tick, and a daemon worker's clock cannot be offset (it
+// is at 0): with daemon workers, the offsets are within [−maxOffset, 0] and the first
+// testworker's is 0, so that the daemons race one testworker at every tick (the winner
+// varies) instead of losing every race to the testworkers ahead of them.
+func (h *harness) startOffset(i int) time.Duration {
+	d := time.Duration(h.rng.Int64N(int64(2*h.s.maxOffset))) - h.s.maxOffset
+	switch {
+	case h.s.daemons == 0:
+		return d
+	case i == 0:
+		return 0
+	}
+	return -d.Abs()
 }
 
 // endQuarantine marks the new nodes as booted, as an operator does on first deployment.
@@ -158,6 +216,7 @@ func (h *harness) endQuarantine(ctx context.Context) error {
 		return err
 	}
 	defer lc.Close()
+	h.daemonNodeTimeout = lc.NodeTimeout(h.s.ttl)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return lc.EndQuarantine(ctx)
@@ -307,9 +366,18 @@ func (h *harness) begin(e planned) (string, func() error, error) {
 		for _, p := range h.links(e.workers, e.nodes) {
 			p.SetLatency(e.latency)
 		}
+		// A round trip of half the node timeout counts as a cut: the proxies and a loaded CPU
+		// add their own delay. (The testworkers' bands are far from it; the daemon's node
+		// timeout is within the lower band.)
+		var slow []int
+		for _, w := range h.workers {
+			if (len(e.workers) == 0 || slices.Contains(e.workers, w.idx)) && 4*e.latency >= w.nodeTimeout() {
+				slow = append(slow, w.idx)
+			}
+		}
 		end := func() {}
-		if 2*e.latency >= h.s.nodeTimeout {
-			end = h.cut(e.workers, e.nodes)
+		if len(slow) > 0 {
+			end = h.cut(slow, e.nodes)
 		}
 		return fmt.Sprintf("%s latency %v", target, e.latency), func() error {
 			for _, p := range h.links(e.workers, e.nodes) {
@@ -447,6 +515,11 @@ func (h *harness) close() {
 	for _, w := range h.workers {
 		w.kill()
 	}
+	if h.watch != nil {
+		for _, p := range h.watch.stop(h.s.ttl) {
+			h.cfg.Logf("closing: %s", p)
+		}
+	}
 	for _, ps := range h.proxies {
 		for _, p := range ps {
 			p.Close()
@@ -460,17 +533,21 @@ func (h *harness) close() {
 	}
 }
 
-// worker is one testworker process (and its successors after kills).
+// worker is one testworker or daemon worker process (and its successors after kills).
 type worker struct {
-	h    *harness
-	idx  int
-	name string
+	h      *harness
+	idx    int
+	name   string
+	daemon bool   // a cronlock run process, not a testworker
+	config string // a daemon worker's config file
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
 	done chan struct{} // closed when cmd has been reaped
 	err  error
 }
+
+func (w *worker) logFile() string { return filepath.Join(w.h.cfg.Dir, w.name+".log") }
 
 func (w *worker) offsetFile() string { return filepath.Join(w.h.cfg.Dir, w.name+".offset") }
 
@@ -486,8 +563,21 @@ func (w *worker) setOffset(d time.Duration) error {
 	return nil
 }
 
-func (w *worker) start() error {
+func (w *worker) nodeTimeout() time.Duration {
+	if w.daemon {
+		return w.h.daemonNodeTimeout
+	}
+	return w.h.s.nodeTimeout
+}
+
+// command returns the worker's command line.
+func (w *worker) command() ([]string, error) {
 	h := w.h
+	if w.daemon {
+		// A drain long enough for a long run: SIGTERM stops the daemon without stopping a run.
+		return []string{h.cfg.Daemon, "run", "--config", w.config, "--replica", w.name,
+			"--log-format", "json", "--log-level", "debug", "--drain", (4 * h.s.ttl).String()}, nil
+	}
 	var addrs []string
 	for _, p := range h.proxies[w.idx] {
 		addrs = append(addrs, p.Addr())
@@ -502,21 +592,29 @@ func (w *worker) start() error {
 	}
 	data, err := os.ReadFile(w.offsetFile())
 	if err != nil {
+		return nil, err
+	}
+	return []string{h.cfg.Worker,
+		"-nodes", strings.Join(addrs, ","),
+		"-ledger", h.ledger.Addr(), "-ledger-key", ledgerKey, "-fenced", fencedKey,
+		"-job", strings.Join(names, ","), "-spec", "@every " + h.s.interval.String(),
+		"-replica", w.name, "-offset", string(data), "-offset-file", w.offsetFile(),
+		"-work", h.s.workMin.String(), "-work-max", h.s.workMax.String(),
+		"-ttl", h.s.ttl.String(), "-max-ttl", h.s.maxTTL.String(), "-node-timeout", h.s.nodeTimeout.String(),
+		"-duration", (h.s.warmup + h.cfg.Duration + h.s.settle + 10*time.Minute).String(), "-grace", "5s", "-check-leaks", "-v"}, nil
+}
+
+func (w *worker) start() error {
+	argv, err := w.command()
+	if err != nil {
 		return err
 	}
-	log, err := os.OpenFile(filepath.Join(h.cfg.Dir, w.name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	log, err := os.OpenFile(w.logFile(), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		return err
 	}
 	defer log.Close()
-	cmd := exec.Command(h.cfg.Worker,
-		"-nodes", strings.Join(addrs, ","),
-		"-ledger", h.ledger.Addr(), "-ledger-key", ledgerKey, "-fenced", fencedKey,
-		"-job", strings.Join(names, ","), "-spec", "@every "+h.s.interval.String(),
-		"-replica", w.name, "-offset", string(data), "-offset-file", w.offsetFile(),
-		"-work", h.s.workMin.String(), "-work-max", h.s.workMax.String(),
-		"-ttl", h.s.ttl.String(), "-max-ttl", h.s.maxTTL.String(), "-node-timeout", h.s.nodeTimeout.String(),
-		"-duration", (h.s.warmup + h.cfg.Duration + h.s.settle + 10*time.Minute).String(), "-grace", "5s", "-check-leaks", "-v")
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// The kernel kills the worker if the thread that started it exits: only if the harness
 	// dies, because that thread stays locked to the goroutine that waits for the worker. (A

@@ -8,9 +8,12 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/fencedstore"
 )
 
-// JobRun is one run of a job as the workers' ledger tells it (see internal/testworker).
+// JobRun is one run of a job as the workers' ledger tells it (see internal/testworker, and
+// daemon.go for the daemon workers' runs: their End is when their last process was gone).
 type JobRun struct {
 	Job, Replica string
 	Tick         time.Time
@@ -21,9 +24,9 @@ type JobRun struct {
 	Finished  bool
 	End       time.Time
 	Cancelled bool      // the run's context had ended when the job returned
-	Deadline  time.Time // the context's deadline then (the lease's validity)
-	Cause     string
-	Write     string // the fenced store's answer: "accepted", "rejected", or "" (no write)
+	Deadline  time.Time // the context's deadline then (the lease's validity); zero for a daemon worker's run
+	Cause     string    // the context's cause; a daemon worker's run that did not work to its end has StoppedCause
+	Write     string    // the fenced store's answer: "accepted", "rejected", or "" (no write)
 	WriteAt   time.Time
 	LiveAfter bool // the context was still live after the write returned
 }
@@ -77,6 +80,14 @@ func (p *fields) unsigned(i int) uint64 {
 func (p *fields) ns(i int) time.Time { return time.Unix(0, p.num(i)) }
 func (p *fields) ms(i int) time.Time { return time.UnixMilli(p.num(i)) }
 
+// nsOrZero is ns, with 0 for the zero time (none).
+func (p *fields) nsOrZero(i int) time.Time {
+	if n := p.num(i); n != 0 {
+		return time.Unix(0, n)
+	}
+	return time.Time{}
+}
+
 func split(line string, n int) (*fields, error) {
 	f := strings.Split(line, "|")
 	if len(f) != n {
@@ -118,11 +129,8 @@ func parseRuns(started, finished []string) ([]JobRun, error) {
 			return nil, fmt.Errorf("ledger line %q: a run that never started", line)
 		}
 		r := &runs[i]
-		r.Finished, r.End, r.Cancelled, r.Deadline, r.Cause = true, p.ns(5), p.f[6] == "1", p.ns(7), p.f[8]
-		r.Write, r.LiveAfter = p.f[9], p.f[11] == "1"
-		if at := p.num(10); at != 0 {
-			r.WriteAt = time.Unix(0, at)
-		}
+		r.Finished, r.End, r.Cancelled, r.Cause = true, p.ns(5), p.f[6] == "1", p.f[8]
+		r.Deadline, r.Write, r.WriteAt, r.LiveAfter = p.nsOrZero(7), p.f[9], p.nsOrZero(10), p.f[11] == "1"
 		if p.err != nil {
 			return nil, fmt.Errorf("ledger line %q: %w", line, p.err)
 		}
@@ -185,8 +193,9 @@ func readData(ctx context.Context, rc *redis.Client, key, fenced string, jobs []
 		return Data{}, err
 	}
 	for _, j := range jobs {
-		for suffix, into := range map[string]map[string][]Write{":accepted": d.Accepted, ":rejected": d.Rejected} {
-			lines, err := list(fenced + ":" + j + suffix)
+		keys := fencedstore.Keys(fenced, j)
+		for key, into := range map[string]map[string][]Write{keys[1]: d.Accepted, keys[2]: d.Rejected} {
+			lines, err := list(key)
 			if err != nil {
 				return Data{}, err
 			}

@@ -13,9 +13,13 @@ type Config struct {
 	Seed     uint64
 	Duration time.Duration // of the fault phase
 	Faults   []Class
-	Worker   string // the testworker binary
-	Dir      string // run directory: node data, worker logs
-	Logf     func(format string, args ...any)
+	// Daemons is how many of the workers are daemon workers (cronlock run processes, the
+	// last ones); the others are testworkers. Skew never targets a daemon worker.
+	Daemons int
+	Worker  string // the testworker binary
+	Daemon  string // the cronlock binary, for daemon workers
+	Dir     string // run directory: node data, worker logs
+	Logf    func(format string, args ...any)
 }
 
 // Report is the outcome of a run: the checker's result, the faults applied, and what the
@@ -25,6 +29,9 @@ type Report struct {
 	Result   *Result
 	Episodes map[Class]int
 	Problems []string
+	// DaemonRuns counts the daemon workers' runs; DaemonRunsStopped those stopped before the
+	// end of their work (their daemon killed, or their lease lost).
+	DaemonRuns, DaemonRunsStopped int
 }
 
 // OK reports whether the run found nothing wrong.
@@ -40,7 +47,8 @@ func ReplayCommand(cfg Config) string {
 	if !slices.Equal(cfg.Faults, Classes) {
 		f = strings.Join(faults, ",")
 	}
-	return "make chaos DURATION=" + cfg.Duration.String() + " SEED=" + strconv.FormatUint(cfg.Seed, 10) + " FAULTS=" + f
+	return "make chaos DURATION=" + cfg.Duration.String() + " SEED=" + strconv.FormatUint(cfg.Seed, 10) + " FAULTS=" + f +
+		" DAEMONS=" + strconv.Itoa(cfg.Daemons)
 }
 
 // Summary describes the run for a log: the faults applied, the checker's counts, and the
@@ -53,9 +61,10 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "ticks %d, ran %d, runs %d; duplicates %d, overlaps %d, stale writes accepted %d (refused %d, accepted %d), fencing broken %d\n",
 		res.Ticks, res.Ran, res.Runs, res.Duplicates, res.Overlaps, res.StaleAccepted, res.Refused, res.Accepted, res.FencingBroken)
 	fmt.Fprintf(&b, "missed: %s; unexplained %d\n", counts(res.Missed), res.Unexplained)
-	fmt.Fprintf(&b, "leases lost %d (unexplained %d), runs killed %d, unfinished %d, started without quorum %d\n",
-		res.LeasesLost, res.LeasesLostUnexplained, res.Killed, res.Unfinished, res.StartedWithoutQuorum)
+	fmt.Fprintf(&b, "leases lost %d (unexplained %d), runs killed %d, unfinished %d, started without quorum %d, outlived their daemon %d\n",
+		res.LeasesLost, res.LeasesLostUnexplained, res.Killed, res.Unfinished, res.StartedWithoutQuorum, res.Orphans)
 	fmt.Fprintf(&b, "outcomes: %s\n", counts(res.Outcomes))
+	fmt.Fprintf(&b, "daemon workers' runs %d, stopped before the end of their work %d\n", r.DaemonRuns, r.DaemonRunsStopped)
 	fmt.Fprintf(&b, "harness problems (leaks, unclean exits): %d\n", len(r.Problems))
 	fmt.Fprintf(&b, "row: %s\n", r.Row())
 	return b.String()

@@ -64,6 +64,7 @@ func ParseClasses(s string) ([]Class, error) {
 // settings are the fixed parameters of a chaos run.
 type settings struct {
 	nodes, quorum, workers int
+	daemons                int           // the last workers are daemon workers (Config.Daemons)
 	ttl, maxTTL            time.Duration // tick lock TTL; lock client MaxTTL (= quarantine)
 	nodeTimeout            time.Duration
 	interval               time.Duration // every job runs @every interval
@@ -176,7 +177,11 @@ func plan(seed uint64, d time.Duration, classes []Class, s settings) []planned {
 		case WorkerKill:
 			e.len = between(time.Second, 4*time.Second)
 		case Skew:
-			e.workers = pick(s.workers, 1)
+			if s.workers == s.daemons { // a daemon's clock cannot be offset
+				at += between(time.Second, 4*time.Second)
+				continue
+			}
+			e.workers = pick(s.workers-s.daemons, 1)
 			e.offset = between(-s.maxOffset, s.maxOffset)
 		case NodeClock:
 			e.len, e.nodes = between(3*time.Second, 8*time.Second), pick(s.nodes, 1)

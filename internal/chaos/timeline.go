@@ -131,6 +131,17 @@ func (tl *Timeline) workerAway(from, to time.Time) bool {
 	return false
 }
 
+// linkCutDuring reports whether some worker's requests to some node failed (with the grace
+// after the fault) at some time in [from, to].
+func (tl *Timeline) linkCutDuring(from, to time.Time) bool {
+	for _, e := range tl.effects {
+		if e.kind == linkCut && e.from.Before(to) && e.to.Add(tl.Grace).After(from) {
+			return true
+		}
+	}
+	return false
+}
+
 // killAfter returns when worker w was killed first at or after t.
 func (tl *Timeline) killAfter(w int, t time.Time) (time.Time, bool) {
 	var at time.Time

@@ -45,23 +45,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/fencedstore"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
-
-// fencedWrite stores ARGV[1] in KEYS[1] if it is larger than the number there, and logs ARGV[2]
-// to KEYS[2] (accepted) or KEYS[3] (refused). Tokens are below 2^53, exact in Lua numbers.
-var fencedWrite = redis.NewScript(`
-local cur = tonumber(redis.call('GET', KEYS[1]) or '0')
-if tonumber(ARGV[1]) > cur then
-  redis.call('SET', KEYS[1], ARGV[1])
-  redis.call('RPUSH', KEYS[2], ARGV[2])
-  return 1
-end
-redis.call('RPUSH', KEYS[3], ARGV[2])
-return 0`)
 
 var checkLeaks = flag.Bool("check-leaks", false, "after a graceful stop, exit with status 3 if goroutines are left")
 
@@ -253,14 +242,13 @@ func (cfg config) handler(led *redis.Client, fenced bool) job.Handler {
 		}
 		write, writeAt, liveAfter := "", int64(0), 0
 		if fenced && cfg.fenced != "" {
-			key := cfg.fenced + ":" + r.Job
 			writeAt = time.Now().UnixNano()
 			entry := fmt.Sprintf("%d|%s|%d|%d", r.FencingToken, r.Replica, r.Tick.UnixMilli(), writeAt)
-			ok, err := fencedWrite.Run(bg, led, []string{key, key + ":accepted", key + ":rejected"}, r.FencingToken, entry).Int()
+			ok, err := fencedstore.Script.Run(bg, led, fencedstore.Keys(cfg.fenced, r.Job), r.FencingToken, entry).Int()
 			if err != nil {
 				return err
 			}
-			write = map[int]string{0: "rejected", 1: "accepted"}[ok]
+			write = fencedstore.Answer(ok == 1)
 			if ctx.Err() == nil {
 				liveAfter = 1
 			}
