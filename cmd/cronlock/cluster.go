@@ -24,7 +24,7 @@ import (
 // on the primary that serves the slot: check, locks and the readiness probe read it member by
 // member, each primary's markers against its own clock.
 
-// clusterMember is one member of a Cluster, as CLUSTER SLOTS shows it.
+// clusterMember is one member of a Cluster, as CLUSTER SHARDS shows it.
 type clusterMember struct {
 	addr    string
 	primary bool
@@ -52,7 +52,7 @@ func (m clusterMember) slots() []int {
 func (m clusterMember) describe() string {
 	if !m.primary {
 		if m.of == "" {
-			return "not in CLUSTER SLOTS (no slots)"
+			return "not in CLUSTER SHARDS (no slots)"
 		}
 		return "replica of " + m.of
 	}
@@ -223,8 +223,11 @@ func probeCluster(ctx context.Context, cc *redis.ClusterClient, bootKey string, 
 	seen := 0
 	var errs []error
 	v.eachMember(ctx, func(ctx context.Context, m clusterMember, c *redis.Client) {
+		if !m.primary {
+			return
+		}
 		mine := slices.DeleteFunc(slices.Clone(slots), func(s int) bool { return !m.serves(s) })
-		if !m.primary || len(mine) == 0 {
+		if len(mine) == 0 {
 			return
 		}
 		qs, err := slotMarkers(ctx, c, bootKey, mine)
