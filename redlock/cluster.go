@@ -69,8 +69,19 @@ func (c *Client) checkSlots(key string, keys []string) error {
 	return nil
 }
 
-// slotCount is the number of hash slots of a Redis Cluster.
-const slotCount = 16384
+// HashSlots is the number of hash slots of a Redis Cluster: slots are 0 to HashSlots-1.
+const HashSlots = 16384
+
+// HashSlot returns the hash slot of key, as Redis Cluster computes it (of its hash tag, if it
+// has one).
+func HashSlot(key string) int { return slotOf(key) }
+
+// SlotBootKey returns the boot marker of hash slot slot where the nodes are Redis Clusters
+// (WithClusterNodes), with bootKey the prefix given to WithBootKey: bootKey + ":{" + tag + "}".
+// Its value is what the marker of a standalone node holds: the end of the slot's quarantine in
+// microseconds of the node's clock, 0 once ended by EndQuarantine; a slot without one has
+// never been used, or its shard lost its memory.
+func SlotBootKey(bootKey string, slot int) string { return inSlot(bootKey, slot) }
 
 // crc16 is CRC16-XMODEM (polynomial 0x1021, initial value 0): Redis Cluster's key hash.
 func crc16(s string) uint16 {
@@ -94,7 +105,7 @@ func slotOf(key string) int {
 	if tag, ok := hashTag(key); ok {
 		key = tag
 	}
-	return int(crc16(key) % slotCount)
+	return int(crc16(key) % HashSlots)
 }
 
 // slotTags returns, for each slot, the smallest decimal number whose hash is that slot: the
@@ -102,11 +113,11 @@ func slotOf(key string) int {
 // (the boot markers and default fence counters of Cluster nodes are named with it), so every
 // client computes the same one, and it must never change. Its first call builds it by hashing
 // the numbers from 0 up until every slot is covered (about 110,000 of them).
-var slotTags = sync.OnceValue(func() *[slotCount]string {
-	var tags [slotCount]string
-	for n, left := 0, slotCount; left > 0; n++ {
+var slotTags = sync.OnceValue(func() *[HashSlots]string {
+	var tags [HashSlots]string
+	for n, left := 0, HashSlots; left > 0; n++ {
 		s := strconv.Itoa(n)
-		if i := crc16(s) % slotCount; tags[i] == "" {
+		if i := crc16(s) % HashSlots; tags[i] == "" {
 			tags[i] = s
 			left--
 		}

@@ -11,7 +11,7 @@ func TestSlotTags(t *testing.T) {
 	if got, want := slotOf("{user1000}.following"), slotOf("user1000"); got != want {
 		t.Errorf("a hash tag decides the slot: %d, want %d", got, want)
 	}
-	if got, want := slotOf("foo{}{bar}"), int(crc16("foo{}{bar}")%slotCount); got != want {
+	if got, want := slotOf("foo{}{bar}"), int(crc16("foo{}{bar}")%HashSlots); got != want {
 		t.Errorf("an empty hash tag is no tag: %d, want %d", got, want)
 	}
 	for slot, tag := range slotTags() {

@@ -65,7 +65,7 @@ func (c *Client) endSlotQuarantines(ctx context.Context, timeout time.Duration) 
 				return
 			}
 			pipe := p.Pipeline()
-			for slot := range slotCount {
+			for slot := range HashSlots {
 				pipe.Set(ctx, inSlot(c.cfg.bootKey, slot), "0", 0)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {

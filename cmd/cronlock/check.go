@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/redlock"
 )
 
 const checkUsage = `Usage: cronlock check --config FILE [--end-quarantine]
@@ -20,9 +21,13 @@ const checkUsage = `Usage: cronlock check --config FILE [--end-quarantine]
 Checks every node of the config: whether it answers and how fast (PING), its Redis version,
 its persistence settings, its maxmemory-policy, its boot marker (quarantine), and the offset
 of its clock from this host's. Each problem found comes with a warning that says how to fix
-it.
+it. A node that is a Redis Cluster answers when its cluster_state is ok and every primary
+answers; each member is checked as a server, with its role and the slots it serves, and each
+primary's boot markers (one per hash slot) are summed up: how many of its slots are out of
+quarantine, in quarantine and until when, and which have no marker.
 
---end-quarantine first ends the quarantine of every node by setting its boot marker to 0.
+--end-quarantine first ends the quarantine of every node by setting its boot marker to 0 (on
+a Cluster, the marker of every hash slot).
 New nodes have no marker, so they look like nodes that lost their memory and refuse locks
 for max_ttl after the first attempt. Use it only when no lock can have been forgotten: on first
 deployment, or when every cronlock has been stopped for longer than max_ttl.
@@ -62,27 +67,36 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		err = locks.EndQuarantine(qctx)
 		cancel()
 		_ = locks.Close()
-		if err != nil {
+		switch {
+		case err != nil:
 			fmt.Fprintf(stderr, "warning: could not end the quarantine of every node: %v\n", err)
-		} else {
+		case cfg.Nodes[0].Cluster != nil:
+			fmt.Fprintf(stdout, "quarantine ended on every node (the boot markers of all %d hash slots, %s, set to 0)\n\n", redlock.HashSlots, redlock.SlotBootKey(cfg.BootKey, 0)+"…")
+		default:
 			fmt.Fprintf(stdout, "quarantine ended on every node (boot marker %s set to 0)\n\n", cfg.BootKey)
 		}
 	}
 
 	reports := make([]*nodeReport, len(clients))
-	eachNode(ctx, clients, *timeout, func(ctx context.Context, i int, c *redis.Client) {
-		reports[i] = checkNode(ctx, c, cfg, *path)
+	eachNode(ctx, clients, *timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
+		name := cfg.Nodes[i].Name()
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			reports[i] = checkCluster(ctx, cc, name, cfg, *path)
+		} else {
+			reports[i] = &nodeReport{addr: name}
+			checkNode(ctx, c.(*redis.Client), reports[i], func(ctx context.Context, r *nodeReport) {
+				checkQuarantine(ctx, c, cfg, *path, r)
+			})
+		}
 	})
 	answered := 0
 	var warnings []string
 	for _, r := range reports {
-		r.print(stdout)
+		r.print(stdout, "")
 		if r.err == nil {
 			answered++
 		}
-		for _, w := range r.warnings {
-			warnings = append(warnings, r.addr+": "+w)
-		}
+		warnings = append(warnings, r.allWarnings("")...)
 	}
 	fmt.Fprintf(stdout, "%d of %d nodes answer, quorum %d\n", answered, len(clients), cfg.Quorum())
 	if len(warnings) == 0 {
@@ -99,12 +113,13 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return nil
 }
 
-// nodeReport is what check found on one node.
+// nodeReport is what check found on one node, or on one member of a Cluster node.
 type nodeReport struct {
 	addr     string
 	err      error // the node does not answer
 	lines    [][2]string
 	warnings []string
+	members  []*nodeReport // a Cluster's
 }
 
 func (r *nodeReport) add(name, format string, args ...any) {
@@ -117,25 +132,46 @@ func (r *nodeReport) warn(format string, args ...any) {
 
 var printMu sync.Mutex
 
-func (r *nodeReport) print(w io.Writer) {
+func (r *nodeReport) print(w io.Writer, indent string) {
 	printMu.Lock()
 	defer printMu.Unlock()
-	fmt.Fprintln(w, r.addr)
-	for _, l := range r.lines {
-		fmt.Fprintf(w, "  %-11s %s\n", l[0], l[1])
-	}
-	fmt.Fprintln(w)
+	r.write(w, indent)
 }
 
-// checkNode runs every check on one node.
-func checkNode(ctx context.Context, c *redis.Client, cfg *config.Config, path string) *nodeReport {
-	r := &nodeReport{addr: c.Options().Addr}
+func (r *nodeReport) write(w io.Writer, indent string) {
+	fmt.Fprintln(w, indent+r.addr)
+	for _, l := range r.lines {
+		fmt.Fprintf(w, "%s  %-11s %s\n", indent, l[0], l[1])
+	}
+	for _, m := range r.members {
+		m.write(w, indent+"  ")
+	}
+	if indent == "" {
+		fmt.Fprintln(w)
+	}
+}
+
+// allWarnings returns the node's warnings and its members', each after what it is about.
+func (r *nodeReport) allWarnings(prefix string) []string {
+	var out []string
+	for _, w := range r.warnings {
+		out = append(out, prefix+r.addr+": "+w)
+	}
+	for _, m := range r.members {
+		out = append(out, m.allWarnings(prefix+r.addr+": ")...)
+	}
+	return out
+}
+
+// checkNode runs every check on one server into r, with quarantine the check of its boot
+// markers.
+func checkNode(ctx context.Context, c *redis.Client, r *nodeReport, quarantine func(context.Context, *nodeReport)) {
 	t0 := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {
 		r.err = err
 		r.add("answers", "no: %v", err)
 		r.warn("does not answer (%v). Fix: check the address and port, the firewall, that redis-server runs, and the node's username and password_env", err)
-		return r
+		return
 	}
 	r.add("answers", "yes, PING %v", time.Since(t0).Round(10*time.Microsecond))
 
@@ -150,9 +186,8 @@ func checkNode(ctx context.Context, c *redis.Client, cfg *config.Config, path st
 
 	checkPersistence(ctx, c, r)
 	checkEviction(ctx, c, r)
-	checkQuarantine(ctx, c, cfg, path, r)
+	quarantine(ctx, r)
 	checkClock(ctx, c, r)
-	return r
 }
 
 // infoSection returns the fields of one INFO section.
@@ -161,6 +196,11 @@ func infoSection(ctx context.Context, c *redis.Client, section string) (map[stri
 	if err != nil {
 		return nil, err
 	}
+	return parseInfo(s), nil
+}
+
+// parseInfo returns the fields of INFO or CLUSTER INFO's reply.
+func parseInfo(s string) map[string]string {
 	out := map[string]string{}
 	sc := bufio.NewScanner(strings.NewReader(s))
 	for sc.Scan() {
@@ -168,7 +208,7 @@ func infoSection(ctx context.Context, c *redis.Client, section string) (map[stri
 			out[k] = v
 		}
 	}
-	return out, nil
+	return out
 }
 
 // configGet returns one CONFIG GET parameter.
@@ -227,7 +267,7 @@ func checkEviction(ctx context.Context, c *redis.Client, r *nodeReport) {
 	}
 }
 
-func checkQuarantine(ctx context.Context, c *redis.Client, cfg *config.Config, path string, r *nodeReport) {
+func checkQuarantine(ctx context.Context, c redis.UniversalClient, cfg *config.Config, path string, r *nodeReport) {
 	q, err := readQuarantine(ctx, c, cfg.BootKey)
 	switch {
 	case err != nil:

@@ -245,12 +245,7 @@ func testThreeReplicas(t *testing.T, bin string) {
 	nodes := redistest.StartN(t, 3, redistest.Config{})
 	ledger := redistest.Start(t, redistest.Config{})
 	const every = 500 * time.Millisecond
-	cfg := writeFile(t, dir, "cronlock.yaml", nodesConfig(nodes)+fmt.Sprintf(`min_interval: 100ms
-jobs:
-  - name: ledger
-    schedule: "@every %v"
-    command: ["sh", "-c", "redis-cli -p %s RPUSH ledger \"$CRONLOCK_TICK_UNIX_MS $CRONLOCK_REPLICA $CRONLOCK_FENCING_TOKEN\""]
-`, every, port(ledger)))
+	cfg := writeFile(t, dir, "cronlock.yaml", nodesConfig(nodes)+tickLedgerJob(every, ledger))
 
 	code, out := runBin(t, bin, nil, "check", "--config", cfg, "--end-quarantine")
 	require.Equal(t, 0, code, out)
@@ -270,27 +265,10 @@ jobs:
 		assert.Equal(t, 0, p.wait(t), "%s:\n%s", p.name, p.out.String())
 	}
 
-	raw, err := ledger.Client().LRange(ctx, "ledger", 0, -1).Result()
-	require.NoError(t, err)
-	var entries []ledgerEntry
-	for _, line := range raw {
-		var e ledgerEntry
-		_, err := fmt.Sscan(line, &e.tick, &e.replica, &e.token)
-		require.NoError(t, err, "ledger entry %q", line)
-		entries = append(entries, e)
-	}
-	slices.SortFunc(entries, func(a, b ledgerEntry) int { return int(a.tick - b.tick) })
+	entries := checkedLedger(t, ledger, every)
 	ran := map[string]int{}
-	for i, e := range entries {
+	for _, e := range entries {
 		ran[e.replica]++
-		assert.Zero(t, e.tick%every.Milliseconds(), "tick %d is not on the schedule", e.tick)
-		if i == 0 {
-			continue
-		}
-		prev := entries[i-1]
-		assert.NotEqual(t, prev.tick, e.tick, "tick %d ran twice: %v and %v", e.tick, prev, e)
-		assert.Equal(t, every.Milliseconds(), e.tick-prev.tick, "ticks missed between %d and %d", prev.tick, e.tick)
-		assert.Greater(t, e.token, prev.token, "fencing token of tick %d is not above the previous tick's", e.tick)
 	}
 	t.Logf("%d ticks, runs per replica: %v", len(entries), ran)
 
@@ -327,6 +305,45 @@ jobs:
 	} {
 		assert.Contains(t, out, want)
 	}
+}
+
+// tickLedgerJob returns the min_interval: and jobs: of a config with one job, ledger, run every
+// every, whose command appends "tick replica token" to the list ledger on the server ledger.
+func tickLedgerJob(every time.Duration, ledger *redistest.Server) string {
+	return fmt.Sprintf(`min_interval: 100ms
+jobs:
+  - name: ledger
+    schedule: "@every %v"
+    command: ["sh", "-c", "redis-cli -p %s RPUSH ledger \"$CRONLOCK_TICK_UNIX_MS $CRONLOCK_REPLICA $CRONLOCK_FENCING_TOKEN\""]
+`, every, port(ledger))
+}
+
+// checkedLedger reads the ledger of a job run every every, ordered by tick, and checks it: each
+// tick is on the schedule and ran once, none was missed, and fencing tokens increase with the
+// tick.
+func checkedLedger(t *testing.T, ledger *redistest.Server, every time.Duration) []ledgerEntry {
+	t.Helper()
+	raw, err := ledger.Client().LRange(context.Background(), "ledger", 0, -1).Result()
+	require.NoError(t, err)
+	var entries []ledgerEntry
+	for _, line := range raw {
+		var e ledgerEntry
+		_, err := fmt.Sscan(line, &e.tick, &e.replica, &e.token)
+		require.NoError(t, err, "ledger entry %q", line)
+		entries = append(entries, e)
+	}
+	slices.SortFunc(entries, func(a, b ledgerEntry) int { return int(a.tick - b.tick) })
+	for i, e := range entries {
+		assert.Zero(t, e.tick%every.Milliseconds(), "tick %d is not on the schedule", e.tick)
+		if i == 0 {
+			continue
+		}
+		prev := entries[i-1]
+		assert.NotEqual(t, prev.tick, e.tick, "tick %d ran twice: %v and %v", e.tick, prev, e)
+		assert.Equal(t, every.Milliseconds(), e.tick-prev.tick, "ticks missed between %d and %d", prev.tick, e.tick)
+		assert.Greater(t, e.token, prev.token, "fencing token of tick %d is not above the previous tick's", e.tick)
+	}
+	return entries
 }
 
 func testCheck(t *testing.T, bin string) {

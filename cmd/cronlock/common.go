@@ -61,19 +61,20 @@ func loadConfig(name, path string) (*config.Config, error) {
 	return cfg, nil
 }
 
-// nodeClients makes one go-redis client per node of cfg, with the options the lock needs. It
-// does not connect: go-redis dials on first use. A password variable that is not set is a
+// nodeClients makes one go-redis client per node of cfg, with the options the lock needs: a
+// *redis.Client for a standalone server, a *redis.ClusterClient for a Redis Cluster. It does
+// not connect: go-redis dials on first use. A password variable that is not set is a
 // usageError naming it.
-func nodeClients(cfg *config.Config) ([]*redis.Client, error) {
-	var clients []*redis.Client
+func nodeClients(cfg *config.Config) ([]redis.UniversalClient, error) {
+	var clients []redis.UniversalClient
 	for _, n := range cfg.Nodes {
 		pw, err := n.Password(nil)
 		if err != nil {
 			closeClients(clients)
 			return nil, usageError{err}
 		}
-		opts := &redis.Options{
-			Addr:                  n.Addr,
+		opts := &redis.UniversalOptions{
+			Addrs:                 []string{n.Addr},
 			Username:              n.Username,
 			Password:              pw,
 			DB:                    n.DB,
@@ -82,22 +83,46 @@ func nodeClients(cfg *config.Config) ([]*redis.Client, error) {
 			DisableIdentity:       true, // see redlock.Node
 		}
 		if n.TLS {
-			host, _, _ := net.SplitHostPort(n.Addr)
-			opts.TLSConfig = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+			// A Cluster's members are on hosts of their own: without ServerName, each connection
+			// verifies the host it dials.
+			opts.TLSConfig = &tls.Config{MinVersion: tls.VersionTLS12}
 		}
-		clients = append(clients, redis.NewClient(opts))
+		if n.Cluster != nil {
+			opts.Addrs = n.Cluster
+			clients = append(clients, redis.NewClusterClient(opts.Cluster()))
+			continue
+		}
+		if n.TLS {
+			opts.TLSConfig.ServerName, _, _ = net.SplitHostPort(n.Addr)
+		}
+		clients = append(clients, redis.NewClient(opts.Simple()))
 	}
 	return clients, nil
 }
 
-func closeClients(clients []*redis.Client) {
+// nodeNames returns the names of cfg's nodes, in messages.
+func nodeNames(cfg *config.Config) []string {
+	names := make([]string, len(cfg.Nodes))
+	for i, n := range cfg.Nodes {
+		names[i] = n.Name()
+	}
+	return names
+}
+
+// isCluster reports whether c is the client of a Redis Cluster.
+func isCluster(c redis.UniversalClient) bool {
+	_, ok := c.(*redis.ClusterClient)
+	return ok
+}
+
+func closeClients(clients []redis.UniversalClient) {
 	for _, c := range clients {
 		_ = c.Close()
 	}
 }
 
 // lockClient makes the redlock client over the node clients.
-func lockClient(cfg *config.Config, clients []*redis.Client, label string) (*redlock.Client, error) {
+func lockClient(cfg *config.Config, clients []redis.UniversalClient, label string) (*redlock.Client, error) {
 	nodes := make([]redlock.Node, len(clients))
 	for i, c := range clients {
 		nodes[i] = c
@@ -119,7 +144,7 @@ func defaultReplica() string {
 }
 
 // eachNode calls f for every client in parallel, each with ctx bounded by timeout, and waits.
-func eachNode(ctx context.Context, clients []*redis.Client, timeout time.Duration, f func(ctx context.Context, i int, c *redis.Client)) {
+func eachNode(ctx context.Context, clients []redis.UniversalClient, timeout time.Duration, f func(ctx context.Context, i int, c redis.UniversalClient)) {
 	var wg sync.WaitGroup
 	for i, c := range clients {
 		wg.Go(func() {

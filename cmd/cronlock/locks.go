@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"text/tabwriter"
 	"time"
 
@@ -25,7 +26,8 @@ as done after a run succeeded), the run key (held while a run of a job with over
 running) and the fencing counter; for each, per node, the holder's label (its replica name),
 the fencing token, the state (held, done, skipped) and the time left. The lock value, which
 identifies a holder to the nodes, is shown as a short prefix only. Keys are found with SCAN,
-never KEYS.
+never KEYS; on a node that is a Redis Cluster, on each of its primaries, and NODE is the
+primary the key is on.
 
 Exit codes: 0 shown (a minority of nodes may not have answered), 1 fewer nodes than a quorum
 answered, 2 bad config or usage.
@@ -59,8 +61,12 @@ func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	rows := make([][]keyRow, len(clients))
 	errs := make([]error, len(clients))
-	eachNode(ctx, clients, *timeout, func(ctx context.Context, i int, c *redis.Client) {
-		rows[i], errs[i] = scanLocks(ctx, c, cfg.Prefix, match)
+	eachNode(ctx, clients, *timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
+		if cc, ok := c.(*redis.ClusterClient); ok {
+			rows[i], errs[i] = scanCluster(ctx, cc, cfg.Prefix, match)
+		} else {
+			rows[i], errs[i] = scanLocks(ctx, c.(*redis.Client), cfg.Prefix, match)
+		}
 		for r := range rows[i] {
 			rows[i][r].node = i
 		}
@@ -68,13 +74,13 @@ func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	var all []keyRow
 	answered := 0
 	var status []string
-	for i, c := range clients {
+	for i, n := range cfg.Nodes {
 		if errs[i] != nil {
-			status = append(status, fmt.Sprintf("%s (error: %v)", c.Options().Addr, errs[i]))
+			status = append(status, fmt.Sprintf("%s (error: %v)", n.Name(), errs[i]))
 			continue
 		}
 		answered++
-		status = append(status, fmt.Sprintf("%s (%d keys)", c.Options().Addr, len(rows[i])))
+		status = append(status, fmt.Sprintf("%s (%d keys)", n.Name(), len(rows[i])))
 		all = append(all, rows[i]...)
 	}
 	fmt.Fprintf(stdout, "keys %s on %d nodes (quorum %d): %s\n", match, len(clients), cfg.Quorum(), strings.Join(status, ", "))
@@ -88,7 +94,7 @@ func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "JOB\tKEY\tNODE\tSTATE\tHOLDER\tTOKEN\tTTL\tVALUE")
 		for _, r := range all {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.job, r.keyName(), clients[r.node].Options().Addr,
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.job, r.keyName(), cmp.Or(r.member, cfg.Nodes[r.node].Addr),
 				dash(r.state), dash(r.holder), dash(r.token), formatTTL(r.pttl), dash(r.value))
 		}
 		tw.Flush()
@@ -107,6 +113,7 @@ type keyRow struct {
 	tick   time.Time // for tick keys
 	rest   string    // the key after the job's hash tag
 	node   int
+	member string // the Cluster member the key is on ("" on a standalone node)
 	state  string // held, done, skipped
 	holder string
 	token  string
@@ -219,6 +226,28 @@ func scanLocks(ctx context.Context, c *redis.Client, prefix, match string) ([]ke
 		}
 	}
 	return rows, nil
+}
+
+// scanCluster reads the lock keys matching match on every primary of a Cluster node. A primary
+// that does not answer fails the node: its keys would be missing.
+func scanCluster(ctx context.Context, cc *redis.ClusterClient, prefix, match string) ([]keyRow, error) {
+	var mu sync.Mutex
+	var rows []keyRow
+	err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
+		addr := c.Options().Addr
+		found, err := scanLocks(ctx, c, prefix, match)
+		if err != nil {
+			return fmt.Errorf("primary %s: %w", addr, err)
+		}
+		for i := range found {
+			found[i].member = addr
+		}
+		mu.Lock()
+		rows = append(rows, found...)
+		mu.Unlock()
+		return nil
+	})
+	return rows, err
 }
 
 // parseLockKey splits {prefix:job}:rest.

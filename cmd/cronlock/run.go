@@ -115,7 +115,7 @@ type daemon struct {
 	replica string
 	log     *slog.Logger
 
-	clients    []*redis.Client
+	clients    []redis.UniversalClient
 	closeLocks func() error
 	tel        *telemetry
 	sched      *scheduler.Scheduler
@@ -291,7 +291,7 @@ func (d *daemon) start() error {
 	if d.clients, err = nodeClients(cfg); err != nil {
 		return err
 	}
-	d.ready = &readiness{clients: d.clients, quorum: cfg.Quorum(), bootKey: cfg.BootKey}
+	d.ready = &readiness{clients: d.clients, names: nodeNames(cfg), quorum: cfg.Quorum(), bootKey: cfg.BootKey, slots: func() []int { return jobSlots(d.jobs.Load()) }}
 	locks, err := lockClient(cfg, d.clients, d.replica)
 	if err != nil {
 		return usageError{fmt.Errorf("%s: nodes: %w", cfg.File, err)}
@@ -439,7 +439,7 @@ func sameSettings(running, next *config.Config) error {
 	nodes := func(c *config.Config) []string {
 		var out []string
 		for _, n := range c.Nodes {
-			out = append(out, fmt.Sprintf("%s|%s|%s|%v|%d", n.Addr, n.Username, n.PasswordEnv, n.TLS, n.DB))
+			out = append(out, fmt.Sprintf("%s|%s|%s|%v|%d", n.Name(), n.Username, n.PasswordEnv, n.TLS, n.DB))
 		}
 		return out
 	}
@@ -549,29 +549,43 @@ type quarantine struct {
 	nodeTime  time.Time
 }
 
-// readQuarantine reads a node's boot marker (microseconds of the node's clock at which its
-// quarantine ends) and its clock.
-func readQuarantine(ctx context.Context, c *redis.Client, bootKey string) (quarantine, error) {
-	var q quarantine
+// readQuarantine reads a standalone node's boot marker (microseconds of the node's clock at
+// which its quarantine ends) and its clock.
+func readQuarantine(ctx context.Context, c redis.UniversalClient, bootKey string) (quarantine, error) {
+	qs, err := readMarkers(ctx, c, []string{bootKey})
+	if err != nil {
+		return quarantine{}, err
+	}
+	return qs[0], nil
+}
+
+// readMarkers reads boot markers on one server, and its clock, in one round trip.
+func readMarkers(ctx context.Context, c redis.Cmdable, keys []string) ([]quarantine, error) {
 	pipe := c.Pipeline()
-	get := pipe.Get(ctx, bootKey)
+	gets := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		gets[i] = pipe.Get(ctx, k)
+	}
 	tm := pipe.Time(ctx)
-	_, err := pipe.Exec(ctx)
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return q, err
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
 	}
-	q.nodeTime = tm.Val()
-	v, err := get.Result()
-	if errors.Is(err, redis.Nil) {
-		q.missing = true
-		return q, nil
+	qs := make([]quarantine, len(keys))
+	for i, get := range gets {
+		q := &qs[i]
+		q.nodeTime = tm.Val()
+		v, err := get.Result()
+		if errors.Is(err, redis.Nil) {
+			q.missing = true
+			continue
+		}
+		q.value = strings.TrimSpace(v)
+		var until int64
+		if _, err := fmt.Sscan(q.value, &until); err == nil {
+			q.remaining = time.UnixMicro(until).Sub(q.nodeTime)
+		}
 	}
-	q.value = strings.TrimSpace(v)
-	var until int64
-	if _, err := fmt.Sscan(q.value, &until); err == nil {
-		q.remaining = time.UnixMicro(until).Sub(q.nodeTime)
-	}
-	return q, nil
+	return qs, nil
 }
 
 // jobEnviron is the environment of the jobs' commands: the daemon's, without the variables

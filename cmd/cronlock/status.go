@@ -125,12 +125,16 @@ func (s *jobStatus) view(cfg *config.Config, entries []scheduler.Entry) []jobVie
 }
 
 // readiness answers /readyz: whether a quorum of nodes answers and is out of quarantine
-// (grants locks), from a probe of every node that is at most readyCache old.
+// (grants locks), from a probe of every node that is at most readyCache old. A Cluster node
+// answers when its cluster_state is ok and the primaries of the jobs' hash slots answer, and is
+// out of quarantine when every slot of the jobs' keys is (probeCluster).
 type readiness struct {
-	clients []*redis.Client
+	clients []redis.UniversalClient
+	names   []string // the nodes' names in messages
 	quorum  int
 	bootKey string
-	stop    atomic.Bool // the daemon is stopping: not ready
+	slots   func() []int // the hash slots of the jobs' keys, for Cluster nodes
+	stop    atomic.Bool  // the daemon is stopping: not ready
 
 	mu     sync.Mutex
 	at     time.Time
@@ -146,9 +150,13 @@ const (
 type nodeState struct {
 	addr    string
 	err     error     // it did not answer
-	missing bool      // it has no boot marker: new, or lost its memory
-	marker  string    // its boot marker
+	missing bool      // it has no boot marker (a Cluster: a slot of the jobs has none): new, or lost its memory
+	marker  string    // its boot marker (a Cluster: the one that ends last among the jobs' slots)
 	until   time.Time // the end of its quarantine, on this host's clock (zero: none)
+
+	// A Cluster's: how many of the jobs' slots it has, and how many of them have no boot
+	// marker or are in quarantine.
+	slots, missingSlots, quarantinedSlots int
 }
 
 // usable reports whether the node grants locks.
@@ -167,14 +175,23 @@ func (n nodeState) kind() string {
 	return "ok"
 }
 
+// ofSlots says, for a Cluster, how many of the jobs' slots are affected: " (2 of the jobs' 5
+// hash slots)"; "" for a standalone node.
+func (n nodeState) ofSlots(count int) string {
+	if n.slots == 0 {
+		return ""
+	}
+	return fmt.Sprintf(" (%d of the jobs' %d hash slots)", count, n.slots)
+}
+
 func (n nodeState) String() string {
 	switch {
 	case n.err != nil:
 		return fmt.Sprintf("%s: down: %v", n.addr, n.err)
 	case n.missing:
-		return fmt.Sprintf("%s: no boot marker (new, or lost its memory): it refuses locks for max_ttl after the first lock attempt", n.addr)
+		return fmt.Sprintf("%s: no boot marker%s (new, or lost its memory): it refuses locks for max_ttl after the first lock attempt", n.addr, n.ofSlots(n.missingSlots))
 	case !n.until.IsZero():
-		return fmt.Sprintf("%s: in quarantine until %s: it refuses locks until then", n.addr, n.until.UTC().Format(time.RFC3339))
+		return fmt.Sprintf("%s: in quarantine until %s%s: it refuses locks until then", n.addr, n.until.UTC().Format(time.RFC3339), n.ofSlots(n.quarantinedSlots))
 	}
 	return n.addr + ": ok"
 }
@@ -186,13 +203,22 @@ func (r *readiness) check(ctx context.Context) (usable int, states []nodeState) 
 	defer r.mu.Unlock()
 	if r.at.IsZero() || time.Since(r.at) >= readyCache {
 		r.states = make([]nodeState, len(r.clients))
-		eachNode(ctx, r.clients, readyTimeout, func(ctx context.Context, i int, c *redis.Client) {
-			n := nodeState{addr: c.Options().Addr}
-			q, err := readQuarantine(ctx, c, r.bootKey)
-			n.err, n.missing, n.marker = err, q.missing, q.value
-			if err == nil && q.remaining > 0 {
-				n.until = time.Now().Add(q.remaining)
+		var slots []int
+		if slices.ContainsFunc(r.clients, isCluster) {
+			slots = r.slots()
+		}
+		eachNode(ctx, r.clients, readyTimeout, func(ctx context.Context, i int, c redis.UniversalClient) {
+			var n nodeState
+			if cc, ok := c.(*redis.ClusterClient); ok {
+				n = probeCluster(ctx, cc, r.bootKey, slots)
+			} else {
+				q, err := readQuarantine(ctx, c, r.bootKey)
+				n.err, n.missing, n.marker = err, q.missing, q.value
+				if err == nil && q.remaining > 0 {
+					n.until = time.Now().Add(q.remaining)
+				}
 			}
+			n.addr = r.names[i]
 			r.states[i] = n
 		})
 		r.at = time.Now()

@@ -40,7 +40,7 @@ func validateCmd(_ context.Context, args []string, stdout, stderr io.Writer) err
 	checked := *cfg // what run would check, but without the passwords that are not set here
 	checked.Nodes = slices.Clone(cfg.Nodes)
 	for i, n := range cfg.Nodes {
-		addrs = append(addrs, n.Addr)
+		addrs = append(addrs, n.Name())
 		if _, err := n.Password(nil); err != nil {
 			fmt.Fprintf(stderr, "warning: %v\n", err)
 			checked.Nodes[i].PasswordEnv = ""

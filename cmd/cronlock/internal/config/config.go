@@ -77,17 +77,21 @@ type Tracing struct {
 	UIURL string
 }
 
-// Node is one lock node.
+// Node is one lock node: a standalone Redis server (Addr), or a Redis Cluster (Cluster). The
+// nodes of a config are all of one kind.
 type Node struct {
-	// Addr is host:port.
+	// Addr is host:port of a standalone server ("" for a Cluster).
 	Addr string
+	// Cluster are the host:port of some members of a Redis Cluster (the client learns the
+	// others from them); nil for a standalone server.
+	Cluster []string
 	// Username is the ACL user ("" for the default user).
 	Username string
 	// PasswordEnv names the environment variable that holds the password ("" for none).
 	PasswordEnv string
 	// TLS connects with TLS, verifying the server's certificate for the host of Addr.
 	TLS bool
-	// DB is the database number.
+	// DB is the database number (always 0 for a Cluster).
 	DB int
 	// Line is where the node is in the file.
 	Line int
@@ -95,6 +99,15 @@ type Node struct {
 	file            string
 	passwordEnvLine int
 	index           int
+}
+
+// Name names the node in messages: its address, or for a Cluster "cluster(" and the addresses
+// given + ")".
+func (n Node) Name() string {
+	if n.Cluster != nil {
+		return "cluster(" + strings.Join(n.Cluster, ", ") + ")"
+	}
+	return n.Addr
 }
 
 // Password returns the node's password, read from the environment variable PasswordEnv with
@@ -111,7 +124,7 @@ func (n Node) Password(lookup func(string) (string, bool)) (string, error) {
 	pw, ok := lookup(n.PasswordEnv)
 	if !ok {
 		return "", &Error{File: n.file, Line: n.passwordEnvLine, Field: fmt.Sprintf("nodes[%d].password_env", n.index),
-			Problem: fmt.Sprintf("environment variable %s is not set: export it with the password of %s", n.PasswordEnv, n.Addr)}
+			Problem: fmt.Sprintf("environment variable %s is not set: export it with the password of %s", n.PasswordEnv, n.Name())}
 	}
 	return pw, nil
 }

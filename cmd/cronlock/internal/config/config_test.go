@@ -112,6 +112,24 @@ jobs: [{name: j, schedule: '@every 1s', command: [true]}]
 			assert.Equal(t, "[::1]:6380", c.Nodes[2].Addr)
 			assert.Equal(t, 8, c.Nodes[2].Line)
 		}},
+		{"cluster nodes", `nodes:
+  - cluster: ["10.0.1.1:6379", "10.0.1.2:6379"]
+    password_env: CLUSTER_A_PASSWORD
+    tls: true
+  - {cluster: ["10.0.2.1:6379"], db: 0}
+  - cluster: ["10.0.3.1:6379"]
+jobs: [{name: j, schedule: '@every 1s', command: [true]}]
+`, func(t *testing.T, c *config.Config) {
+			require.Len(t, c.Nodes, 3)
+			n := c.Nodes[0]
+			assert.Empty(t, n.Addr)
+			assert.Equal(t, []string{"10.0.1.1:6379", "10.0.1.2:6379"}, n.Cluster)
+			assert.Equal(t, "cluster(10.0.1.1:6379, 10.0.1.2:6379)", n.Name())
+			assert.Equal(t, "CLUSTER_A_PASSWORD", n.PasswordEnv)
+			assert.True(t, n.TLS)
+			assert.Equal(t, []string{"10.0.2.1:6379"}, c.Nodes[1].Cluster)
+			assert.Equal(t, 2, c.Quorum())
+		}},
 		{"same address, other db", "nodes: [a:1, {addr: 'a:1', db: 1}, b:1]\njobs: [{name: j, schedule: '@every 1s', command: [true]}]\n", nil},
 		{"even nodes allowed", "allow_even_nodes: true\nnodes: [a:1, b:1]\njobs: [{name: j, schedule: '@every 1s', command: [true]}]\n", func(t *testing.T, c *config.Config) {
 			assert.True(t, c.AllowEvenNodes)
@@ -269,7 +287,7 @@ func TestParseBad(t *testing.T) {
 		{"unknown key far from any", good + "    owner: ops\n",
 			`c.yaml:6: jobs[0].owner: unknown key (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, env, working_dir)`},
 		{"unknown node key", "nodes: [{addr: 'a:1', password: hunter2}]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
-			`c.yaml:1: nodes[0].password: unknown key (known: addr, username, password_env, tls, db)`},
+			`c.yaml:1: nodes[0].password: unknown key (known: addr, cluster, username, password_env, tls, db)`},
 		{"unknown tracing key", good + "tracing:\n  endpoint: x\n",
 			`c.yaml:7: tracing.endpoint: unknown key (known: otlp_endpoint, service_name, ui_url)`},
 		{"key given twice", good + "    schedule: '@daily'\n", `c.yaml:6: jobs[0].schedule: given twice (first on line 4): keep one`},
@@ -296,9 +314,27 @@ func TestParseBad(t *testing.T) {
 		{"node with a bad port", "nodes:\n  - a:1\n  - {addr: 'b:99999'}\n  - c:1\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
 			`c.yaml:3: nodes[1]: "b:99999": port "99999" is not a port number: give host:port, e.g. "10.0.0.1:6379"`},
 		{"node twice", "nodes: [a:1, b:1, a:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
-			`c.yaml:1: nodes[2]: "a:1" is listed twice (also nodes[0]): the nodes must be independent Redis servers`},
+			`c.yaml:1: nodes[2]: "a:1" is listed twice (also nodes[0]): the nodes must be independent Redis servers or Clusters`},
+		{"cluster empty", "nodes:\n  - cluster: []\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
+			`c.yaml:2: nodes[0].cluster: is empty: give the host:port of one or more members of the Redis Cluster, e.g. cluster: ["10.0.1.1:6379", "10.0.1.2:6379", "10.0.1.3:6379"]`},
+		{"cluster as a string", "nodes:\n  - cluster: a:1\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
+			`c.yaml:2: nodes[0].cluster: must be a list of the host:port of the Cluster's members, e.g. cluster: ["10.0.1.1:6379", "10.0.1.2:6379", "10.0.1.3:6379"], not the string "a:1"`},
+		{"cluster member without port", "nodes:\n  - cluster: [a:1, b]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
+			`c.yaml:2: nodes[0].cluster[1]: "b": not host:port: give host:port of a member, e.g. "10.0.1.1:6379"`},
+		{"cluster member twice", "nodes:\n  - cluster: [a:1, a:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
+			`c.yaml:2: nodes[0].cluster[1]: "a:1" is listed twice (also nodes[0].cluster[0]): list each member once`},
+		{"cluster member in two nodes", "nodes:\n  - cluster: [a:1, b:1]\n  - cluster: [c:1]\n  - cluster: [d:1, b:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
+			`c.yaml:4: nodes[2]: "b:1" is listed twice (also nodes[0]): the nodes must be independent Redis servers or Clusters`},
+		{"addr and cluster", "nodes:\n  - {addr: 'a:1', cluster: [b:1]}\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
+			`c.yaml:2: nodes[0]: has both addr and cluster: give addr: for a standalone Redis server, or cluster: for the members of a Redis Cluster`},
+		{"cluster with a db", "nodes:\n  - {cluster: [a:1], db: 2}\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
+			`c.yaml:2: nodes[0].db: 2: a Redis Cluster has database 0 only: drop db:`},
+		{"standalone and cluster nodes mixed", "nodes:\n  - cluster: [a:1]\n  - b:1\n  - cluster: [c:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
+			`c.yaml:3: nodes[1]: is a standalone server, but nodes[0] is a Redis Cluster: the nodes must be all standalone servers or all Redis Clusters (with Clusters the boot markers are per hash slot on every node): make every node a cluster: list of members, or none`},
+		{"boot key with a hash tag on clusters", "boot_key: '{x}:boot'\nnodes:\n  - cluster: [a:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
+			`c.yaml:1: boot_key: "{x}:boot": where the nodes are Redis Clusters, it is the prefix of one marker per hash slot and must not contain "{": drop the hash tag`},
 		{"node without addr", "nodes:\n  - {username: u}\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
-			`c.yaml:2: nodes[0].addr: missing: give the node's host:port`},
+			`c.yaml:2: nodes[0].addr: missing: give the node's host:port (or cluster: with the members of a Redis Cluster)`},
 		{"password in password_env", "nodes:\n  - addr: a:1\n    password_env: \"s3cr3t!\"\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
 			`c.yaml:3: nodes[0].password_env: "s3cr3t!" is not the name of an environment variable (letters, digits and _): give the variable that holds the password, not the password`},
 		{"tls not a bool", "nodes:\n  - {addr: 'a:1', tls: 'yes'}\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",

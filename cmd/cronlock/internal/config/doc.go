@@ -16,8 +16,9 @@
 //
 // It reports unknown keys (with the closest known one), keys given twice, values of the wrong
 // type, bad durations, cron specs that package scheduler refuses (with the scheduler's own
-// message), jobs that job.Job.Validate refuses, duplicate job names and node lists whose size
-// cannot make a safe quorum. Every problem in the file is reported at once (up to a limit), one
+// message), jobs that job.Job.Validate refuses, duplicate job names, node lists whose size
+// cannot make a safe quorum, and node lists that mix standalone servers with Redis Clusters (a
+// node given as cluster: [host:port, …]). Every problem in the file is reported at once (up to a limit), one
 // per line.
 //
 // Secrets are not in the file: a node names the environment variable that holds its password

@@ -533,7 +533,9 @@ func (p *parser) config(root *yaml.Node) *Config {
 			killGraceLine = e.val.Line
 		}
 	}
+	bootKeyLine := 0
 	if e, ok := m["boot_key"]; ok {
+		bootKeyLine = e.val.Line
 		if s, ok := p.str(e, "boot_key"); ok {
 			if s == "" {
 				p.fail(e.val.Line, "boot_key", "is empty: give a key name, or leave it out for %q", DefaultBootKey)
@@ -568,6 +570,9 @@ func (p *parser) config(root *yaml.Node) *Config {
 		c.Nodes = p.nodes(e)
 		if n := len(c.Nodes); n > 0 && n%2 == 0 && !c.AllowEvenNodes {
 			p.fail(e.key.Line, "nodes", "%d nodes is an even count, which tolerates no more failed nodes than %d: use an odd count (3 or 5), or set allow_even_nodes: true", n, n-1)
+		}
+		if len(c.Nodes) > 0 && c.Nodes[0].Cluster != nil && strings.Contains(c.BootKey, "{") {
+			p.fail(bootKeyLine, "boot_key", "%q: where the nodes are Redis Clusters, it is the prefix of one marker per hash slot and must not contain \"{\": drop the hash tag", c.BootKey)
 		}
 	} else {
 		p.fail(0, "nodes", `missing: give the addresses of independent Redis nodes, e.g. nodes: ["10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"]`)
@@ -659,17 +664,28 @@ func (p *parser) nodes(e entry) []Node {
 		switch item.Kind {
 		case yaml.ScalarNode:
 			if isNull(item) {
-				p.fail(item.Line, path, "is empty: give host:port, or a mapping with addr:")
+				p.fail(item.Line, path, "is empty: give host:port, or a mapping with addr: or cluster:")
 				continue
 			}
 			n.Addr = item.Value
 		case yaml.MappingNode:
-			m := p.mapping(item, path, []string{"addr", "username", "password_env", "tls", "db"}, false)
-			if a, ok := m["addr"]; ok {
+			m := p.mapping(item, path, []string{"addr", "cluster", "username", "password_env", "tls", "db"}, false)
+			a, hasAddr := m["addr"]
+			c, hasCluster := m["cluster"]
+			switch {
+			case hasAddr && hasCluster:
+				p.fail(c.key.Line, path, "has both addr and cluster: give addr: for a standalone Redis server, or cluster: for the members of a Redis Cluster")
+				continue
+			case hasAddr:
 				n.Addr, _ = p.str(a, path+".addr")
 				addrLine = a.val.Line
-			} else {
-				p.fail(item.Line, path+".addr", "missing: give the node's host:port")
+			case hasCluster:
+				if n.Cluster = p.cluster(c, path+".cluster"); n.Cluster == nil {
+					continue
+				}
+				addrLine = c.val.Line
+			default:
+				p.fail(item.Line, path+".addr", "missing: give the node's host:port (or cluster: with the members of a Redis Cluster)")
 				continue
 			}
 			if u, ok := m["username"]; ok {
@@ -689,32 +705,91 @@ func (p *parser) nodes(e entry) []Node {
 			}
 			if d, ok := m["db"]; ok {
 				if db, ok := p.integer(d, path+".db"); ok {
-					if db < 0 {
+					switch {
+					case db < 0:
 						p.fail(d.val.Line, path+".db", "%d is negative: give a database number, e.g. 0", db)
+					case db != 0 && n.Cluster != nil:
+						p.fail(d.val.Line, path+".db", "%d: a Redis Cluster has database 0 only: drop db:", db)
 					}
 					n.DB = db
 				}
 			}
 		default:
-			p.fail(item.Line, path, "must be host:port or a mapping with addr:, not %s", kindName(item))
+			p.fail(item.Line, path, "must be host:port or a mapping with addr: or cluster:, not %s", kindName(item))
 			continue
 		}
-		if n.Addr == "" {
+		if n.Addr == "" && n.Cluster == nil {
 			continue // reported, or a bad addr type
 		}
-		if err := checkHostPort(n.Addr, false); err != nil {
-			p.fail(addrLine, path, "%q: %v: give host:port, e.g. \"10.0.0.1:6379\"", n.Addr, err)
+		addrs := n.Cluster
+		if n.Cluster == nil {
+			if err := checkHostPort(n.Addr, false); err != nil {
+				p.fail(addrLine, path, "%q: %v: give host:port, e.g. \"10.0.0.1:6379\"", n.Addr, err)
+				continue
+			}
+			addrs = []string{n.Addr}
+		}
+		if len(out) > 0 && (out[0].Cluster == nil) != (n.Cluster == nil) {
+			p.fail(addrLine, path, "is %s, but nodes[%d] is %s: the nodes must be all standalone servers or all Redis Clusters (with Clusters the boot markers are per hash slot on every node): make every node a cluster: list of members, or none", nodeKind(n), out[0].index, nodeKind(out[0]))
 			continue
 		}
-		id := fmt.Sprintf("%s/%d", n.Addr, n.DB)
-		if j, dup := first[id]; dup {
-			p.fail(addrLine, path, "%q is listed twice (also nodes[%d]): the nodes must be independent Redis servers", n.Addr, j)
-			continue
+		dup := false
+		for _, addr := range addrs {
+			id := fmt.Sprintf("%s/%d", addr, n.DB)
+			if j, seen := first[id]; seen {
+				p.fail(addrLine, path, "%q is listed twice (also nodes[%d]): the nodes must be independent Redis servers or Clusters", addr, j)
+				dup = true
+				break
+			}
+			first[id] = i
 		}
-		first[id] = i
-		out = append(out, n)
+		if !dup {
+			out = append(out, n)
+		}
 	}
 	return out
+}
+
+// nodeKind says what kind of node n is, for messages.
+func nodeKind(n Node) string {
+	if n.Cluster != nil {
+		return "a Redis Cluster"
+	}
+	return "a standalone server"
+}
+
+// cluster returns the members of a cluster: list, or nil when it is reported.
+func (p *parser) cluster(e entry, path string) []string {
+	example := `e.g. cluster: ["10.0.1.1:6379", "10.0.1.2:6379", "10.0.1.3:6379"]`
+	if e.val.Kind != yaml.SequenceNode {
+		p.fail(e.val.Line, path, "must be a list of the host:port of the Cluster's members, %s, not %s", example, kindName(e.val))
+		return nil
+	}
+	if len(e.val.Content) == 0 {
+		p.fail(e.val.Line, path, "is empty: give the host:port of one or more members of the Redis Cluster, %s", example)
+		return nil
+	}
+	var addrs []string
+	for j, a := range e.val.Content {
+		apath := fmt.Sprintf("%s[%d]", path, j)
+		if a = p.resolve(a); a == nil {
+			return nil
+		}
+		if a.Kind != yaml.ScalarNode || isNull(a) {
+			p.fail(a.Line, apath, "must be host:port, not %s", kindName(a))
+			return nil
+		}
+		if err := checkHostPort(a.Value, false); err != nil {
+			p.fail(a.Line, apath, "%q: %v: give host:port of a member, e.g. \"10.0.1.1:6379\"", a.Value, err)
+			return nil
+		}
+		if k := slices.Index(addrs, a.Value); k >= 0 {
+			p.fail(a.Line, apath, "%q is listed twice (also %s[%d]): list each member once", a.Value, path, k)
+			return nil
+		}
+		addrs = append(addrs, a.Value)
+	}
+	return addrs
 }
 
 var jobKeys = []string{"name", "schedule", "command", "timeout", "lock_ttl", "renew_every", "overlap", "retries", "catch_up", "output_level", "output_limit", "env", "working_dir"}

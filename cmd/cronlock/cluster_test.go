@@ -1,0 +1,153 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// clustersConfig returns the nodes: of a config whose nodes are clusters.
+func clustersConfig(clusters []*redistest.Cluster) string {
+	var b strings.Builder
+	b.WriteString("nodes:\n")
+	for _, c := range clusters {
+		var addrs []string
+		for _, a := range c.Addrs() {
+			addrs = append(addrs, strconv.Quote(a))
+		}
+		fmt.Fprintf(&b, "  - cluster: [%s]\n", strings.Join(addrs, ", "))
+	}
+	return b.String()
+}
+
+// Three Redis Clusters as the lock nodes of two `cronlock run` in this process: check sees every
+// slot without a marker, --end-quarantine writes them all, the shell job then runs once per tick,
+// locks finds its keys on the primary of the job's slot, and /readyz is ready. A primary of one
+// Cluster restarted empty: the next lock attempt puts the job's slot there in quarantine, which
+// /readyz and check report (the member's other slots without a marker, the other Clusters
+// untouched), while the two other Clusters make the quorum and every tick still runs once.
+func TestClusterNodes(t *testing.T) {
+	clusters := redistest.StartClusters(t, 3, 2, redistest.Config{})
+	ledger := redistest.Start(t, redistest.Config{})
+	dir := t.TempDir()
+	const every = 500 * time.Millisecond
+	cfg := writeFile(t, dir, "c.yaml", clustersConfig(clusters)+tickLedgerJob(every, ledger))
+	ctx := context.Background()
+	slot := redlock.HashSlot(middleware.RunKey("cronlock", "ledger"))
+	jobMember := clusters[0].Member(slot) // the member of cluster 0 that serves the job's keys
+	jobAddr := clusters[0].Members()[jobMember].Addr()
+	otherAddr := clusters[0].Members()[1-jobMember].Addr()
+
+	code, out, _ := runCLI(t, "validate", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "nodes: 3, quorum 2: cluster("+clusters[0].Addrs()[0]+", ")
+
+	// New Clusters: no slot has a marker.
+	code, out, _ = runCLI(t, "check", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "  answers     yes, cluster_state ok, 16384 of 16384 slots served\n")
+	assert.Contains(t, out, "  members     2 primaries (2 answer), 0 replicas or others\n")
+	assert.Contains(t, out, "  quarantine  16384 slots: 0 out of quarantine, 16384 without boot marker (slots 0-16383)\n")
+	assert.Contains(t, out, "member "+clusters[0].Addrs()[0]+"\n    role        primary, slots 0-8191 (8192)\n    answers     yes, PING ")
+	assert.Contains(t, out, "    eviction    maxmemory-policy noeviction\n")
+	assert.Contains(t, out, "    quarantine  8192 slots: 0 out of quarantine, 8192 without boot marker (slots 8192-16383)\n")
+	assert.Contains(t, out, "- cluster("+strings.Join(clusters[1].Addrs(), ", ")+"): member "+clusters[1].Addrs()[1]+": 8192 of its slots have no boot marker (slots 8192-16383): the member is new, or restarted without its data;")
+	assert.Contains(t, out, "3 of 3 nodes answer, quorum 2\n")
+
+	code, out, _ = runCLI(t, "check", "--config", cfg, "--end-quarantine")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "quarantine ended on every node (the boot markers of all 16384 hash slots, cronlock:boot:{")
+	assert.Contains(t, out, "  quarantine  16384 slots: 16384 out of quarantine\n")
+	assert.Contains(t, out, "    quarantine  8192 slots: 8192 out of quarantine\n")
+	assert.Contains(t, out, "3 of 3 nodes answer, quorum 2\nno warnings\n")
+
+	runCtx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var stderrs [2]syncBuffer
+	codes := make(chan int, 2)
+	for i := range stderrs {
+		go func() {
+			var stdout syncBuffer
+			codes <- run(runCtx, []string{"run", "--config", cfg, "--replica", fmt.Sprintf("r%d", i), "--http", "127.0.0.1:0"}, &stdout, &stderrs[i])
+		}()
+	}
+	addr := regexp.MustCompile(`msg="http: serving /healthz /readyz /jobs /metrics" addr=(\S+)`)
+	eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderrs[0].String()) })
+	readyz := "http://" + addr.FindStringSubmatch(stderrs[0].String())[1] + "/readyz"
+	eventually(t, "ready", func() bool {
+		status, body := get(t, readyz)
+		return status == http.StatusOK && strings.Contains(body, "ready: 3 of 3 nodes answer and are out of quarantine, quorum 2")
+	})
+	eventually(t, "five runs", func() bool { return ledger.Client().LLen(ctx, "ledger").Val() >= 5 })
+
+	code, out, _ = runCLI(t, "locks", "--config", cfg, "--job", "ledger")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "keys {cronlock:ledger}:* on 3 nodes (quorum 2): cluster(")
+	assert.Regexp(t, `ledger +tick \S+ +`+regexp.QuoteMeta(jobAddr)+` +done +r[01] +\d+ `, out, "a done tick on the primary of the job's slot")
+
+	// The primary of the job's slot in cluster 0 restarts empty: the next lock attempt starts
+	// the slot's quarantine there.
+	before := ledger.Client().LLen(ctx, "ledger").Val()
+	require.NoError(t, clusters[0].Restart(jobMember))
+	eventually(t, "cluster 0 in quarantine, still ready", func() bool {
+		status, body := get(t, readyz)
+		return status == http.StatusOK && strings.Contains(body, "ready: 2 of 3 nodes answer and are out of quarantine, quorum 2") &&
+			strings.Contains(body, "cluster("+strings.Join(clusters[0].Addrs(), ", ")+"): in quarantine until ") &&
+			strings.Contains(body, " (1 of the jobs' 1 hash slots): it refuses locks until then")
+	})
+	eventually(t, "five more runs", func() bool { return ledger.Client().LLen(ctx, "ledger").Val() >= before+5 })
+
+	code, out, _ = runCLI(t, "check", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "  quarantine  16384 slots: 8192 out of quarantine, 1 IN QUARANTINE for up to ")
+	assert.Contains(t, out, ", 8191 without boot marker (slots ")
+	assert.Contains(t, out, "- cluster("+strings.Join(clusters[0].Addrs(), ", ")+"): member "+jobAddr+": 1 of its slots are in quarantine for up to ")
+	assert.Contains(t, out, "- cluster("+strings.Join(clusters[0].Addrs(), ", ")+"): member "+jobAddr+": 8191 of its slots have no boot marker")
+	assert.NotContains(t, out, "member "+otherAddr+": ", "the member that kept its data has no warning")
+	assert.Equal(t, 2, strings.Count(out, "\n- "), "the restarted member's warnings only")
+
+	cancel()
+	for range stderrs {
+		assert.Equal(t, 0, <-codes, "stderr:\n%s\n%s", stderrs[0].String(), stderrs[1].String())
+	}
+	t.Logf("%d ticks", len(checkedLedger(t, ledger, every)))
+
+	// A primary of cluster 2 is down: that node does not count as answering, for check and
+	// for locks.
+	require.NoError(t, clusters[2].Members()[0].Kill())
+	code, out, _ = runCLI(t, "check", "--config", cfg, "--timeout", "1s")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "  members     2 primaries (1 answer), 0 replicas or others\n")
+	assert.Contains(t, out, "- cluster("+strings.Join(clusters[2].Addrs(), ", ")+"): member "+clusters[2].Addrs()[0]+": does not answer (")
+	assert.Contains(t, out, "2 of 3 nodes answer, quorum 2\n")
+	code, out, _ = runCLI(t, "locks", "--config", cfg, "--timeout", "1s")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "cluster("+strings.Join(clusters[2].Addrs(), ", ")+") (error: ")
+}
+
+// A reload that changes the members of a Cluster node is refused, as for a standalone node's
+// address.
+func TestReloadRefusesOtherClusterMembers(t *testing.T) {
+	parse := func(members string) *config.Config {
+		c, err := config.Parse("c.yaml", []byte("nodes:\n  - cluster: ["+members+"]\n  - cluster: [b:1]\n  - cluster: [c:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n"))
+		require.NoError(t, err)
+		return c
+	}
+	require.NoError(t, sameSettings(parse("a:1, a:2"), parse("a:1, a:2")))
+	assert.EqualError(t, sameSettings(parse("a:1, a:2"), parse("a:1, a:3")), "c.yaml: nodes changed: only jobs: and kill_grace: change on SIGHUP; restart the daemon for nodes")
+}
