@@ -284,3 +284,9 @@ func BenchmarkSchedulerBurst3Replicas(b *testing.B) {
 		})
 	}
 }
+
+// 10,000 jobs every 10 seconds spread over the seconds (1,000 due at each second), on three
+// replicas: a steady rate of 1,000 runs a second.
+func BenchmarkSchedulerSpread3Replicas(b *testing.B) {
+	benchScheduler(b, 3, 10000, 20000, func(i int) string { return fmt.Sprintf("%d/10 * * * * *", i%10) })
+}
