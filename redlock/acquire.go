@@ -75,10 +75,12 @@ func (r *request) report(a Attempt) {
 // may have come late, and then no one may hold a quorum); or when the primary key was found
 // held under this acquisition's own label (a leftover of its own failed attempt). A refusal
 // by the primary node, asked first and alone, is final: whoever holds it either wins, or
-// fails with a node taken and tries again itself.
+// fails with a node taken and tries again itself. So is a refusal by a done marker (KeepDone):
+// only a holder that had the lock on a quorum leaves one, so the vote did not split.
 func (r *request) mayBeSplit(err error, nodes int) bool {
 	ae, ok := errors.AsType[*AcquireError](err)
-	if !ok || r.hold != nil || !errors.Is(ae.Reason, ErrNotAcquired) || ae.Refusal != nil {
+	if !ok || r.hold != nil || !errors.Is(ae.Reason, ErrNotAcquired) || ae.Refusal != nil ||
+		(ae.Holder != nil && ae.Holder.Done) {
 		return false
 	}
 	a := r.last

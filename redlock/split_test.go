@@ -137,3 +137,29 @@ func TestAcquireGivesUpAtStartBefore(t *testing.T) {
 	assert.True(t, last.Before(before.Add(time.Second)), "an attempt ended long after StartBefore")
 	assert.Contains(t, err.Error(), "StartBefore")
 }
+
+// A tick-style lock kept as done on a quorum, and missing on one node (its release reached
+// the node before the acquisition): an attempt that takes that node and is refused by the
+// done markers elsewhere is final — a done marker is left only by a holder that had a quorum
+// — so ResolveSplits does not make it again.
+func TestResolveSplitsTakesADoneMarkerAsFinal(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := t.Name()
+	holder, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("holder"))
+	require.NoError(t, err)
+	require.NoError(t, holder.Release(ctx, redlock.KeepDone(time.Minute)))
+	require.Eventually(t, func() bool { return c.servers[0].Client().Exists(ctx, key).Val() == 1 }, 5*time.Second, time.Millisecond,
+		"the done marker reaches node 0")
+	require.NoError(t, c.servers[0].Client().Del(ctx, key).Err())
+	var attempts []redlock.Attempt
+	_, err = lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("other"), redlock.ResolveSplits(3),
+		redlock.OnAttempt(func(a redlock.Attempt) { attempts = append(attempts, a) }))
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.Len(t, attempts, 1, "a refusal by done markers was tried again")
+	var ae *redlock.AcquireError
+	require.ErrorAs(t, err, &ae)
+	require.NotNil(t, ae.Holder)
+	assert.True(t, ae.Holder.Done)
+}
