@@ -125,6 +125,7 @@ func New(nodes []Node, opts ...Option) (*Client, error) {
 	for i, nd := range nodes {
 		c.names[i] = nodeName(nd, i)
 		c.links[i].node = nd
+		c.links[i].wake = make(chan struct{}, maxBatches)
 		c.allNodes = append(c.allNodes, i)
 	}
 	c.quarantineMillis, c.label = "0", cfg.label

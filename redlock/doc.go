@@ -30,7 +30,8 @@
 //
 // Requests to one node share round trips: the Client queues every request for a node, and a
 // few goroutines per node (at most four) each send what is queued as one pipeline, on one
-// connection of the node's pool. Many locks taken at once — a burst of cron ticks, goroutines
+// connection of the node's pool; a goroutine with nothing left to send waits 50ms for more
+// before it exits, so a busy Client reuses them. Many locks taken at once — a burst of cron ticks, goroutines
 // locking their own keys — thus cost a round trip per node for the lot, and a slow node
 // holds at most four connections and goroutines, however many requests wait for it. A
 // request still queued when its node timeout passes is not sent. go-redis takes each batch's

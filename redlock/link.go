@@ -11,24 +11,35 @@ import (
 )
 
 // link is the Client's way to one node. Every request to the node is queued on its link, and
-// up to maxBatches goroutines send what is queued: each takes the whole queue and sends it as
+// up to maxBatches senders send what is queued: each takes the whole queue and sends it as
 // one pipeline — one round trip and one connection from the node's pool however many requests
-// arrived meanwhile — hands each reply to its fanout, and takes the next batch, until the queue
-// is empty. A slow node thus holds at most maxBatches connections and goroutines, however many
-// requests wait for it, and concurrent requests share round trips.
+// arrived meanwhile — hands each reply to its fanout, and takes the next batch. A slow node
+// thus holds at most maxBatches connections and goroutines, however many requests wait for
+// it, and concurrent requests share round trips.
+//
+// A sender goroutine whose queue is empty gives up its place and waits up to linger for more
+// before it exits, so that a busy Client reuses its senders — and their stacks, grown through
+// go-redis's deep call path — instead of starting one per request.
 type link struct {
 	node Node
+	wake chan struct{} // a place handed to an idle sender; capacity maxBatches
 
 	mu      sync.Mutex
 	queue   []*op
 	spare   [][]*op // emptied batches, for the next queues
-	senders int     // goroutines sending
+	senders int     // places taken: goroutines and callers sending, at most maxBatches
+	idle    int     // sender goroutines waiting for work that no place was handed to yet
 }
 
 // maxBatches bounds the batches in flight to one node: enough that a request rarely waits for
 // a whole round trip of others before it is sent, few enough that a slow node cannot take many
 // connections.
 const maxBatches = 4
+
+// linger is how long an idle sender goroutine waits for more requests before it exits: long
+// enough to span the gaps between the requests of a busy client, short enough that an idle
+// Client soon runs no goroutine.
+const linger = 50 * time.Millisecond
 
 // op is one request of a fanout to one node.
 type op struct {
@@ -43,9 +54,9 @@ type op struct {
 // errNotSent is the error of a request that its fanout gave up before it was sent.
 var errNotSent = errors.New("redlock: request not sent: its call was decided without it")
 
-// enqueue queues o on its node's link and starts a goroutine to send it when fewer than
-// maxBatches run. With inline, it leaves that to the caller instead, and reports whether the
-// caller must send (sendInline).
+// enqueue queues o on its node's link and, when fewer than maxBatches senders have a place,
+// takes one: with inline, for the caller, and reports whether the caller must send
+// (sendInline); else it hands it to an idle sender goroutine, or starts one.
 func (c *Client) enqueue(o *op, inline bool) bool {
 	l := &c.links[o.node]
 	l.mu.Lock()
@@ -58,12 +69,27 @@ func (c *Client) enqueue(o *op, inline bool) bool {
 	if !start || inline {
 		return start
 	}
+	c.handOff(l)
+	return false
+}
+
+// handOff gives the place the caller took on l to an idle sender goroutine, or to a new one.
+func (c *Client) handOff(l *link) {
+	l.mu.Lock()
+	idle := l.idle > 0
+	if idle {
+		l.idle--
+		l.wake <- struct{}{} // never blocks: each token has a waiting sender
+	}
+	l.mu.Unlock()
+	if idle {
+		return
+	}
 	if !c.start() {
 		c.drain(l, ErrClientClosed)
-		return false
+		return
 	}
 	go c.send(l)
-	return false
 }
 
 // drain fails every queued request with err, for a sender that could not start.
@@ -78,49 +104,96 @@ func (c *Client) drain(l *link, err error) {
 	}
 }
 
-// send sends l's queue, batch after batch, until it is empty.
+// send sends l's queue, batch after batch, until it stays empty for linger or the Client is
+// closed.
 func (c *Client) send(l *link) {
 	defer c.done()
-	for batch := l.take(); batch != nil; batch = l.take() {
+	var idle *time.Timer // made at the first wait, reused for the next
+	defer func() {
+		if idle != nil {
+			idle.Stop()
+		}
+	}()
+	for c.next(l, &idle) {
+		batch := l.take()
+		if batch == nil {
+			continue // another sender took the queue
+		}
 		c.exec(l, batch)
 		l.put(batch)
 	}
 }
 
-// sendInline sends one batch of l's queue in the caller's goroutine — a caller that waits for
-// this one node anyway is spared a goroutine and two hand-offs — and leaves what was queued
-// meanwhile to a goroutine.
-func (c *Client) sendInline(l *link) {
-	batch := l.take()
-	if batch == nil {
-		return
+// next reports whether the sender, which has a place on l, has work: at once when requests
+// are queued; otherwise it gives up its place, waits for one to be handed back (with more
+// requests) for up to linger, and returns false — to exit — when none was, or at once when
+// the Client is closed.
+func (c *Client) next(l *link, idle **time.Timer) bool {
+	l.mu.Lock()
+	if len(l.queue) > 0 {
+		l.mu.Unlock()
+		return true
 	}
-	c.exec(l, batch)
-	l.put(batch)
+	l.senders--
+	if c.bg.Err() != nil {
+		l.mu.Unlock()
+		return false
+	}
+	l.idle++
+	l.mu.Unlock()
+	if *idle == nil {
+		*idle = time.NewTimer(linger)
+	} else {
+		(*idle).Reset(linger)
+	}
+	select {
+	case <-l.wake:
+		(*idle).Stop()
+		return true
+	case <-(*idle).C:
+	case <-c.bg.Done():
+		(*idle).Stop()
+	}
+	l.mu.Lock()
+	gone := l.idle > 0
+	if gone {
+		l.idle--
+	}
+	l.mu.Unlock()
+	if gone {
+		return false
+	}
+	// A place was handed to an idle sender as this one stopped waiting, and every token
+	// has a waiting sender: this one's is in the channel.
+	<-l.wake
+	return true
+}
+
+// sendInline sends one batch of l's queue in the caller's goroutine — a caller that waits for
+// this one node anyway is spared a goroutine and two hand-offs — and hands what was queued
+// meanwhile, with its place, to a sender goroutine.
+func (c *Client) sendInline(l *link) {
+	if batch := l.take(); batch != nil {
+		c.exec(l, batch)
+		l.put(batch)
+	}
 	l.mu.Lock()
 	more := len(l.queue) > 0
 	if !more {
 		l.senders--
 	}
 	l.mu.Unlock()
-	if !more {
-		return
+	if more {
+		c.handOff(l)
 	}
-	if !c.start() {
-		c.drain(l, ErrClientClosed)
-		return
-	}
-	go c.send(l)
 }
 
-// take returns the queue as the next batch; when it is empty, nil, and the sender's place is
-// given up.
+// take returns the queue as the next batch, or nil when it is empty.
 func (l *link) take() []*op {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	batch := l.queue
 	if len(batch) == 0 {
-		l.senders--
 		return nil
 	}
 	l.queue = nil

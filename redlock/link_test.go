@@ -5,7 +5,10 @@ import (
 	"crypto/sha1"
 	"fmt"
 	"os"
+	"runtime"
+	"runtime/pprof"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -128,6 +131,72 @@ func TestConcurrentRequestsShareRoundTrips(t *testing.T) {
 		require.NoError(t, s.Client().ScriptFlush(ctxT(t)).Err())
 	}
 	lockAll(t, lc, base+":flushed", locks)
+}
+
+// senders records which goroutines send a node's script calls.
+type senders struct {
+	mu  sync.Mutex
+	ids map[string]bool
+}
+
+func (s *senders) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (s *senders) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		s.saw()
+		return next(ctx, cmd)
+	}
+}
+
+func (s *senders) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		s.saw()
+		return next(ctx, cmds)
+	}
+}
+
+// saw records the calling goroutine's id, from the first line of its stack.
+func (s *senders) saw() {
+	buf := make([]byte, 64)
+	buf = buf[:runtime.Stack(buf, false)]
+	id, _, _ := strings.Cut(strings.TrimPrefix(string(buf), "goroutine "), " ")
+	s.mu.Lock()
+	s.ids[id] = true
+	s.mu.Unlock()
+}
+
+// sendersRunning counts the goroutines of links, from a goroutine profile.
+func sendersRunning(t *testing.T) int {
+	var b strings.Builder
+	require.NoError(t, pprof.Lookup("goroutine").WriteTo(&b, 1))
+	return strings.Count(b.String(), "redlock.(*Client).send+")
+}
+
+// A busy Client reuses the goroutines that send to its nodes: 200 locks taken and released
+// one after the other are sent by at most four goroutines per node (one would do; a new
+// goroutine per request, and per node, would be 400). Once the Client is idle they exit.
+func TestSendersAreReusedAndExitWhenIdle(t *testing.T) {
+	c := newCluster(t, 3, false)
+	seen := make([]*senders, len(c.nodes))
+	for i, n := range c.nodes {
+		seen[i] = &senders{ids: map[string]bool{}}
+		n.(*redis.Client).AddHook(seen[i])
+	}
+	lc := c.client(t)
+	ctx := ctxT(t)
+	base := redistest.Key(t)
+	for i := range 200 {
+		l, err := lc.TryAcquire(ctx, base+":"+strconv.Itoa(i), 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+	}
+	for i, s := range seen {
+		s.mu.Lock()
+		assert.LessOrEqual(t, len(s.ids), 4, "node %d: goroutines that sent its 400 requests", i)
+		s.mu.Unlock()
+	}
+	require.Eventually(t, func() bool { return sendersRunning(t) == 0 }, 10*time.Second, 10*time.Millisecond,
+		"senders still running long after the last request")
 }
 
 // releaseFirst makes one node run a lock's release before its acquisition: the acquire script
