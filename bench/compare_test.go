@@ -194,9 +194,15 @@ func contend(b *testing.B, lib string, n int) {
 		attempts atomic.Int64
 		failures atomic.Int64 // errors other than "held elsewhere"
 		lastErr  atomic.Value
-		stop     = make(chan struct{})
-		won      = make(chan struct{})
-		wg       sync.WaitGroup
+		// The cycle of one acquisition, for its breakdown (their means add up to sec/op): the
+		// winner's hold as slept, and the handoff, from its release call to the next racer's
+		// successful tryLock.
+		releasing       atomic.Int64 // Unix ns of the last release call, 0 once a winner took it
+		cycle           sync.Mutex
+		holds, handoffs []time.Duration
+		stop            = make(chan struct{})
+		won             = make(chan struct{})
+		wg              sync.WaitGroup
 	)
 	for _, lk := range lockers {
 		wg.Go(func() {
@@ -214,11 +220,20 @@ func contend(b *testing.B, lib string, n int) {
 					}
 					continue
 				}
+				at := time.Now()
 				if holders.Add(1) != 1 {
 					overlaps.Add(1)
 				}
 				time.Sleep(benchHold)
+				hold := time.Since(at)
 				holders.Add(-1)
+				cycle.Lock()
+				holds = append(holds, hold)
+				if r := releasing.Swap(0); r != 0 {
+					handoffs = append(handoffs, at.Sub(time.Unix(0, r)))
+				}
+				cycle.Unlock()
+				releasing.Store(time.Now().UnixNano())
 				if err := lk.unlock(ctx); err != nil {
 					failures.Add(1)
 					lastErr.Store(err.Error())
@@ -255,6 +270,8 @@ func contend(b *testing.B, lib string, n int) {
 	}
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "acquisitions/s")
 	b.ReportMetric(float64(attempts.Load())/float64(b.N), "attempts/op")
+	b.ReportMetric(mean(holds), "hold-µs")
+	b.ReportMetric(mean(handoffs), "handoff-µs")
 }
 
 // heldElsewhere reports whether a failed attempt lost to another holder (for redsync, a split
