@@ -200,11 +200,16 @@ func TestTraceRanHeldDone(t *testing.T) {
 			_, span := tm.tp.Tracer("user").Start(ctx, "user work")
 			userSpan = span.SpanContext()
 			span.End()
-			// Hold the tick past one renewal: the lease's deadline moves forward with each.
-			first, _ := ctx.Deadline()
+			// Hold the tick past two renewals: the lease's deadline moves forward with each, as
+			// soon as the lock is extended, before the renewal is reported; the first one's
+			// event is on the span once the second moved the deadline.
+			deadline, _ := ctx.Deadline()
 			close(inside)
 			<-release
-			assert.Eventually(t, func() bool { d, _ := ctx.Deadline(); return d.After(first) }, 10*time.Second, 5*time.Millisecond)
+			for range 2 {
+				last := deadline
+				assert.Eventually(t, func() bool { deadline, _ = ctx.Deadline(); return deadline.After(last) }, 10*time.Second, 5*time.Millisecond)
+			}
 			return nil
 		})
 	})

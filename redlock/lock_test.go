@@ -500,6 +500,7 @@ func TestExtendWithOneNodeNotOursAndOneSilentIsUnavailable(t *testing.T) {
 	key := redistest.Key(t)
 	l, err := lc.TryAcquire(ctx, key, 10*time.Second)
 	require.NoError(t, err)
+	c.waitHeldEverywhere(t, key)                                  // else node 0's acquisition, still on its way, could take it again
 	require.NoError(t, c.servers[0].Client().Del(ctx, key).Err()) // not ours there any more
 	c.proxies[1].Blackhole(true)
 	_, err = l.Extend(ctx)

@@ -73,6 +73,9 @@ func TestResolveSplitsTakesAHeldLockAsFinal(t *testing.T) {
 	holder, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("holder"))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, holder.Release(ctx)) }()
+	// The holder's acquisition returned at the quorum; its requests to the last nodes could
+	// still land after the other's, which would then see a split vote, not a held lock.
+	c.waitHeldEverywhere(t, key)
 	var attempts []redlock.Attempt
 	_, err = lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("other"), redlock.ResolveSplits(3),
 		redlock.OnAttempt(func(a redlock.Attempt) { attempts = append(attempts, a) }))
