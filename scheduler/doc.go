@@ -56,7 +56,7 @@
 //   - WithTickRetention: max(2·MaxClockSkew + 1s, 1 min).
 //   - WithLockConcurrency: 10·GOMAXPROCS tick locks requested at once.
 //   - WithHistorySize: 100 records per job (History).
-//   - WithTriggerPoll: the queue of manual runs read every 250ms (besides announcements).
+//   - WithTriggerPoll: the queue of manual runs read every second (besides announcements).
 //
 // # Control
 //

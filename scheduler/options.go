@@ -199,7 +199,8 @@ func WithHistorySize(n int) Option {
 }
 
 // WithTriggerPoll sets how often a running scheduler reads the queue of manual runs
-// (Trigger) from the nodes, in case an announcement was lost. Default 250ms; each look is one
+// (Trigger) from the nodes, in case an announcement was lost, and for the requests that
+// waited for a run of their job to end (Overlap Forbid). Default 1s; each look is one
 // request per node, whatever the number of jobs.
 func WithTriggerPoll(d time.Duration) Option {
 	return func(cfg *config) error {

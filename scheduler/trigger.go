@@ -16,7 +16,7 @@ import (
 )
 
 // DefaultTriggerPoll is the default of WithTriggerPoll.
-const DefaultTriggerPoll = 250 * time.Millisecond
+const DefaultTriggerPoll = time.Second
 
 // Scripts of the queue of manual runs (middleware.TriggersKey): a sorted set of "<id> <job>"
 // members scored by the Unix milliseconds they were asked at.
@@ -37,7 +37,7 @@ return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')`)
 // Trigger asks for one manual run of the job named name, now, and returns its id. The run
 // happens once across the cluster: some running replica with the job starts it — this one at
 // once, the others when the nodes announce it (Pub/Sub), or at their next look at the queue
-// (WithTriggerPoll, default every 250ms) — under the lock TriggerKey(id) instead of a
+// (WithTriggerPoll, default every second) — under the lock TriggerKey(id) instead of a
 // tick key, with job.Run.Trigger set to the id (and Tick to when it was asked). The job's
 // Overlap applies: with Forbid, the run waits until no other run of the job is running. A
 // pause does not stop it, and it is not retried: its lock is kept as done whatever the
