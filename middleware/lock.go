@@ -112,7 +112,8 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // another replica, already done, or (Forbid) whose previous run still runs, and every tick
 // while the job's PauseKey is on a quorum of the nodes, is skipped with a final
 // *job.SkipError; refusals that may have split the vote, and run keys that may be leftovers
-// of a failed attempt, are looked at again first (docs/scheduler.md). Unavailable nodes are
+// of a failed attempt or of a release that missed a node, are looked at again first (the
+// latter on every node; docs/scheduler.md). Unavailable nodes are
 // retried on cfg.BackOff until the tick's deadline or ctx's end.
 //
 // The handler runs under the lease's context (cancelled with cause redlock.ErrLeaseLost before
@@ -168,7 +169,7 @@ const (
 // acquire takes the tick's lock, reporting each attempt to p.
 func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run, p *lockProbe) (*redlock.Lock, error) {
 	tickKey, runKey := TickKey(c.Prefix, run.Job, run.Tick), RunKey(c.Prefix, run.Job)
-	opts := make([]redlock.AcquireOption, 0, 8) // room for every option below
+	opts := make([]redlock.AcquireOption, 0, 9) // room for every option below
 	opts = append(opts, redlock.FenceKey(FenceCounterKey(c.Prefix, run.Job)), redlock.ResolveSplits(maxSplitRetries))
 	if run.Trigger != "" {
 		tickKey = TriggerKey(c.Prefix, run.Job, run.Trigger) // an operator's run: a pause does not stop it
@@ -209,6 +210,11 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 			return nil, err
 		}
 		opts = opts[:base]
+		if rechecks > 0 {
+			// The run key may be left on the lock's primary node, whose refusal alone ends a
+			// contended attempt: ask every node.
+			opts = append(opts, redlock.AskEveryNode())
+		}
 		if !run.Deadline.IsZero() {
 			// No attempt, first or after a split vote, starts after the tick's window; the
 			// window is on c.Clock, redlock counts in real time.
@@ -224,8 +230,9 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 		if ae, ok := errors.AsType[*redlock.AcquireError](err); ok && errors.Is(err, redlock.ErrNotAcquired) {
 			se := skip(ae, runKey, err)
 			// A run key found held may be the leftover of another tick's failed attempt (a
-			// replica whose clock is behind, refused that tick as done on the other nodes):
-			// look again once it had time to be released.
+			// replica whose clock is behind, refused that tick as done on the other nodes), or
+			// of a release that missed a node: look again, on every node, once it had time to
+			// be released.
 			done := se.Holder != nil && se.Holder.Done // done, or skipped and marked
 			if done || se.Reason != job.SkipOverlap || rechecks == maxOverlapRechecks || ctx.Err() != nil {
 				if !done && se.Reason == job.SkipOverlap && run.Trigger == "" { // a manual run waits instead

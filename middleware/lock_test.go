@@ -129,6 +129,47 @@ func TestLockSkipsAHeldTickAndAnOverlap(t *testing.T) {
 	require.NoError(t, <-done)
 }
 
+// A release that missed a node leaves the run key there until its TTL. When that node is the
+// lock's primary, a contended attempt, which asks it alone first, is refused; looked at again
+// on every node, the run key is free on a quorum and the tick runs.
+func TestLockRunsPastARunKeyLeftOnOneNode(t *testing.T) {
+	ns := startNodes(t, 5, false)
+	lc := ns.client(t)
+	lock := middleware.Lock(lc, middleware.LockConfig{Prefix: "p"})
+	ctx := context.Background()
+	runKey := middleware.RunKey("p", "left")
+	leave := func(i int) {
+		require.NoError(t, ns.Servers[i].Client().HSet(ctx, runKey, "v", "gone-value", "l", "gone").Err())
+	}
+	clear := func() {
+		for _, s := range ns.Servers {
+			require.NoError(t, s.Client().Del(ctx, runKey).Err())
+		}
+	}
+	at := func(n int) context.Context {
+		return job.NewContext(ctx, &job.Run{Job: "left", Tick: tick.Add(time.Duration(n) * time.Minute), Attempt: 1, Replica: "r"})
+	}
+	// A run going on holds the run key on every node: the tick is skipped, and the job's
+	// locks are contended from now on.
+	for i := range ns.Servers {
+		leave(i)
+	}
+	err := lock(func(context.Context) error { t.Error("overlapped"); return nil })(at(0))
+	require.Equal(t, middleware.OutcomeSkippedOverlap, middleware.Outcome(err), "%v", err)
+	clear()
+
+	for i := range ns.Servers {
+		leave(i)
+		ran := false
+		err := lock(func(context.Context) error { ran = true; return nil })(at(i + 1))
+		require.NoError(t, err, "run key left on node %d", i)
+		assert.True(t, ran)
+		require.Eventually(t, func() bool { return ns.count(t, runKey) == 1 }, 10*time.Second, time.Millisecond,
+			"the run released its run key on the other nodes")
+		clear()
+	}
+}
+
 func TestLockReleasesOnFailureAndPanic(t *testing.T) {
 	ns := startNodes(t, 3, false)
 	lc := ns.client(t)

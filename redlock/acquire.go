@@ -19,7 +19,7 @@ type Attempt struct {
 	// Number counts the attempts of one Acquire call, from 1.
 	Number int
 	// PrimaryFirst reports that the lock was contended, so the primary node was asked alone
-	// first.
+	// first (unless AskEveryNode).
 	PrimaryFirst bool
 	// OK, Refused, Quarantined and Failed count the nodes' answers that had arrived when the
 	// outcome was decided; Quorum is the number of OKs needed.
@@ -50,6 +50,7 @@ type request struct {
 	group    string // primaryGroup of the primary key
 	hook     func(Attempt)
 	wake     bool
+	every    bool      // AskEveryNode
 	splits   int       // ResolveSplits
 	before   time.Time // StartBefore
 	replicas int       // WaitForReplicas
@@ -155,7 +156,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		refuse = strconv.Itoa(len(ac.refuse))
 	}
 	return &request{keys: keys, script: script, refuse: refuse, refusing: ac.refuse, ttl: ttl, ttlms: c.ttlArg(ttl), label: label, labelArg: labelArg, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
-		wake: ac.wake, splits: ac.splits, before: ac.before, replicas: ac.replicas, hold: c.heldBy(ctx, key)}, nil
+		wake: ac.wake, every: ac.everyNode, splits: ac.splits, before: ac.before, replicas: ac.replicas, hold: c.heldBy(ctx, key)}, nil
 }
 
 // TryAcquire makes one attempt to acquire the lock named key for ttl — more only after a
@@ -443,7 +444,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		}
 		return err
 	}
-	primaryFirst := len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
+	primaryFirst := !req.every && len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
 	var err error
 	if primaryFirst {
 		err = ask([]int{p})

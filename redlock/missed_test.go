@@ -123,3 +123,17 @@ func (c *cluster) waitHeldEverywhere(t *testing.T, key string) {
 		return true
 	}, 10*time.Second, time.Millisecond)
 }
+
+// waitReleased waits until no node holds key but under value: a release returns at the
+// quorum, and reaches the last nodes later.
+func (c *cluster) waitReleased(t *testing.T, key, value string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, s := range c.servers {
+			if v, err := s.Client().HGet(context.Background(), key, "v").Result(); err == nil && v != value {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond)
+}

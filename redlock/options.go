@@ -227,6 +227,7 @@ type acquireConfig struct {
 	before    time.Time
 	replicas  int
 	refuse    []string
+	everyNode bool
 }
 
 // Also takes these keys together with the primary key, atomically on each node: the lock is
@@ -315,6 +316,18 @@ func StartBefore(t time.Time) AcquireOption {
 // key must share the primary key's hash tag. A nested hold (see Acquire) does not look at it.
 func RefuseWhile(key string) AcquireOption {
 	return func(c *acquireConfig) { c.refuse = append(c.refuse, key) }
+}
+
+// AskEveryNode makes each attempt of the acquisition ask every node in parallel, even while
+// the lock is contended (see WithContentionWindow): a refusal by the lock's primary node alone
+// is then not final, and the lock is refused only where a quorum cannot be had. A release that
+// missed the primary node (down, cut off or too slow when the holder released) leaves the lock
+// there until its TTL, and every client's contended attempts, which ask the primary node first
+// and alone, are refused by it meanwhile although no one holds a quorum. Use it to look again
+// at a lock that may be such a leftover. Racers that ask every node may split the vote (see
+// ResolveSplits). Default off.
+func AskEveryNode() AcquireOption {
+	return func(c *acquireConfig) { c.everyNode = true }
 }
 
 // ReleaseOption configures a release.

@@ -166,3 +166,56 @@ func TestResolveSplitsTakesADoneMarkerAsFinal(t *testing.T) {
 	require.NotNil(t, ae.Holder)
 	assert.True(t, ae.Holder.Done)
 }
+
+// A release that missed the lock's primary node leaves the lock there until its TTL. Contended
+// attempts ask the primary node alone first and take its refusal as final; with AskEveryNode
+// the other nodes, a quorum, grant the lock.
+func TestAskEveryNodeLooksPastALeftoverOnThePrimary(t *testing.T) {
+	c := newCluster(t, 5, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := t.Name()
+	leave := func(nodes ...int) {
+		for _, i := range nodes {
+			require.NoError(t, c.servers[i].Client().HSet(ctx, key, "v", "gone-value", "l", "gone").Err())
+		}
+	}
+	clear := func() {
+		for _, s := range c.servers {
+			require.NoError(t, s.Client().Del(ctx, key).Err())
+		}
+	}
+	try := func(opts ...redlock.AcquireOption) (redlock.Attempt, error) {
+		var a redlock.Attempt
+		l, err := lc.TryAcquire(ctx, key, 10*time.Second, append(opts, redlock.OnAttempt(func(at redlock.Attempt) { a = at }))...)
+		if err == nil {
+			require.NoError(t, l.Release(ctx))
+			c.waitReleased(t, key, "gone-value")
+		}
+		return a, err
+	}
+	// Held on every node: refused, and the key is contended from now on.
+	leave(0, 1, 2, 3, 4)
+	_, err := try()
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	clear()
+
+	primaries := 0
+	for i := range c.servers {
+		leave(i)
+		a, err := try()
+		if err != nil {
+			require.ErrorIs(t, err, redlock.ErrNotAcquired)
+			assert.True(t, a.PrimaryFirst)
+			assert.Equal(t, 1, a.Refused, "node %d, the primary, refused alone", i)
+			primaries++
+			a, err = try(redlock.AskEveryNode())
+			require.NoError(t, err, "AskEveryNode with the lock left on node %d", i)
+			assert.False(t, a.PrimaryFirst)
+		} else {
+			assert.True(t, a.PrimaryFirst, "the key is contended")
+		}
+		clear()
+	}
+	assert.Equal(t, 1, primaries, "the lock left on the primary node refused the contended attempts")
+}
