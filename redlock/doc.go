@@ -47,7 +47,9 @@
 // request and leaves nothing to release. If the primary is down, it falls back to the
 // parallel path. The first race on a calm key can still split; TryAcquire with
 // ResolveSplits(n) tries again after a refusal that may have left the lock to no one, and
-// StartBefore(t) keeps every attempt from starting after t.
+// StartBefore(t) keeps every attempt from starting after t. A lock left on the primary node
+// by a release that missed it refuses the primary-first attempts until its TTL, although no
+// one holds a quorum; AskEveryNode looks past it.
 //
 // # Fencing tokens
 //
