@@ -93,6 +93,10 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("reading the ledger: %w", err)
 	}
+	// The ledger as read, to study a kept run directory (-chaos.keep) after the fact.
+	if err := writeJSON(filepath.Join(h.cfg.Dir, "ledger.json"), d); err != nil {
+		return nil, err
+	}
 	replicas, daemons := map[string]int{}, map[string]bool{}
 	for i, w := range h.workers {
 		replicas[w.name] = i

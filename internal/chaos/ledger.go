@@ -2,7 +2,9 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -205,4 +207,13 @@ func readData(ctx context.Context, rc *redis.Client, key, fenced string, jobs []
 		}
 	}
 	return d, nil
+}
+
+// writeJSON writes v to path as JSON.
+func writeJSON(path string, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, b, 0o644)
 }
