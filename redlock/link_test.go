@@ -28,20 +28,27 @@ type roundTrips struct {
 	trips, scripts, now, most atomic.Int32
 }
 
-func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+// onTrip is a go-redis hook that passes every round trip (a command alone or a pipeline) to
+// a func, which sends it by calling send.
+type onTrip func(cmds []redis.Cmder, send func() error) error
 
-func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+func (f onTrip) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (f onTrip) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
-		defer r.trip([]redis.Cmder{cmd})()
-		return next(ctx, cmd)
+		return f([]redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
 	}
 }
 
-func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+func (f onTrip) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		defer r.trip(cmds)()
-		return next(ctx, cmds)
+		return f(cmds, func() error { return next(ctx, cmds) })
 	}
+}
+
+func (r *roundTrips) hook(cmds []redis.Cmder, send func() error) error {
+	defer r.trip(cmds)()
+	return send()
 }
 
 // trip counts one round trip of cmds as started, and returns what counts it as done. Only
@@ -108,7 +115,7 @@ func TestConcurrentRequestsShareRoundTrips(t *testing.T) {
 	counters := make([]*roundTrips, len(c.nodes))
 	for i, n := range c.nodes {
 		counters[i] = &roundTrips{}
-		n.(*redis.Client).AddHook(counters[i])
+		n.(*redis.Client).AddHook(onTrip(counters[i].hook))
 	}
 	lc := c.client(t, redlock.WithNodeTimeout(2*time.Second))
 	for _, p := range c.proxies {
@@ -139,20 +146,9 @@ type senders struct {
 	ids map[string]bool
 }
 
-func (s *senders) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (s *senders) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		s.saw()
-		return next(ctx, cmd)
-	}
-}
-
-func (s *senders) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		s.saw()
-		return next(ctx, cmds)
-	}
+func (s *senders) hook(_ []redis.Cmder, send func() error) error {
+	s.saw()
+	return send()
 }
 
 // saw records the calling goroutine's id, from the first line of its stack.
@@ -180,7 +176,7 @@ func TestSendersAreReusedAndExitWhenIdle(t *testing.T) {
 	seen := make([]*senders, len(c.nodes))
 	for i, n := range c.nodes {
 		seen[i] = &senders{ids: map[string]bool{}}
-		n.(*redis.Client).AddHook(seen[i])
+		n.(*redis.Client).AddHook(onTrip(seen[i].hook))
 	}
 	lc := c.client(t)
 	ctx := ctxT(t)
@@ -214,20 +210,6 @@ type releaseFirst struct {
 func newReleaseFirst(t *testing.T, replyLast bool) *releaseFirst {
 	return &releaseFirst{acquire: scriptSHA(t, "acquire.lua"), release: scriptSHA(t, "release.lua"), replyLast: replyLast,
 		acquiring: make(chan struct{}, 1), released: make(chan struct{}), acquired: make(chan struct{})}
-}
-
-func (h *releaseFirst) DialHook(next redis.DialHook) redis.DialHook { return next }
-
-func (h *releaseFirst) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error {
-		return h.order([]redis.Cmder{cmd}, func() error { return next(ctx, cmd) })
-	}
-}
-
-func (h *releaseFirst) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error {
-		return h.order(cmds, func() error { return next(ctx, cmds) })
-	}
 }
 
 func (h *releaseFirst) order(cmds []redis.Cmder, send func() error) error {
@@ -275,7 +257,7 @@ func TestReleaseBeforeItsAcquisitionIsMadeAgain(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, l.Release(ctx))
 			hook := newReleaseFirst(t, replyLast)
-			c.nodes[2].(*redis.Client).AddHook(hook)
+			c.nodes[2].(*redis.Client).AddHook(onTrip(hook.order))
 			l, err = lc.TryAcquire(ctx, key, 20*time.Second)
 			require.NoError(t, err)
 			<-hook.acquiring // node 2's acquisition was sent on its own, and waits
