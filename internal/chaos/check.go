@@ -67,6 +67,11 @@ type Result struct {
 	Orphans int
 
 	Outcomes map[string]int // tick outcomes reported by the replicas
+	// IdleOverlapSkips counts a Forbid job's skipped_overlap outcomes while none of its runs
+	// held its locks, from the replica's firing of the tick to its outcome: refusals by a run
+	// key that a run had left on a node, or that a failed attempt held — and replicas that then
+	// found the tick marked skipped. Not a violation: a liveness measure.
+	IdleOverlapSkips int
 
 	// Violations describes every failed check, for the log.
 	Violations []string
@@ -224,6 +229,14 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 	for _, j := range p.Jobs {
 		if j.Forbid {
 			checkExclusive("Forbid job "+j.Name, byJob[j.Name])
+		}
+	}
+
+	for _, o := range d.Outcomes {
+		if o.Outcome == "skipped_overlap" && !o.Fired.IsZero() && !slices.ContainsFunc(byJob[o.Job], func(run *JobRun) bool {
+			return !run.Start.After(o.Done) && !lockEnd[run].Before(o.Fired)
+		}) {
+			r.IdleOverlapSkips++
 		}
 	}
 

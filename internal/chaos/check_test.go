@@ -152,6 +152,20 @@ func TestCheckLockLeftOnAMissedNode(t *testing.T) {
 	assert.Equal(t, 1, r.Unexplained)
 }
 
+func TestCheckCountsOverlapSkipsWhileNoRunHeldTheLocks(t *testing.T) {
+	d := clean()
+	d.Outcomes = []Outcome{
+		// Tick 1's run held the locks from 1010ms to 1200ms.
+		{Job: "f", Tick: at(time.Second), Replica: "w0", Outcome: "skipped_overlap", Fired: at(1100 * ms), Done: at(1150 * ms)},
+		{Job: "f", Tick: at(time.Second), Replica: "w2", Outcome: "skipped_overlap", Fired: at(900 * ms), Done: at(1020 * ms)},
+		{Job: "f", Tick: at(2 * time.Second), Replica: "w0", Outcome: "skipped_overlap", Fired: at(1300 * ms), Done: at(1400 * ms)},
+		{Job: "f", Tick: at(2 * time.Second), Replica: "w1", Outcome: "skipped_held", Fired: at(1300 * ms), Done: at(1400 * ms)},
+	}
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.IdleOverlapSkips, "the skip between tick 1's run and tick 2's")
+	assert.True(t, r.OK(), "%v", r.Violations)
+}
+
 func TestCheckHolderPausedMidAcquisition(t *testing.T) {
 	// Tick 2 was skipped everywhere as an overlap, no run in sight: a replica took the run key
 	// and was paused before it ran (its lock stays until its TTL).
