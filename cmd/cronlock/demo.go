@@ -191,8 +191,8 @@ func pingNodes(ctx context.Context, addrs []string) error {
 	return errors.Join(errs...)
 }
 
-// removeKeys deletes what the demo wrote on the user's nodes: the keys under {prefix:...}
-// and prefix:... (the boot key), and says so.
+// removeKeys deletes what the demo wrote on the user's nodes: the keys under {prefix:...},
+// {prefix}:... (the queue of manual runs) and prefix:... (the boot key), and says so.
 func removeKeys(addrs []string, prefix string, out io.Writer) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -200,7 +200,7 @@ func removeKeys(addrs []string, prefix string, out io.Writer) {
 	var errs []error
 	for _, a := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
-		for _, pattern := range []string{"{" + prefix + ":*", prefix + ":*"} {
+		for _, pattern := range []string{"{" + prefix + ":*", "{" + prefix + "}:*", prefix + ":*"} {
 			it := c.Scan(ctx, 0, pattern, 100).Iterator()
 			for it.Next(ctx) {
 				n, err := c.Del(ctx, it.Val()).Result()
@@ -216,7 +216,7 @@ func removeKeys(addrs []string, prefix string, out io.Writer) {
 		}
 		_ = c.Close()
 	}
-	fmt.Fprintf(out, "removed the demo's %d keys ({%s:*} and %s:boot) from the nodes\n", removed, prefix, prefix)
+	fmt.Fprintf(out, "removed the demo's %d keys ({%s:*}, {%s}:triggers and %s:boot) from the nodes\n", removed, prefix, prefix, prefix)
 	if err := errors.Join(errs...); err != nil {
 		fmt.Fprintf(out, "could not remove every key: %v\n", err)
 	}
