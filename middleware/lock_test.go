@@ -141,7 +141,7 @@ func TestLockRunsPastARunKeyLeftOnOneNode(t *testing.T) {
 	leave := func(i int) {
 		require.NoError(t, ns.Servers[i].Client().HSet(ctx, runKey, "v", "gone-value", "l", "gone").Err())
 	}
-	clear := func() {
+	unleave := func() {
 		for _, s := range ns.Servers {
 			require.NoError(t, s.Client().Del(ctx, runKey).Err())
 		}
@@ -156,7 +156,7 @@ func TestLockRunsPastARunKeyLeftOnOneNode(t *testing.T) {
 	}
 	err := lock(func(context.Context) error { t.Error("overlapped"); return nil })(at(0))
 	require.Equal(t, middleware.OutcomeSkippedOverlap, middleware.Outcome(err), "%v", err)
-	clear()
+	unleave()
 
 	for i := range ns.Servers {
 		leave(i)
@@ -166,7 +166,7 @@ func TestLockRunsPastARunKeyLeftOnOneNode(t *testing.T) {
 		assert.True(t, ran)
 		require.Eventually(t, func() bool { return ns.count(t, runKey) == 1 }, 10*time.Second, time.Millisecond,
 			"the run released its run key on the other nodes")
-		clear()
+		unleave()
 	}
 }
 

@@ -180,7 +180,7 @@ func TestAskEveryNodeLooksPastALeftoverOnThePrimary(t *testing.T) {
 			require.NoError(t, c.servers[i].Client().HSet(ctx, key, "v", "gone-value", "l", "gone").Err())
 		}
 	}
-	clear := func() {
+	unleave := func() {
 		for _, s := range c.servers {
 			require.NoError(t, s.Client().Del(ctx, key).Err())
 		}
@@ -198,7 +198,7 @@ func TestAskEveryNodeLooksPastALeftoverOnThePrimary(t *testing.T) {
 	leave(0, 1, 2, 3, 4)
 	_, err := try()
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	clear()
+	unleave()
 
 	primaries := 0
 	for i := range c.servers {
@@ -215,7 +215,7 @@ func TestAskEveryNodeLooksPastALeftoverOnThePrimary(t *testing.T) {
 		} else {
 			assert.True(t, a.PrimaryFirst, "the key is contended")
 		}
-		clear()
+		unleave()
 	}
 	assert.Equal(t, 1, primaries, "the lock left on the primary node refused the contended attempts")
 }
