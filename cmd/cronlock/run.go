@@ -24,6 +24,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -115,19 +116,19 @@ type daemon struct {
 	replica string
 	log     *slog.Logger
 
-	clients    []redis.UniversalClient
-	closeLocks func() error
-	tel        *telemetry
-	sched      *scheduler.Scheduler
-	jobs       atomic.Pointer[config.Config] // the config whose jobs are registered (reload swaps it)
-	gate       *gate
-	lookupEnv  func(string) (string, bool) // the daemon's environment, for env: (nil: os.LookupEnv)
-	status     *jobStatus
-	ready      *readiness
-	server     *http.Server
-	serveWG    sync.WaitGroup
-	probeWG    sync.WaitGroup
-	stopProbe  context.CancelFunc
+	clients   []redis.UniversalClient
+	locks     *redlock.Client
+	tel       *telemetry
+	sched     *scheduler.Scheduler
+	jobs      atomic.Pointer[config.Config] // the config whose jobs are registered (reload swaps it)
+	gate      *gate
+	lookupEnv func(string) (string, bool) // the daemon's environment, for env: (nil: os.LookupEnv)
+	status    *jobStatus
+	ready     *readiness
+	server    *http.Server
+	serveWG   sync.WaitGroup
+	probeWG   sync.WaitGroup
+	stopProbe context.CancelFunc
 }
 
 // loggedError is an error that was logged already: main only sets the exit code.
@@ -310,13 +311,18 @@ func (d *daemon) start() error {
 		_ = locks.Close()
 		return usageError{fmt.Errorf("%s: %w", cfg.File, err)}
 	}
-	d.closeLocks = locks.Close
+	d.locks = locks
 	if _, err := d.sched.RegisterGauges(d.tel.meters); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	for i, j := range cfg.Jobs {
-		if err := d.addJob(cfg, i, j); err != nil {
-			return err
+	jobs, err := d.buildJobs(cfg)
+	if err != nil {
+		return usageError{err}
+	}
+	for i, j := range jobs {
+		d.warnHostProblems(cfg.Jobs[i])
+		if err := d.sched.Add(j); err != nil {
+			return usageError{cfg.JobError(i, err)}
 		}
 	}
 	d.jobs.Store(cfg)
@@ -330,29 +336,52 @@ func (d *daemon) start() error {
 	return nil
 }
 
-// addJob registers jobs[i] of cfg, j, with the scheduler. Its errors are usageErrors.
-func (d *daemon) addJob(cfg *config.Config, i int, j config.Job) error {
-	for _, err := range hostProblems(j) {
-		d.log.Warn("the job's runs on this host will fail", "job", j.Name, "err", err)
+// buildJobs builds the scheduler's job of each job of cfg — environment, kill grace, command
+// and handler — and checks each one as the scheduler's Add does, on a scheduler of its own:
+// jobs it returns are accepted by Add. It changes nothing in the daemon. It returns every
+// problem found, joined, each naming the file, line and key.
+func (d *daemon) buildJobs(cfg *config.Config) ([]job.Job, error) {
+	check, err := scheduler.New(d.locks, scheduler.WithPrefix(cfg.Prefix))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
+	defer func() { _ = check.Stop(context.Background()) }() // never started: returns at once
+	jobs := make([]job.Job, len(cfg.Jobs))
+	var errs []error
+	for i, j := range cfg.Jobs {
+		if jobs[i], err = d.buildJob(cfg, i, j); err != nil {
+			errs = append(errs, err)
+		} else if err := check.Add(jobs[i]); err != nil {
+			errs = append(errs, cfg.JobError(i, err))
+		}
+	}
+	return jobs, errors.Join(errs...)
+}
+
+// buildJob builds the scheduler's job of j, jobs[i] of cfg.
+func (d *daemon) buildJob(cfg *config.Config, i int, j config.Job) (job.Job, error) {
 	killGrace := j.KillGrace
 	if d.flags.set["kill-grace"] {
 		var err error
 		if killGrace, err = j.KillGraceFor(d.flags.killGrace, true); err != nil {
-			return usageError{fmt.Errorf("--kill-grace %w", err)}
+			return job.Job{}, cfg.JobError(i, fmt.Errorf("--kill-grace %w", err))
 		}
 	}
 	env, err := j.Environ(d.lookupEnv)
 	if err != nil {
-		return usageError{err}
+		return job.Job{}, err
 	}
 	cj := &commandJob{name: j.Name, argv: j.Command, env: append(jobEnviron(cfg), env...), dir: j.WorkingDir,
 		killGrace: killGrace, log: d.log, outputLevel: j.OutputLevel, outputLimit: j.OutputLimit}
-	err = d.sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(cj), Options: j.Options()})
-	if err != nil {
-		return usageError{cfg.JobError(i, err)}
+	return job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(cj), Options: j.Options()}, nil
+}
+
+// warnHostProblems logs why the job's runs on this host will fail, if they will: other hosts
+// may have its program.
+func (d *daemon) warnHostProblems(j config.Job) {
+	for _, err := range hostProblems(j) {
+		d.log.Warn("the job's runs on this host will fail", "job", j.Name, "err", err)
 	}
-	return nil
 }
 
 // hostProblems are the reasons why the job cannot run on this host: its program is not
@@ -389,12 +418,18 @@ func (d *daemon) handlerFor(cj *commandJob) job.Handler {
 
 // reload reads the config file again, on SIGHUP: added jobs start, removed jobs take no new
 // ticks (a run under way finishes under its lease), changed jobs take effect at their next
-// tick. A file with errors, or that changes more than jobs and kill_grace, is refused, and
-// the running config kept.
+// tick. The new file is checked completely first — every job built and checked as the
+// scheduler's Add does — and only then applied, so the apply cannot fail halfway: a file with
+// an error, or that changes more than jobs and kill_grace, is refused, and the running config
+// kept whole.
 func (d *daemon) reload() {
 	cfg, err := config.Load(d.flags.config)
 	if err == nil {
 		err = sameSettings(d.cfg, cfg)
+	}
+	var jobs []job.Job
+	if err == nil {
+		jobs, err = d.buildJobs(cfg)
 	}
 	if err != nil {
 		logErrors(d.log, "reload: config refused, the running one is kept", err)
@@ -420,7 +455,8 @@ func (d *daemon) reload() {
 			added++
 			d.log.Info("reload: job added", "job", j.Name)
 		}
-		if err := d.addJob(cfg, i, cfg.Jobs[i]); err != nil {
+		d.warnHostProblems(j)
+		if err := d.sched.Add(jobs[i]); err != nil { // checked by buildJobs: only if the scheduler stopped
 			d.log.Error("reload: job not added", "job", j.Name, "err", err)
 		}
 	}
@@ -478,8 +514,8 @@ func (d *daemon) close() {
 	if d.sched != nil {
 		_ = d.sched.Stop(context.Background()) // no-op after the drain; frees a scheduler never started
 	}
-	if d.closeLocks != nil {
-		_ = d.closeLocks()
+	if d.locks != nil {
+		_ = d.locks.Close()
 	}
 	if d.tel != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
