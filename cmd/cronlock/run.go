@@ -115,6 +115,7 @@ type daemon struct {
 	flags   runFlags
 	replica string
 	log     *slog.Logger
+	logOut  *logWriter // where log writes (nil: not counted)
 
 	clients   []redis.UniversalClient
 	locks     *redlock.Client
@@ -162,21 +163,29 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	// A log line written to a pipe whose reader went away fails, and is counted (logWriter),
+	// instead of killing the daemon with its runs: Go kills a program that writes to a broken
+	// pipe on fd 1 or 2 unless it is notified of SIGPIPE (or ignores it; but an ignored signal
+	// stays ignored across exec, a notified one does not).
+	pipes := make(chan os.Signal, 1) // never read: a signal that finds it full is dropped
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 	// From here on every line goes through the daemon's log: go-redis's and OpenTelemetry's too.
-	log := newLogger(stderr, f)
+	out := &logWriter{w: stderr}
+	log := newLogger(out, f)
 	logRedisTo(log)
 	defer logRedisTo(nil)
 	logOTelTo(log)
 	defer logOTelTo(nil)
-	if err := runDaemon(ctx, f, log); err != nil {
+	if err := runDaemon(ctx, f, log, out); err != nil {
 		logErrors(log, "cronlock run", err)
 		return loggedError{err}
 	}
 	return nil
 }
 
-// runDaemon runs the daemon until ctx ends, it drained and stopped.
-func runDaemon(ctx context.Context, f runFlags, log *slog.Logger) error {
+// runDaemon runs the daemon until ctx ends, it drained and stopped. Its log writes to out.
+func runDaemon(ctx context.Context, f runFlags, log *slog.Logger, out *logWriter) error {
 	cfg, err := loadConfig("run", f.config)
 	if err != nil {
 		return err
@@ -189,7 +198,7 @@ func runDaemon(ctx context.Context, f runFlags, log *slog.Logger) error {
 	signal.Notify(hups, syscall.SIGHUP)
 	defer signal.Stop(hups)
 
-	d := &daemon{cfg: cfg, flags: f, status: newJobStatus(), gate: newGate(), log: log}
+	d := &daemon{cfg: cfg, flags: f, status: newJobStatus(), gate: newGate(), log: log, logOut: out}
 	if err := d.start(); err != nil {
 		d.close()
 		return err
@@ -314,6 +323,11 @@ func (d *daemon) start() error {
 	d.locks = locks
 	if _, err := d.sched.RegisterGauges(d.tel.meters); err != nil {
 		return fmt.Errorf("metrics: %w", err)
+	}
+	if d.logOut != nil {
+		if err := d.logOut.register(d.tel.meters); err != nil {
+			return fmt.Errorf("metrics: %w", err)
+		}
 	}
 	jobs, err := d.buildJobs(cfg)
 	if err != nil {
