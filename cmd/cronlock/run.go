@@ -13,6 +13,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -122,6 +123,8 @@ type daemon struct {
 	tel       *telemetry
 	sched     *scheduler.Scheduler
 	jobs      atomic.Pointer[config.Config] // the config whose jobs are registered (reload swaps it)
+	current   map[string]*definition        // the registered definition of each job, by name
+	defs      definitions
 	gate      *gate
 	lookupEnv func(string) (string, bool) // the daemon's environment, for env: (nil: os.LookupEnv)
 	status    *jobStatus
@@ -329,15 +332,17 @@ func (d *daemon) start() error {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
-	jobs, err := d.buildJobs(cfg)
+	defs, err := d.buildJobs(cfg)
 	if err != nil {
 		return usageError{err}
 	}
-	for i, j := range jobs {
+	d.current = map[string]*definition{}
+	for i, def := range defs {
 		d.warnHostProblems(cfg.Jobs[i])
-		if err := d.sched.Add(j); err != nil {
+		if err := d.sched.Add(def.job); err != nil {
 			return usageError{cfg.JobError(i, err)}
 		}
+		d.current[def.job.Name] = def
 	}
 	d.jobs.Store(cfg)
 	if addr != "" {
@@ -350,44 +355,46 @@ func (d *daemon) start() error {
 	return nil
 }
 
-// buildJobs builds the scheduler's job of each job of cfg — environment, kill grace, command
-// and handler — and checks each one as the scheduler's Add does, on a scheduler of its own:
+// buildJobs builds the definition of each job of cfg — environment, kill grace, command and
+// handler — and checks each one as the scheduler's Add does, on a scheduler of its own: the
 // jobs it returns are accepted by Add. It changes nothing in the daemon. It returns every
 // problem found, joined, each naming the file, line and key.
-func (d *daemon) buildJobs(cfg *config.Config) ([]job.Job, error) {
+func (d *daemon) buildJobs(cfg *config.Config) ([]*definition, error) {
 	check, err := scheduler.New(d.locks, scheduler.WithPrefix(cfg.Prefix))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
 	defer func() { _ = check.Stop(context.Background()) }() // never started: returns at once
-	jobs := make([]job.Job, len(cfg.Jobs))
+	defs := make([]*definition, len(cfg.Jobs))
 	var errs []error
 	for i, j := range cfg.Jobs {
-		if jobs[i], err = d.buildJob(cfg, i, j); err != nil {
+		if defs[i], err = d.buildJob(cfg, i, j); err != nil {
 			errs = append(errs, err)
-		} else if err := check.Add(jobs[i]); err != nil {
+		} else if err := check.Add(defs[i].job); err != nil {
 			errs = append(errs, cfg.JobError(i, err))
 		}
 	}
-	return jobs, errors.Join(errs...)
+	return defs, errors.Join(errs...)
 }
 
-// buildJob builds the scheduler's job of j, jobs[i] of cfg.
-func (d *daemon) buildJob(cfg *config.Config, i int, j config.Job) (job.Job, error) {
+// buildJob builds the definition of j, jobs[i] of cfg.
+func (d *daemon) buildJob(cfg *config.Config, i int, j config.Job) (*definition, error) {
 	killGrace := j.KillGrace
 	if d.flags.set["kill-grace"] {
 		var err error
 		if killGrace, err = j.KillGraceFor(d.flags.killGrace, true); err != nil {
-			return job.Job{}, cfg.JobError(i, fmt.Errorf("--kill-grace %w", err))
+			return nil, cfg.JobError(i, fmt.Errorf("--kill-grace %w", err))
 		}
 	}
 	env, err := j.Environ(d.lookupEnv)
 	if err != nil {
-		return job.Job{}, err
+		return nil, err
 	}
 	cj := &commandJob{name: j.Name, argv: j.Command, env: append(jobEnviron(cfg), env...), dir: j.WorkingDir,
 		killGrace: killGrace, log: d.log, outputLevel: j.OutputLevel, outputLimit: j.OutputLimit}
-	return job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(cj), Options: j.Options()}, nil
+	def := &definition{}
+	def.job = job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(def, cj), Options: j.Options()}
+	return def, nil
 }
 
 // warnHostProblems logs why the job's runs on this host will fail, if they will: other hosts
@@ -415,14 +422,19 @@ func hostProblems(j config.Job) []error {
 	return errs
 }
 
-// handlerFor returns the job's handler: unless the daemon is stopping, it notes the run for
-// /jobs, then runs the command.
-func (d *daemon) handlerFor(cj *commandJob) job.Handler {
+// handlerFor returns the handler of def, which runs cj: unless the daemon is stopping, or a
+// reload replaced def, or def must not overlap a run of the definition it replaced (see
+// definitions), it notes the run for /jobs, then runs the command.
+func (d *daemon) handlerFor(def *definition, cj *commandJob) job.Handler {
 	return func(ctx context.Context) error {
 		if !d.gate.enter(ctx) {
 			return errStopping
 		}
 		defer d.gate.leave(ctx)
+		if err := d.defs.start(def, d.replica); err != nil {
+			return err
+		}
+		defer d.defs.end(def)
 		if run, ok := job.RunFrom(ctx); ok {
 			started(ctx, run.FencingToken)
 		}
@@ -432,7 +444,9 @@ func (d *daemon) handlerFor(cj *commandJob) job.Handler {
 
 // reload reads the config file again, on SIGHUP: added jobs start, removed jobs take no new
 // ticks (a run under way finishes under its lease), changed jobs take effect at their next
-// tick. The new file is checked completely first — every job built and checked as the
+// tick. A job added with the command of a removed one is that job renamed; the runs of a job
+// renamed, or changed, that forbids overlap do not start while a run of its old definition is
+// running here (see definitions). The new file is checked completely first — every job built and checked as the
 // scheduler's Add does — and only then applied, so the apply cannot fail halfway: a file with
 // an error, or that changes more than jobs and kill_grace, is refused, and the running config
 // kept whole.
@@ -441,9 +455,9 @@ func (d *daemon) reload() {
 	if err == nil {
 		err = sameSettings(d.cfg, cfg)
 	}
-	var jobs []job.Job
+	var defs []*definition
 	if err == nil {
-		jobs, err = d.buildJobs(cfg)
+		defs, err = d.buildJobs(cfg)
 	}
 	if err != nil {
 		logErrors(d.log, "reload: config refused, the running one is kept", err)
@@ -453,34 +467,54 @@ func (d *daemon) reload() {
 	for _, j := range d.jobs.Load().Jobs {
 		old[j.Name] = j
 	}
-	var added, changed, removed int
+	var gone []config.Job // the jobs removed
+	for _, j := range d.jobs.Load().Jobs {
+		if !slices.ContainsFunc(cfg.Jobs, func(n config.Job) bool { return n.Name == j.Name }) {
+			gone = append(gone, j)
+		}
+	}
+	var added, changed int
 	for i, j := range cfg.Jobs {
 		prev, ok := old[j.Name]
-		delete(old, j.Name)
 		prev.Line, j.Line = 0, 0
 		switch {
 		case ok && reflect.DeepEqual(prev, j):
 			continue
 		case ok:
+			d.defs.replace(defs[i], d.current[j.Name])
 			_ = d.sched.Remove(j.Name) // registered: no error
 			changed++
 			d.log.Info("reload: job changed: the change takes effect at its next tick", "job", j.Name)
 		default:
+			var renamed []*definition
+			var from []string
+			for _, g := range gone {
+				if slices.Equal(g.Command, j.Command) {
+					renamed, from = append(renamed, d.current[g.Name]), append(from, g.Name)
+				}
+			}
+			d.defs.replace(defs[i], renamed...)
 			added++
-			d.log.Info("reload: job added", "job", j.Name)
+			if from != nil {
+				d.log.Info("reload: job added, renamed from a removed job with its command", "job", j.Name, "from", from)
+			} else {
+				d.log.Info("reload: job added", "job", j.Name)
+			}
 		}
+		d.current[j.Name] = defs[i]
 		d.warnHostProblems(j)
-		if err := d.sched.Add(jobs[i]); err != nil { // checked by buildJobs: only if the scheduler stopped
+		if err := d.sched.Add(defs[i].job); err != nil { // checked by buildJobs: only if the scheduler stopped
 			d.log.Error("reload: job not added", "job", j.Name, "err", err)
 		}
 	}
-	for name := range old {
-		_ = d.sched.Remove(name)
-		removed++
-		d.log.Info("reload: job removed: it takes no new ticks; a run under way finishes under its lease", "job", name)
+	for _, g := range gone {
+		d.defs.replace(nil, d.current[g.Name])
+		delete(d.current, g.Name)
+		_ = d.sched.Remove(g.Name)
+		d.log.Info("reload: job removed: it takes no new ticks; a run under way finishes under its lease", "job", g.Name)
 	}
 	d.jobs.Store(cfg)
-	d.log.Info("reloaded", "file", cfg.File, "jobs", len(cfg.Jobs), "added", added, "changed", changed, "removed", removed)
+	d.log.Info("reloaded", "file", cfg.File, "jobs", len(cfg.Jobs), "added", added, "changed", changed, "removed", len(gone))
 }
 
 // sameSettings returns an error naming the first setting other than jobs: and kill_grace:

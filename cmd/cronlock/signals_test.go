@@ -105,6 +105,33 @@ func TestSignals(t *testing.T) {
 		assert.Equal(t, 0, p.wait(t))
 	})
 
+	// A run of the old definition sleeps 3s (the catch-up tick at start); the new one ticks every
+	// second and forbids overlap: its ticks are skipped until the old run ended. The ledger's
+	// flock sees any two runs alive at once.
+	for _, tc := range []struct{ name, old, next string }{
+		{"a job renamed does not overlap its old name's run", "{name: old, overlap: forbid", "{name: renamed"},
+		{"a job switched from allow to forbid does not overlap its allowed run", "{name: j, overlap: allow", "{name: j, overlap: forbid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, ledger, node := reloadSetup(t)
+			command := ", command: " + ledgerJob(ledger, "sleep 3") + "}\n"
+			cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n  - "+tc.old+", schedule: '@hourly', catch_up: 1h"+command)
+			p := startProc(t, bin, "daemon", nil, "run", "--config", cfg, "--log-level", "debug")
+			eventually(t, "the old definition's run", func() bool { return len(readLedger(t, ledger)) == 1 })
+
+			writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n  - "+tc.next+", schedule: '@every 1s'"+command)
+			p.signal(t, syscall.SIGHUP)
+			p.waitLog(t, "msg=reloaded")
+			p.waitLog(t, "outcome=skipped_overlap")
+			eventually(t, "two runs of the new definition", func() bool { return len(readLedger(t, ledger)) >= 3 })
+
+			p.signal(t, syscall.SIGTERM)
+			assert.Equal(t, 0, p.wait(t))
+			readLedger(t, ledger)
+		})
+	}
+
 	t.Run("SIGTERM while a tick waits for unavailable nodes returns at once", func(t *testing.T) {
 		t.Parallel()
 		dir := t.TempDir()
