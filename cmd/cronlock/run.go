@@ -446,10 +446,10 @@ func (d *daemon) handlerFor(def *definition, cj *commandJob) job.Handler {
 // ticks (a run under way finishes under its lease), changed jobs take effect at their next
 // tick. A job added with the command of a removed one is that job renamed; the runs of a job
 // renamed, or changed, that forbids overlap do not start while a run of its old definition is
-// running here (see definitions). The new file is checked completely first — every job built and checked as the
-// scheduler's Add does — and only then applied, so the apply cannot fail halfway: a file with
-// an error, or that changes more than jobs and kill_grace, is refused, and the running config
-// kept whole.
+// running here (see definitions). The new file is checked completely first — every job built
+// and checked as the scheduler's Add does — and only then applied, so the apply cannot fail
+// halfway: a file with an error, or that changes more than jobs and kill_grace, is refused,
+// and the running config kept whole.
 func (d *daemon) reload() {
 	cfg, err := config.Load(d.flags.config)
 	if err == nil {
@@ -467,9 +467,13 @@ func (d *daemon) reload() {
 	for _, j := range d.jobs.Load().Jobs {
 		old[j.Name] = j
 	}
-	var gone []config.Job // the jobs removed
+	kept := map[string]bool{}
+	for _, j := range cfg.Jobs {
+		kept[j.Name] = true
+	}
+	var gone []config.Job // the jobs removed, in file order
 	for _, j := range d.jobs.Load().Jobs {
-		if !slices.ContainsFunc(cfg.Jobs, func(n config.Job) bool { return n.Name == j.Name }) {
+		if !kept[j.Name] {
 			gone = append(gone, j)
 		}
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -131,6 +132,30 @@ func TestSignals(t *testing.T) {
 			readLedger(t, ledger)
 		})
 	}
+
+	t.Run("a tick of a job changed by a reload before its run started does not run", func(t *testing.T) {
+		t.Parallel()
+		dir, ledger, node := reloadSetup(t)
+		proxy := faultproxy.Start(t, node.Addr())
+		proxy.RefuseNew(true) // the catch-up tick at start waits for the node
+		config := func(says string) string {
+			return `nodes: ["` + proxy.Addr() + `"]
+jobs:
+  - {name: j, schedule: '@hourly', catch_up: 1h, command: [sh, -c, 'echo ` + says + ` >> "$0"', ` + ledger + `]}
+`
+		}
+		cfg := writeFile(t, dir, "c.yaml", config("v1"))
+		p := startProc(t, bin, "daemon", nil, "run", "--config", cfg, "--log-level", "debug")
+		p.waitLog(t, `msg="cronlock: catching up a missed tick" job=j`)
+		writeFile(t, dir, "c.yaml", config("v2"))
+		p.signal(t, syscall.SIGHUP)
+		p.waitLog(t, "msg=reloaded")
+		proxy.RefuseNew(false)
+		p.waitLog(t, "outcome=skipped_overlap")
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
+		assert.Zero(t, countLines(ledger, "v1"), "the old definition ran after the reload")
+	})
 
 	t.Run("SIGTERM while a tick waits for unavailable nodes returns at once", func(t *testing.T) {
 		t.Parallel()
