@@ -27,7 +27,11 @@ type holds struct {
 // WithHold returns a copy of ctx that carries the hold of l: acquiring l's key again from
 // the Client that acquired l, with this context or one derived from it, takes a nested hold
 // instead of waiting for l to be released. A lease's context carries its lock's hold already.
+// A nil l adds nothing: WithHold then returns ctx itself.
 func WithHold(ctx context.Context, l *Lock) context.Context {
+	if l == nil {
+		return ctx
+	}
 	next, _ := ctx.Value(holdsKey{}).(*holds)
 	return context.WithValue(ctx, holdsKey{}, &holds{lock: l, next: next})
 }

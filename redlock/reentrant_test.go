@@ -255,3 +255,20 @@ func TestWakeOnReleaseWithSilentNodes(t *testing.T) {
 		})
 	}
 }
+
+// WithHold of a nil lock adds no hold: acquisitions with the context acquire as with ctx.
+func TestWithHoldOfNilLockIsCtx(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	held := redlock.WithHold(ctx, nil)
+	require.Equal(t, ctx, held)
+	l, err := lc.TryAcquire(held, key, 10*time.Second)
+	require.NoError(t, err)
+	assert.Zero(t, l.Depth())
+	_, err = lc.TryAcquire(held, key, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.NoError(t, l.Release(ctx))
+}
