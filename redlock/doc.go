@@ -84,7 +84,8 @@
 // deadline — before any node can let the lock go, so before anyone else can take it. Its Err
 // also checks the clock, so work resumed after a process pause sees the loss at once. MaxHold
 // and MaxRenewals bound how long a lease may keep a lock. Close stops the goroutine, waits for
-// it, and releases the lock.
+// it, and releases the lock. A lock has at most one lease, and a released lock none: Lease
+// then fails with ErrLockLost.
 //
 // # Reentrancy
 //

@@ -32,6 +32,7 @@ type Lock struct {
 
 	mu       sync.Mutex
 	released bool
+	leased   bool
 	keep     string // what Release kept as a done marker, in milliseconds
 }
 
@@ -99,6 +100,21 @@ func (l *Lock) markReleased(keep string) bool {
 	}
 	l.released, l.keep = true, keep
 	return false
+}
+
+// startLease records that a lease keeps the lock, or fails with ErrLockLost when the lock was
+// released or another lease keeps it already.
+func (l *Lock) startLease() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.released:
+		return fmt.Errorf("%w: lease of lock %s: the lock was released; acquire it again", ErrLockLost, quote(l.keys[0]))
+	case l.leased:
+		return fmt.Errorf("%w: lease of lock %s: another lease keeps the lock already; use that lease's context", ErrLockLost, quote(l.keys[0]))
+	}
+	l.leased = true
+	return nil
 }
 
 // newValue returns 128 random bits, hex-encoded.
