@@ -637,6 +637,6 @@ func (c *Client) releaseNodes(ctx context.Context, nodes []int, keys []string, v
 	} else {
 		c.unreleased.add(group, 1)
 	}
-	f := c.releaseFan(releaseScript.call(keys, value, keep, releasedSuffixArg), ttl, true, primary, group)
+	f := c.releaseFan(releaseScript.call(keys, value, keep, releasedSuffixArg), ttl, primary, group)
 	_, _ = c.fanout(context.WithoutCancel(ctx), f, nodes, c.nodeTimeout(ttl), nil)
 }

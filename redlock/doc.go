@@ -91,11 +91,17 @@
 //
 // Go has no thread identity, so a hold belongs to a context. Acquiring a key with a context
 // that carries a live hold of that key from the same Client — a lease's context does, and
-// WithHold adds one — takes a nested hold instead of waiting on itself: a hold count on the
-// nodes goes up by one, on a quorum, and the nested Lock shares the outer lock's value,
-// fencing token and validity. Each hold is released once; the lock leaves the nodes with the
-// last release, whatever the order, and the outer lease's renewals keep the whole nest alive.
-// A hold whose lock is no longer ours on the nodes is never reentered.
+// WithHold adds one — takes a nested hold instead of waiting on itself: the hold, under an id
+// of its own, joins the lock's holds on the nodes, on a quorum, and the nested Lock shares the
+// outer lock's value, fencing token and validity. Each node counts exactly the holds it
+// took: a release removes its own hold, and only where it was counted, and the lock leaves a
+// node only when no hold is counted there, so while any hold is live the lock stays on the
+// quorum that confirmed it. A hold's release may reach a node before the hold itself (they
+// travel on different connections): the node then never counts it. A nested acquisition that
+// fails is released on every node at once. Each hold is released once; the lock leaves the
+// nodes with the last release, whatever the order (keeping the done marker that the outer
+// hold's release asked for, see KeepDone), and the outer lease's renewals keep the whole nest
+// alive. A hold whose lock is no longer ours on the nodes is never reentered.
 //
 //	func charge(ctx context.Context, orderID string) error {
 //		l, err := client.Acquire(ctx, "order:"+orderID, 30*time.Second) // nests under a caller's hold

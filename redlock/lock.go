@@ -27,6 +27,9 @@ type Lock struct {
 	acquiredAt time.Time
 	// depth is 0 for a lock, n for the n-th nested hold of it (see Acquire).
 	depth int
+	// hold is a nested hold's id among the lock's holds on the nodes (see reenter); nil for a
+	// lock.
+	hold any
 	// valid is shared by a lock and its nested holds.
 	valid *validity
 
@@ -180,6 +183,15 @@ func judge(node int, n int64, err error) reply {
 	return reply{node: node, outcome: outcomeOK}
 }
 
+// releaseCall returns the call that releases this hold of the lock, keeping keep milliseconds
+// of done marker.
+func (l *Lock) releaseCall(keep string) *call {
+	if l.hold == nil {
+		return releaseScript.call(l.keys, l.valueArg, keep, releasedSuffixArg)
+	}
+	return releaseScript.call(l.keys, l.valueArg, keep, releasedSuffixArg, l.hold)
+}
+
 // Release releases the lock on every node, in parallel, and returns once a quorum confirmed
 // (or too many nodes failed for one to): it never waits for the slowest nodes. Their requests
 // go on; a release that fails or times out on a node is retried in the background until the
@@ -211,7 +223,7 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 		group = l.group
 		c.unreleased.add(group, 1)
 	}
-	f := c.releaseFan(releaseScript.call(l.keys, l.valueArg, keep, releasedSuffixArg), l.ttl, last, primary, group)
+	f := c.releaseFan(l.releaseCall(keep), l.ttl, primary, group)
 	if inFlight := l.late.release(); inFlight != 0 {
 		// A node whose acquisition is still in flight may get this release first (see lateOKs).
 		parse := f.parse

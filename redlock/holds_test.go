@@ -1,0 +1,257 @@
+package redlock_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// holdHook is a go-redis hook on one node for the nested-hold tests. While fail is set, the
+// node's reenter calls fail without being sent. An armed gate holds the next reenter call back,
+// before it is sent (or, with after, once it ran and before its reply is handed on), until
+// the gate is opened. Every release call the node answered is reported on released.
+type holdHook struct {
+	reenter, release string // the scripts' SHAs
+	fail             atomic.Bool
+
+	mu       sync.Mutex
+	gate     chan struct{} // armed: the next reenter call waits for it to be closed
+	after    bool          // the gate holds the reply, not the request
+	held     chan struct{} // a reenter call reached the gate
+	released chan struct{}
+}
+
+func newHoldHooks(t *testing.T, c *cluster) []*holdHook {
+	hooks := make([]*holdHook, len(c.nodes))
+	for i, n := range c.nodes {
+		hooks[i] = &holdHook{reenter: scriptSHA(t, "reenter.lua"), release: scriptSHA(t, "release.lua"),
+			held: make(chan struct{}, 10), released: make(chan struct{}, 100)}
+		n.(*redis.Client).AddHook(onTrip(hooks[i].trip))
+	}
+	return hooks
+}
+
+// arm makes the next reenter call wait until the returned func is called.
+func (h *holdHook) arm(after bool) (open func()) {
+	gate := make(chan struct{})
+	h.mu.Lock()
+	h.gate, h.after = gate, after
+	h.mu.Unlock()
+	return sync.OnceFunc(func() { close(gate) })
+}
+
+func calls(cmds []redis.Cmder, sha string) bool {
+	return slices.ContainsFunc(cmds, func(cmd redis.Cmder) bool {
+		args := cmd.Args()
+		return cmd.Name() == "evalsha" && len(args) > 1 && args[1] == sha
+	})
+}
+
+func (h *holdHook) trip(cmds []redis.Cmder, send func() error) error {
+	switch {
+	case calls(cmds, h.release):
+		defer func() { h.released <- struct{}{} }()
+	case !calls(cmds, h.reenter):
+	case h.fail.Load():
+		err := redis.ErrClosed // as a request that never reached the node
+		for _, cmd := range cmds {
+			cmd.SetErr(err)
+		}
+		return err
+	default:
+		h.mu.Lock()
+		gate, after := h.gate, h.after
+		h.gate = nil
+		h.mu.Unlock()
+		if gate == nil {
+			break
+		}
+		if after {
+			err := send()
+			h.held <- struct{}{}
+			<-gate
+			return err
+		}
+		h.held <- struct{}{}
+		<-gate
+	}
+	return send()
+}
+
+// primeScripts has every node cache the scripts of a nested hold, so that the hooks see
+// EVALSHA calls only.
+func primeScripts(t *testing.T, lc *redlock.Client) {
+	ctx := ctxT(t)
+	l, err := lc.TryAcquire(ctx, redistest.Key(t)+":prime", 10*time.Second)
+	require.NoError(t, err)
+	nested, err := lc.TryAcquire(redlock.WithHold(ctx, l), l.Key(), 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, nested.Release(ctx))
+	require.NoError(t, l.Release(ctx))
+}
+
+// requireGone requires that key is on no node. Call it after the Client's Close, which waits
+// for the requests still running.
+func requireGone(t *testing.T, c *cluster, key string) {
+	t.Helper()
+	for i, s := range c.servers {
+		n, err := s.Client().Exists(context.Background(), key).Result()
+		require.NoError(t, err)
+		assert.Zero(t, n, "the lock is left on node %d", i)
+	}
+}
+
+// A nested hold counts on the nodes that confirmed it, and its release frees only what it
+// counted. Outer hold on every node; h1 not counted on node 1, h2 not on node 0. Once outer
+// and h1 are released, h2 still holds the lock on nodes 1 and 2 — a quorum — so no one else
+// can take it; h2's release then frees it everywhere.
+func TestNestedHoldsCountWhereTheyWereTaken(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	primeScripts(t, lc)
+	hooks := newHoldHooks(t, c)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	outer, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	nested := func(failOn int) *redlock.Lock {
+		hooks[failOn].fail.Store(true)
+		defer hooks[failOn].fail.Store(false)
+		l, err := lc.TryAcquire(redlock.WithHold(ctx, outer), key, 10*time.Second)
+		require.NoError(t, err)
+		return l
+	}
+	h1, h2 := nested(1), nested(0)
+	require.NoError(t, outer.Release(ctx))
+	require.NoError(t, h1.Release(ctx))
+	for _, h := range hooks {
+		<-h.released
+		<-h.released
+	}
+
+	other := c.client(t)
+	_, err = other.TryAcquire(ctx, key, time.Second, redlock.AskEveryNode())
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "another client took the lock while h2 is valid")
+	require.True(t, time.Now().Before(h2.ValidUntil()))
+
+	require.NoError(t, h2.Release(ctx))
+	require.NoError(t, lc.Close())
+	requireGone(t, c, key)
+}
+
+// A nested hold's release may reach a node before the hold's own reenter, which travels on
+// another connection: the node then never counts the hold, and the release does not free the
+// lock there while another hold is live. h1's reenter to node 2 and h2's to node 1 are held
+// back until both holds were released everywhere; the outer hold keeps the lock on every node
+// meanwhile and after, and its release frees it.
+func TestNestedReleaseOvertakingItsReenter(t *testing.T) {
+	c := newCluster(t, 3, false)
+	// Held-back requests must still be sent after the releases: a long node timeout.
+	lc := c.client(t, redlock.WithNodeTimeout(5*time.Second))
+	primeScripts(t, lc)
+	hooks := newHoldHooks(t, c)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	outer, err := lc.TryAcquire(ctx, key, 20*time.Second)
+	require.NoError(t, err)
+	nested := func(slow int) (*redlock.Lock, func()) {
+		open := hooks[slow].arm(false)
+		t.Cleanup(open)
+		l, err := lc.TryAcquire(redlock.WithHold(ctx, outer), key, 20*time.Second)
+		require.NoError(t, err)
+		<-hooks[slow].held
+		return l, open
+	}
+	h1, open1 := nested(2)
+	h2, open2 := nested(1)
+	require.NoError(t, h1.Release(ctx))
+	require.NoError(t, h2.Release(ctx))
+	for _, h := range hooks {
+		<-h.released
+		<-h.released
+	}
+	open1()
+	open2()
+
+	other := c.client(t)
+	_, err = other.TryAcquire(ctx, key, time.Second, redlock.AskEveryNode())
+	require.ErrorIs(t, err, redlock.ErrNotAcquired, "the nested releases freed the outer hold's lock")
+
+	require.NoError(t, outer.Release(ctx))
+	require.NoError(t, lc.Close()) // waits for the held-back reenters
+	requireGone(t, c, key)
+}
+
+// A nested hold taken on a lease's context while the lease is closed: the nested acquisition
+// fails (its context ended before a quorum answered) although two nodes counted it, and
+// nothing is left on the nodes once the lease's release and the failed hold's are in.
+func TestNestedHoldFailingAsItsLeaseClosesLeavesNothing(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t, redlock.WithNodeTimeout(5*time.Second))
+	primeScripts(t, lc)
+	hooks := newHoldHooks(t, c)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	l, err := lc.TryAcquire(ctx, key, 20*time.Second)
+	require.NoError(t, err)
+	lease, err := l.Lease(ctx)
+	require.NoError(t, err)
+	var opens []func()
+	for _, h := range hooks[1:] {
+		opens = append(opens, h.arm(true))
+		t.Cleanup(opens[len(opens)-1])
+	}
+	failed := make(chan error, 1)
+	go func() {
+		_, err := lc.Acquire(lease.Context(), key, 20*time.Second)
+		failed <- err
+	}()
+	for _, h := range hooks[1:] {
+		<-h.held // counted on the node, its reply held back
+	}
+	require.NoError(t, lease.Close(ctx))
+	require.ErrorIs(t, <-failed, context.Canceled)
+	for _, open := range opens {
+		open()
+	}
+	require.NoError(t, lc.Close()) // waits for the held replies and the releases
+	requireGone(t, c, key)
+}
+
+// The outer hold's release asks for a done marker (KeepDone) while a nested hold is live: the
+// lock stays, and the last release — the nested one, which asks for nothing — leaves the
+// marker the outer release asked for.
+func TestOuterKeepDoneOutlivesNestedHold(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	outer, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	nested, err := lc.TryAcquire(redlock.WithHold(ctx, outer), key, 10*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, outer.Release(ctx, redlock.KeepDone(time.Minute)))
+	require.NoError(t, nested.Release(ctx))
+	require.NoError(t, lc.Close())
+
+	_, err = c.client(t).TryAcquire(ctx, key, time.Second, redlock.AskEveryNode())
+	ae, ok := errors.AsType[*redlock.AcquireError](err)
+	require.True(t, ok, "the lock was freed, not kept done: %v", err)
+	require.NotNil(t, ae.Holder)
+	assert.True(t, ae.Holder.Done)
+}
