@@ -19,7 +19,11 @@
 // TryAcquire makes one attempt; Acquire retries on a jittered exponential backoff, a fresh
 // one per call, until its context ends or MaxWait passes. A lock held elsewhere
 // (ErrNotAcquired, with the holder's label in AcquireError.Holder) and nodes that are down
-// (ErrQuorumUnavailable) are different errors; both carry every node's error.
+// (ErrQuorumUnavailable) are different errors; both carry every node's error. A key that
+// cannot be a lock's fails with ErrInvalidKey, and is not retried: the client's own keys (the
+// boot markers, the default fence counters and the lock's FenceKey) are refused before any
+// node is asked, and a key under which a node holds a value of another kind (WRONGTYPE) is
+// reported as such.
 //
 // No call waits for a node beyond what decides it: an acquisition returns at the quorum-th
 // yes (or as soon as a quorum is out of reach), and Release once a quorum confirmed. What the

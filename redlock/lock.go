@@ -172,9 +172,12 @@ func judgeCmd(node int, cmd *redis.Cmd) reply {
 	return judge(node, n, err)
 }
 
-// judge turns a node's count of keys acted on into a reply.
+// judge turns a node's count of keys acted on into a reply. A key that holds a value of
+// another kind (WRONGTYPE) is not our lock there.
 func judge(node int, n int64, err error) reply {
 	switch {
+	case isWrongType(err):
+		return reply{node: node, outcome: outcomeRefused}
 	case err != nil:
 		return reply{node: node, outcome: outcomeError, err: err}
 	case n == 0:
