@@ -57,10 +57,16 @@
 //
 // # Fencing tokens
 //
-// Each acquisition gets a token (Lock.Token) strictly greater than every token issued before
-// from the same fence counter (FenceKey; by default one counter per hash tag, "{t}:fence"
-// for keys tagged {t}, and DefaultFenceKey for every key without a tag, so that locking any
-// number of distinct keys leaves a bounded number of counters behind). Pass it to the storage the lock
+// Each acquisition gets a token (Lock.Token) strictly greater than the token of every
+// acquisition from the same fence counter that had returned before it started (FenceKey; by
+// default one counter per hash tag, "{t}:fence" for keys tagged {t}, and DefaultFenceKey for
+// every key without a tag, so that locking any number of distinct keys leaves a bounded number
+// of counters behind). Successive holders of one key thus get strictly increasing tokens
+// (unless a hold was taken and released while its successor's attempt was already on its way:
+// a hold shorter than one attempt).
+// Acquisitions that overlap in time — locks on different keys sharing a counter, taken at
+// once — are in no order with each other: they may get equal tokens, or the later to return a
+// lower one. Tokens are not unique per counter. Pass it to the storage the lock
 // guards, and have the storage refuse writes with a token lower than one it has seen: a holder
 // that was paused past its lease (a GC pause, SIGSTOP) is then refused, which the lock alone
 // cannot do. Each node keeps a counter per fence key; the token is the highest counter of the

@@ -66,8 +66,10 @@ func (l *Lock) Key() string { return l.keys[0] }
 // Value returns the lock's random value, which identifies this holder on the nodes.
 func (l *Lock) Value() string { return l.value }
 
-// Token returns the lock's fencing token: strictly greater than every token issued before for
-// the same fence key (see the package documentation for the assumptions).
+// Token returns the lock's fencing token: strictly greater than the token of every
+// acquisition from the same fence key that had returned before this one started, such as
+// every earlier holder of the same key. Overlapping acquisitions sharing the fence key may get
+// equal tokens, or the later a lower one (see the package documentation).
 func (l *Lock) Token() uint64 { return l.token }
 
 // TTL returns the TTL the lock was acquired with; Extend renews it for as long again.
