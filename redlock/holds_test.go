@@ -2,7 +2,6 @@ package redlock_test
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -101,6 +100,30 @@ func primeScripts(t *testing.T, lc *redlock.Client) {
 	require.NoError(t, l.Release(ctx))
 }
 
+// nestTest is a lock on three new nodes whose hooks (see holdHook) see the scripts of its
+// nested holds.
+type nestTest struct {
+	c     *cluster
+	lc    *redlock.Client
+	hooks []*holdHook
+	ctx   context.Context
+	key   string
+	outer *redlock.Lock
+}
+
+// newNestTest takes a lock of ttl through a client with opts, once the nodes cached the
+// scripts and got their hooks.
+func newNestTest(t *testing.T, ttl time.Duration, opts ...redlock.Option) *nestTest {
+	n := &nestTest{c: newCluster(t, 3, false), ctx: ctxT(t), key: redistest.Key(t)}
+	n.lc = n.c.client(t, opts...)
+	primeScripts(t, n.lc)
+	n.hooks = newHoldHooks(t, n.c)
+	var err error
+	n.outer, err = n.lc.TryAcquire(n.ctx, n.key, ttl)
+	require.NoError(t, err)
+	return n
+}
+
 // requireGone requires that key is on no node. Call it after the Client's Close, which waits
 // for the requests still running.
 func requireGone(t *testing.T, c *cluster, key string) {
@@ -117,15 +140,8 @@ func requireGone(t *testing.T, c *cluster, key string) {
 // and h1 are released, h2 still holds the lock on nodes 1 and 2 — a quorum — so no one else
 // can take it; h2's release then frees it everywhere.
 func TestNestedHoldsCountWhereTheyWereTaken(t *testing.T) {
-	c := newCluster(t, 3, false)
-	lc := c.client(t)
-	primeScripts(t, lc)
-	hooks := newHoldHooks(t, c)
-	ctx := ctxT(t)
-	key := redistest.Key(t)
-
-	outer, err := lc.TryAcquire(ctx, key, 10*time.Second)
-	require.NoError(t, err)
+	n := newNestTest(t, 10*time.Second)
+	c, lc, hooks, ctx, key, outer := n.c, n.lc, n.hooks, n.ctx, n.key, n.outer
 	nested := func(failOn int) *redlock.Lock {
 		hooks[failOn].fail.Store(true)
 		defer hooks[failOn].fail.Store(false)
@@ -142,7 +158,7 @@ func TestNestedHoldsCountWhereTheyWereTaken(t *testing.T) {
 	}
 
 	other := c.client(t)
-	_, err = other.TryAcquire(ctx, key, time.Second, redlock.AskEveryNode())
+	_, err := other.TryAcquire(ctx, key, time.Second, redlock.AskEveryNode())
 	require.ErrorIs(t, err, redlock.ErrNotAcquired, "another client took the lock while h2 is valid")
 	require.True(t, time.Now().Before(h2.ValidUntil()))
 
@@ -157,16 +173,9 @@ func TestNestedHoldsCountWhereTheyWereTaken(t *testing.T) {
 // back until both holds were released everywhere; the outer hold keeps the lock on every node
 // meanwhile and after, and its release frees it.
 func TestNestedReleaseOvertakingItsReenter(t *testing.T) {
-	c := newCluster(t, 3, false)
 	// Held-back requests must still be sent after the releases: a long node timeout.
-	lc := c.client(t, redlock.WithNodeTimeout(5*time.Second))
-	primeScripts(t, lc)
-	hooks := newHoldHooks(t, c)
-	ctx := ctxT(t)
-	key := redistest.Key(t)
-
-	outer, err := lc.TryAcquire(ctx, key, 20*time.Second)
-	require.NoError(t, err)
+	n := newNestTest(t, 20*time.Second, redlock.WithNodeTimeout(5*time.Second))
+	c, lc, hooks, ctx, key, outer := n.c, n.lc, n.hooks, n.ctx, n.key, n.outer
 	nested := func(slow int) (*redlock.Lock, func()) {
 		open := hooks[slow].arm(false)
 		t.Cleanup(open)
@@ -187,7 +196,7 @@ func TestNestedReleaseOvertakingItsReenter(t *testing.T) {
 	open2()
 
 	other := c.client(t)
-	_, err = other.TryAcquire(ctx, key, time.Second, redlock.AskEveryNode())
+	_, err := other.TryAcquire(ctx, key, time.Second, redlock.AskEveryNode())
 	require.ErrorIs(t, err, redlock.ErrNotAcquired, "the nested releases freed the outer hold's lock")
 
 	require.NoError(t, outer.Release(ctx))
@@ -199,16 +208,9 @@ func TestNestedReleaseOvertakingItsReenter(t *testing.T) {
 // fails (its context ended before a quorum answered) although two nodes counted it, and
 // nothing is left on the nodes once the lease's release and the failed hold's are in.
 func TestNestedHoldFailingAsItsLeaseClosesLeavesNothing(t *testing.T) {
-	c := newCluster(t, 3, false)
-	lc := c.client(t, redlock.WithNodeTimeout(5*time.Second))
-	primeScripts(t, lc)
-	hooks := newHoldHooks(t, c)
-	ctx := ctxT(t)
-	key := redistest.Key(t)
-
-	l, err := lc.TryAcquire(ctx, key, 20*time.Second)
-	require.NoError(t, err)
-	lease, err := l.Lease(ctx)
+	n := newNestTest(t, 20*time.Second, redlock.WithNodeTimeout(5*time.Second))
+	c, lc, hooks, ctx, key := n.c, n.lc, n.hooks, n.ctx, n.key
+	lease, err := n.outer.Lease(ctx)
 	require.NoError(t, err)
 	var opens []func()
 	for _, h := range hooks[1:] {
@@ -230,28 +232,4 @@ func TestNestedHoldFailingAsItsLeaseClosesLeavesNothing(t *testing.T) {
 	}
 	require.NoError(t, lc.Close()) // waits for the held replies and the releases
 	requireGone(t, c, key)
-}
-
-// The outer hold's release asks for a done marker (KeepDone) while a nested hold is live: the
-// lock stays, and the last release — the nested one, which asks for nothing — leaves the
-// marker the outer release asked for.
-func TestOuterKeepDoneOutlivesNestedHold(t *testing.T) {
-	c := newCluster(t, 3, false)
-	lc := c.client(t)
-	ctx := ctxT(t)
-	key := redistest.Key(t)
-
-	outer, err := lc.TryAcquire(ctx, key, 10*time.Second)
-	require.NoError(t, err)
-	nested, err := lc.TryAcquire(redlock.WithHold(ctx, outer), key, 10*time.Second)
-	require.NoError(t, err)
-	require.NoError(t, outer.Release(ctx, redlock.KeepDone(time.Minute)))
-	require.NoError(t, nested.Release(ctx))
-	require.NoError(t, lc.Close())
-
-	_, err = c.client(t).TryAcquire(ctx, key, time.Second, redlock.AskEveryNode())
-	ae, ok := errors.AsType[*redlock.AcquireError](err)
-	require.True(t, ok, "the lock was freed, not kept done: %v", err)
-	require.NotNil(t, ae.Holder)
-	assert.True(t, ae.Holder.Done)
 }
