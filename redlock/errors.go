@@ -120,12 +120,13 @@ type Refusal struct {
 	Value string
 }
 
-// AcquireError is returned when an acquisition fails. It matches ErrNotAcquired or
-// ErrQuorumUnavailable with errors.Is, and every node's error with errors.As.
+// AcquireError is returned when an acquisition fails. It matches ErrNotAcquired,
+// ErrQuorumUnavailable or ErrInvalidKey with errors.Is, and every node's error with errors.As.
 type AcquireError struct {
 	// Key is the primary lock key.
 	Key string
-	// Reason is ErrNotAcquired or ErrQuorumUnavailable.
+	// Reason is ErrNotAcquired, ErrQuorumUnavailable, or ErrInvalidKey when a node found a
+	// value of another kind under a key of the lock.
 	Reason error
 	// Holder is the holder reported by the most nodes that refused (the first of them on a
 	// tie), nil if none did.

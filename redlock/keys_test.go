@@ -84,7 +84,7 @@ func TestWrongTypeIsAnInvalidKey(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrInvalidKey)
 	require.NotErrorIs(t, err, redlock.ErrQuorumUnavailable)
 	assert.Contains(t, err.Error(), "WRONGTYPE")
-	assert.Contains(t, err.Error(), "give the lock a key of its own")
+	assert.Contains(t, err.Error(), "use a key of its own")
 	assert.Equal(t, 1, attempts)
 
 	// A lock's key given as another lock's fence counter.

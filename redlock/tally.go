@@ -42,7 +42,7 @@ func (t *tally) add(c *Client, r reply) bool {
 		err := r.err
 		if isWrongType(err) {
 			t.wrongType = true
-			err = fmt.Errorf("a key of the lock holds a value that is not a lock's on this node: give the lock a key of its own (%w)", err)
+			err = fmt.Errorf("%w (a key holds a value of another kind on this node: use a key of its own)", err)
 		}
 		t.errs = append(t.errs, c.nodeError(r.node, err))
 	}
@@ -97,8 +97,8 @@ func (t *tally) takeRefused() []int {
 func (t *tally) lost() bool { return t.refused+t.quarantined+t.failed > t.n-t.quorum }
 
 // reason says why a quorum was not reached: refused means held (acquire) or not ours
-// (extend, release).
-// A key that holds a value of another kind on a node comes first: retrying cannot help.
+// (extend, release). A key that holds a value of another kind on a node comes first:
+// retrying cannot help.
 func (t *tally) reason(refused error) error {
 	if t.wrongType {
 		return ErrInvalidKey
