@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -200,6 +201,8 @@ func TestFencingTokensOfOverlappingAcquisitions(t *testing.T) {
 			require.NoError(t, err)
 			require.NoError(t, l.Release(ctx))
 			gate := make(chan struct{})
+			open := sync.OnceFunc(func() { close(gate) })
+			t.Cleanup(open) // before the client's Close, which waits for the held replies
 			hooks := make([]*fenceHook, 3)
 			for i, n := range c.nodes {
 				hooks[i] = &fenceHook{acquire: scriptSHA(t, "acquire.lua"), gate: gate, held: make(chan struct{}, 1),
@@ -221,7 +224,7 @@ func TestFencingTokensOfOverlappingAcquisitions(t *testing.T) {
 			<-hooks[2].held
 			la, err := lc.TryAcquire(ctx, a, 10*time.Second)
 			require.NoError(t, err)
-			close(gate)
+			open()
 			lb := <-bDone
 			require.NotNil(t, lb)
 			tc.compare(t, la.Token(), lb.Token(), "a's token, then b's (returned later)")

@@ -19,23 +19,25 @@ import (
 // holdHook is a go-redis hook on one node for the nested-hold tests. While fail is set, the
 // node's reenter calls fail without being sent. An armed gate holds the next reenter call back,
 // before it is sent (or, with after, once it ran and before its reply is handed on), until
-// the gate is opened. Every release call the node answered is reported on released.
+// the gate is opened. Every acquire and release call the node answered is reported on
+// acquired and released.
 type holdHook struct {
-	reenter, release string // the scripts' SHAs
-	fail             atomic.Bool
+	acquire, reenter, release string // the scripts' SHAs
+	fail                      atomic.Bool
 
 	mu       sync.Mutex
 	gate     chan struct{} // armed: the next reenter call waits for it to be closed
 	after    bool          // the gate holds the reply, not the request
 	held     chan struct{} // a reenter call reached the gate
+	acquired chan struct{}
 	released chan struct{}
 }
 
 func newHoldHooks(t *testing.T, c *cluster) []*holdHook {
 	hooks := make([]*holdHook, len(c.nodes))
 	for i, n := range c.nodes {
-		hooks[i] = &holdHook{reenter: scriptSHA(t, "reenter.lua"), release: scriptSHA(t, "release.lua"),
-			held: make(chan struct{}, 10), released: make(chan struct{}, 100)}
+		hooks[i] = &holdHook{acquire: scriptSHA(t, "acquire.lua"), reenter: scriptSHA(t, "reenter.lua"), release: scriptSHA(t, "release.lua"),
+			held: make(chan struct{}, 10), acquired: make(chan struct{}, 100), released: make(chan struct{}, 100)}
 		n.(*redis.Client).AddHook(onTrip(hooks[i].trip))
 	}
 	return hooks
@@ -59,6 +61,8 @@ func calls(cmds []redis.Cmder, sha string) bool {
 
 func (h *holdHook) trip(cmds []redis.Cmder, send func() error) error {
 	switch {
+	case calls(cmds, h.acquire):
+		defer func() { h.acquired <- struct{}{} }()
 	case calls(cmds, h.release):
 		defer func() { h.released <- struct{}{} }()
 	case !calls(cmds, h.reenter):
@@ -112,7 +116,7 @@ type nestTest struct {
 }
 
 // newNestTest takes a lock of ttl through a client with opts, once the nodes cached the
-// scripts and got their hooks.
+// scripts and got their hooks, and waits until every node took it.
 func newNestTest(t *testing.T, ttl time.Duration, opts ...redlock.Option) *nestTest {
 	n := &nestTest{c: newCluster(t, 3, false), ctx: ctxT(t), key: redistest.Key(t)}
 	n.lc = n.c.client(t, opts...)
@@ -121,6 +125,9 @@ func newNestTest(t *testing.T, ttl time.Duration, opts ...redlock.Option) *nestT
 	var err error
 	n.outer, err = n.lc.TryAcquire(n.ctx, n.key, ttl)
 	require.NoError(t, err)
+	for _, h := range n.hooks {
+		<-h.acquired // the lock is on every node, not only on the quorum that decided
+	}
 	return n
 }
 
