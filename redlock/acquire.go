@@ -124,12 +124,15 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		if k == "" {
 			return nil, fmt.Errorf("redlock: Also key is empty for lock %q", key)
 		}
-		for _, prev := range keys[1:] {
+		for _, prev := range keys[2:] {
 			if k == prev {
 				return nil, fmt.Errorf("redlock: Also key %q repeats a key of lock %q: give each key once", k, key)
 			}
 		}
 		keys = append(keys, k)
+	}
+	if err := c.checkOwnKeys(fence, keys[2:]); err != nil {
+		return nil, err
 	}
 	script := keys
 	if keys[0] == "" { // no quarantine: the script takes no boot marker
@@ -226,7 +229,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		if err == nil {
 			return l, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClientClosed) || (req.hold != nil && errors.Is(err, ErrNotAcquired)) {
+		if ctx.Err() != nil || errors.Is(err, ErrClientClosed) || errors.Is(err, ErrInvalidKey) || (req.hold != nil && errors.Is(err, ErrNotAcquired)) {
 			return nil, withContext(ctx, err)
 		}
 		if req.wake && w == nil && errors.Is(err, ErrNotAcquired) {
@@ -637,6 +640,6 @@ func (c *Client) releaseNodes(ctx context.Context, nodes []int, keys []string, v
 	} else {
 		c.unreleased.add(group, 1)
 	}
-	f := c.releaseFan(releaseScript.call(keys, value, keep, releasedSuffixArg), ttl, true, primary, group)
+	f := c.releaseFan(releaseScript.call(keys, value, keep, releasedSuffixArg), ttl, primary, group)
 	_, _ = c.fanout(context.WithoutCancel(ctx), f, nodes, c.nodeTimeout(ttl), nil)
 }

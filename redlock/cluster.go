@@ -54,6 +54,54 @@ func (c *Client) defaultFenceKey(key string) string {
 	return DefaultFenceKey
 }
 
+// checkOwnKeys refuses lock keys that are keys of the client's own — a boot marker, a default
+// fence counter, or the lock's fence counter (fence) — and a fence counter that is a boot
+// marker: a script would meet a value of another kind there (WRONGTYPE), or break the keys it
+// collides with.
+func (c *Client) checkOwnKeys(fence string, keys []string) error {
+	if c.isBootMarker(fence) {
+		return fmt.Errorf("%w: fence key %s is the nodes' boot marker (WithBootKey): give the fence counter a key of its own", ErrInvalidKey, quote(fence))
+	}
+	for _, k := range keys {
+		var what string
+		switch {
+		case c.isBootMarker(k):
+			what = "the nodes' boot marker (WithBootKey)"
+		case c.isDefaultFence(k):
+			what = "a default fence counter of the locks (DefaultFenceKey, or {tag}:fence for keys tagged {tag})"
+		case k == fence:
+			what = "the lock's fence counter (FenceKey)"
+		default:
+			continue
+		}
+		return fmt.Errorf("%w: lock key %s is %s: give the lock another key", ErrInvalidKey, quote(k), what)
+	}
+	return nil
+}
+
+// isBootMarker reports whether key is a boot marker of the nodes: the node's, or where the
+// nodes are Clusters one of a hash slot.
+func (c *Client) isBootMarker(key string) bool {
+	if key == c.cfg.bootKey {
+		return true
+	}
+	rest, ok := strings.CutPrefix(key, c.cfg.bootKey)
+	return ok && c.cfg.cluster && strings.HasPrefix(rest, ":{") && key == inSlot(c.cfg.bootKey, slotOf(key))
+}
+
+// isDefaultFence reports whether key is a default fence counter (see defaultFenceKey) of any
+// lock, without building one: DefaultFenceKey, "{tag}:fence", or where the nodes are Clusters
+// DefaultFenceKey's counter of a hash slot.
+func (c *Client) isDefaultFence(key string) bool {
+	if key == DefaultFenceKey {
+		return true
+	}
+	if tag, ok := hashTag(key); ok && key[0] == '{' && len(key) == len(tag)+len("{}:fence") && strings.HasSuffix(key, "}:fence") {
+		return true
+	}
+	return c.cfg.cluster && strings.HasPrefix(key, DefaultFenceKey+":{") && key == inSlot(DefaultFenceKey, slotOf(key))
+}
+
 // checkSlots refuses, where the nodes are Clusters, a key of lock key that is not in key's
 // slot: the node would refuse the script with CROSSSLOT.
 func (c *Client) checkSlots(key string, keys []string) error {

@@ -19,7 +19,11 @@
 // TryAcquire makes one attempt; Acquire retries on a jittered exponential backoff, a fresh
 // one per call, until its context ends or MaxWait passes. A lock held elsewhere
 // (ErrNotAcquired, with the holder's label in AcquireError.Holder) and nodes that are down
-// (ErrQuorumUnavailable) are different errors; both carry every node's error.
+// (ErrQuorumUnavailable) are different errors; both carry every node's error. A key that
+// cannot be a lock's fails with ErrInvalidKey, and is not retried: the client's own keys (the
+// boot markers, the default fence counters and the lock's FenceKey) are refused before any
+// node is asked, and a key under which a node holds a value of another kind (WRONGTYPE) is
+// reported as such.
 //
 // No call waits for a node beyond what decides it: an acquisition returns at the quorum-th
 // yes (or as soon as a quorum is out of reach), and Release once a quorum confirmed. What the
@@ -53,10 +57,16 @@
 //
 // # Fencing tokens
 //
-// Each acquisition gets a token (Lock.Token) strictly greater than every token issued before
-// from the same fence counter (FenceKey; by default one counter per hash tag, "{t}:fence"
-// for keys tagged {t}, and DefaultFenceKey for every key without a tag, so that locking any
-// number of distinct keys leaves a bounded number of counters behind). Pass it to the storage the lock
+// Each acquisition gets a token (Lock.Token) strictly greater than the token of every
+// acquisition from the same fence counter that had returned before it started (FenceKey; by
+// default one counter per hash tag, "{t}:fence" for keys tagged {t}, and DefaultFenceKey for
+// every key without a tag, so that locking any number of distinct keys leaves a bounded number
+// of counters behind). Successive holders of one key thus get strictly increasing tokens
+// (unless a hold was taken and released while its successor's attempt was already on its way:
+// a hold shorter than one attempt).
+// Acquisitions that overlap in time — locks on different keys sharing a counter, taken at
+// once — are in no order with each other: they may get equal tokens, or the later to return a
+// lower one. Tokens are not unique per counter. Pass it to the storage the lock
 // guards, and have the storage refuse writes with a token lower than one it has seen: a holder
 // that was paused past its lease (a GC pause, SIGSTOP) is then refused, which the lock alone
 // cannot do. Each node keeps a counter per fence key; the token is the highest counter of the
@@ -84,17 +94,24 @@
 // deadline — before any node can let the lock go, so before anyone else can take it. Its Err
 // also checks the clock, so work resumed after a process pause sees the loss at once. MaxHold
 // and MaxRenewals bound how long a lease may keep a lock. Close stops the goroutine, waits for
-// it, and releases the lock.
+// it, and releases the lock. A lock has at most one lease, and a released lock none: Lease
+// then fails with ErrLockLost.
 //
 // # Reentrancy
 //
 // Go has no thread identity, so a hold belongs to a context. Acquiring a key with a context
 // that carries a live hold of that key from the same Client — a lease's context does, and
-// WithHold adds one — takes a nested hold instead of waiting on itself: a hold count on the
-// nodes goes up by one, on a quorum, and the nested Lock shares the outer lock's value,
-// fencing token and validity. Each hold is released once; the lock leaves the nodes with the
-// last release, whatever the order, and the outer lease's renewals keep the whole nest alive.
-// A hold whose lock is no longer ours on the nodes is never reentered.
+// WithHold adds one — takes a nested hold instead of waiting on itself: the hold, under an id
+// of its own, joins the lock's holds on the nodes, on a quorum, and the nested Lock shares the
+// outer lock's value, fencing token and validity. Each node counts exactly the holds it
+// took: a release removes its own hold, and only where it was counted, and the lock leaves a
+// node only when no hold is counted there, so while any hold is live the lock stays on the
+// quorum that confirmed it. A hold's release may reach a node before the hold itself (they
+// travel on different connections): the node then never counts it. A nested acquisition that
+// fails is released on every node at once. Each hold is released once; the lock leaves the
+// nodes with the last release, whatever the order (keeping the done marker that the outer
+// hold's release asked for, see KeepDone), and the outer lease's renewals keep the whole nest
+// alive. A hold whose lock is no longer ours on the nodes is never reentered.
 //
 //	func charge(ctx context.Context, orderID string) error {
 //		l, err := client.Acquire(ctx, "order:"+orderID, 30*time.Second) // nests under a caller's hold

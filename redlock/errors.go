@@ -28,6 +28,10 @@ var (
 	ErrClientClosed = errors.New("redlock: client closed")
 	// ErrInvalidTTL is matched by a *TTLError: a lock TTL the client refuses.
 	ErrInvalidTTL = errors.New("redlock: invalid TTL")
+	// ErrInvalidKey means a key cannot be a lock's: it is one of the client's own keys (a boot
+	// marker or a fence counter), refused before any node is asked, or a node found a value of
+	// another kind under it (a WRONGTYPE reply). Acquire does not retry it.
+	ErrInvalidKey = errors.New("redlock: invalid key")
 	// ErrNotReplicated is matched by a node's error when the node did what was asked but
 	// fewer of its replicas than WaitForReplicas asks for acknowledged it in time: the node's
 	// yes does not count, since a failover to a replica that missed it would forget it.
@@ -116,12 +120,13 @@ type Refusal struct {
 	Value string
 }
 
-// AcquireError is returned when an acquisition fails. It matches ErrNotAcquired or
-// ErrQuorumUnavailable with errors.Is, and every node's error with errors.As.
+// AcquireError is returned when an acquisition fails. It matches ErrNotAcquired,
+// ErrQuorumUnavailable or ErrInvalidKey with errors.Is, and every node's error with errors.As.
 type AcquireError struct {
 	// Key is the primary lock key.
 	Key string
-	// Reason is ErrNotAcquired or ErrQuorumUnavailable.
+	// Reason is ErrNotAcquired, ErrQuorumUnavailable, or ErrInvalidKey when a node found a
+	// value of another kind under a key of the lock.
 	Reason error
 	// Holder is the holder reported by the most nodes that refused (the first of them on a
 	// tie), nil if none did.

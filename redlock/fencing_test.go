@@ -5,9 +5,12 @@ import (
 	"math/rand/v2"
 	"os"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/redistest"
@@ -133,5 +136,105 @@ func TestDistinctKeysLeaveBoundedState(t *testing.T) {
 		keys, err := s.Client().Keys(ctx, "*").Result()
 		require.NoError(t, err)
 		require.ElementsMatch(t, want, keys, "keys left on node %d after %d distinct locks", i, n)
+	}
+}
+
+// fenceHook is a go-redis hook on one node for the fencing tests: it fails the acquire script
+// of the locks in fail without sending it, and holds back the reply of the locks in hold until
+// the gate is closed (reporting on held once the script ran).
+type fenceHook struct {
+	acquire string // the script's SHA
+	fail    map[string]bool
+	hold    map[string]bool
+	gate    chan struct{}
+	held    chan struct{}
+}
+
+func (h *fenceHook) trip(cmds []redis.Cmder, send func() error) error {
+	for _, cmd := range cmds {
+		args := cmd.Args()
+		if cmd.Name() != "evalsha" || len(args) < 4 || args[1] != h.acquire {
+			continue
+		}
+		for _, a := range args[3:] {
+			key, _ := a.(string)
+			switch {
+			case h.fail[key]:
+				cmd.SetErr(redis.ErrClosed) // as a request that never reached the node
+				return redis.ErrClosed
+			case h.hold[key]:
+				err := send()
+				h.held <- struct{}{}
+				<-h.gate
+				return err
+			}
+		}
+	}
+	return send()
+}
+
+// What a token promises, pinned down with two locks on distinct keys that share one counter.
+// Lock a is taken while lock b's acquisition is under way: b's script ran on nodes 1 and 2
+// before a's (node 0 failed it), a took nodes 0 and 1 (node 2 failed it), and b's replies come
+// in after a returned. The nodes' counters started apart, as after missed acquisitions or a
+// memory loss: b got a token equal to a's, or lower, although it returned later. Tokens of
+// overlapping acquisitions are thus in no order, and not unique; an acquisition that starts
+// after both returned gets a token greater than both, even on nodes 1 and 2, the quorum that a
+// missed (a's token was written back to a quorum before a returned).
+func TestFencingTokensOfOverlappingAcquisitions(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		counters [3]int // on nodes 0, 1, 2 before the two locks
+		compare  func(t require.TestingT, a, b any, args ...any)
+	}{
+		{"equal", [3]int{2000, 1000, 2000}, require.Equal},
+		{"lower", [3]int{2000, 1000, 1000}, require.Greater},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCluster(t, 3, false)
+			lc := c.client(t, redlock.WithNodeTimeout(5*time.Second))
+			ctx := ctxT(t)
+			tag := "{" + redistest.Key(t) + "}"
+			a, b, later := tag+":a", tag+":b", tag+":later"
+			// The nodes cache the script first: the hooks look at EVALSHAs.
+			l, err := lc.TryAcquire(ctx, tag+":prime", 10*time.Second)
+			require.NoError(t, err)
+			require.NoError(t, l.Release(ctx))
+			gate := make(chan struct{})
+			open := sync.OnceFunc(func() { close(gate) })
+			t.Cleanup(open) // before the client's Close, which waits for the held replies
+			hooks := make([]*fenceHook, 3)
+			for i, n := range c.nodes {
+				hooks[i] = &fenceHook{acquire: scriptSHA(t, "acquire.lua"), gate: gate, held: make(chan struct{}, 1),
+					fail: map[string]bool{}, hold: map[string]bool{}}
+				n.(*redis.Client).AddHook(onTrip(hooks[i].trip))
+				require.NoError(t, c.servers[i].Client().Set(ctx, tag+":fence", tc.counters[i], 0).Err())
+			}
+			hooks[0].fail[b], hooks[1].hold[b], hooks[2].hold[b] = true, true, true
+			hooks[2].fail[a] = true
+			hooks[0].fail[later] = true // the quorum that a missed
+
+			bDone := make(chan *redlock.Lock, 1)
+			go func() {
+				l, err := lc.TryAcquire(ctx, b, 10*time.Second)
+				assert.NoError(t, err)
+				bDone <- l
+			}()
+			<-hooks[1].held
+			<-hooks[2].held
+			la, err := lc.TryAcquire(ctx, a, 10*time.Second)
+			require.NoError(t, err)
+			open()
+			lb := <-bDone
+			require.NotNil(t, lb)
+			tc.compare(t, la.Token(), lb.Token(), "a's token, then b's (returned later)")
+
+			la2, err := lc.TryAcquire(ctx, later, 10*time.Second)
+			require.NoError(t, err)
+			require.Greater(t, la2.Token(), max(la.Token(), lb.Token()), "a later acquisition's token is above both")
+			for _, l := range []*redlock.Lock{la, lb, la2} {
+				require.NoError(t, l.Release(ctx))
+			}
+		})
 	}
 }

@@ -63,7 +63,9 @@ type Lease struct {
 }
 
 // Lease starts keeping the lock, under a context derived from ctx. The lease's context is
-// cancelled when ctx is, when the lease is lost, and by Close.
+// cancelled when ctx is, when the lease is lost, and by Close. A lock has at most one lease:
+// Lease fails with an error matching ErrLockLost when the lock was released (a closed lease
+// released it) or another lease keeps it already.
 func (l *Lock) Lease(ctx context.Context, opts ...LeaseOption) (*Lease, error) {
 	cfg := leaseConfig{renewEvery: l.ttl / 3}
 	for _, o := range opts {
@@ -78,6 +80,9 @@ func (l *Lock) Lease(ctx context.Context, opts ...LeaseOption) (*Lease, error) {
 		return nil, fmt.Errorf("redlock: MaxHold %v: must not be negative (0 means no bound)", cfg.maxHold)
 	case cfg.maxRenewals < 0:
 		return nil, fmt.Errorf("redlock: MaxRenewals %d: must not be negative (0 means no bound)", cfg.maxRenewals)
+	}
+	if err := l.startLease(); err != nil {
+		return nil, err
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	le := &Lease{lock: l, cfg: cfg, cancel: cancel, stop: make(chan struct{}), exited: make(chan struct{})}

@@ -257,3 +257,40 @@ func TestLeaseFromDerivedContext(t *testing.T) {
 	dl, _ := short.Deadline()
 	assert.True(t, dl.Before(got.Deadline()))
 }
+
+// A lease keeps a lock that is ours: one released (by Release, or by closing a lease on it) or
+// kept by a lease already is refused at once with ErrLockLost, not discovered at the first
+// renewal.
+func TestLeaseRefusesReleasedOrLeasedLock(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	other := c.client(t)
+	ctx := ctxT(t)
+
+	t.Run("released", func(t *testing.T) {
+		key := redistest.Key(t)
+		l, err := lc.TryAcquire(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		require.NoError(t, l.Release(ctx))
+		taken, err := other.Acquire(ctx, key, 10*time.Second)
+		require.NoError(t, err)
+		defer func() { require.NoError(t, taken.Release(ctx)) }()
+		lease, err := l.Lease(ctx)
+		require.ErrorIs(t, err, redlock.ErrLockLost)
+		assert.Contains(t, err.Error(), "was released")
+		assert.Nil(t, lease)
+	})
+	t.Run("leased, then closed", func(t *testing.T) {
+		l, err := lc.TryAcquire(ctx, redistest.Key(t), 10*time.Second)
+		require.NoError(t, err)
+		first, err := l.Lease(ctx)
+		require.NoError(t, err)
+		_, err = l.Lease(ctx)
+		require.ErrorIs(t, err, redlock.ErrLockLost)
+		assert.Contains(t, err.Error(), "another lease")
+		require.NoError(t, first.Err(), "the refusal ended the first lease")
+		require.NoError(t, first.Close(ctx))
+		_, err = l.Lease(ctx)
+		require.ErrorIs(t, err, redlock.ErrLockLost)
+	})
+}

@@ -27,11 +27,15 @@ type Lock struct {
 	acquiredAt time.Time
 	// depth is 0 for a lock, n for the n-th nested hold of it (see Acquire).
 	depth int
+	// hold is a nested hold's id among the lock's holds on the nodes (see reenter); nil for a
+	// lock.
+	hold any
 	// valid is shared by a lock and its nested holds.
 	valid *validity
 
 	mu       sync.Mutex
 	released bool
+	leased   bool
 	keep     string // what Release kept as a done marker, in milliseconds
 }
 
@@ -62,8 +66,10 @@ func (l *Lock) Key() string { return l.keys[0] }
 // Value returns the lock's random value, which identifies this holder on the nodes.
 func (l *Lock) Value() string { return l.value }
 
-// Token returns the lock's fencing token: strictly greater than every token issued before for
-// the same fence key (see the package documentation for the assumptions).
+// Token returns the lock's fencing token: strictly greater than the token of every
+// acquisition from the same fence key that had returned before this one started, such as
+// every earlier holder of the same key. Overlapping acquisitions sharing the fence key may get
+// equal tokens, or the later a lower one (see the package documentation).
 func (l *Lock) Token() uint64 { return l.token }
 
 // TTL returns the TTL the lock was acquired with; Extend renews it for as long again.
@@ -99,6 +105,21 @@ func (l *Lock) markReleased(keep string) bool {
 	}
 	l.released, l.keep = true, keep
 	return false
+}
+
+// startLease records that a lease keeps the lock, or fails with ErrLockLost when the lock was
+// released or another lease keeps it already.
+func (l *Lock) startLease() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.released:
+		return fmt.Errorf("%w: lease of lock %s: the lock was released; acquire it again", ErrLockLost, quote(l.keys[0]))
+	case l.leased:
+		return fmt.Errorf("%w: lease of lock %s: another lease keeps the lock already; use that lease's context", ErrLockLost, quote(l.keys[0]))
+	}
+	l.leased = true
+	return nil
 }
 
 // newValue returns 128 random bits, hex-encoded.
@@ -153,15 +174,27 @@ func judgeCmd(node int, cmd *redis.Cmd) reply {
 	return judge(node, n, err)
 }
 
-// judge turns a node's count of keys acted on into a reply.
+// judge turns a node's count of keys acted on into a reply. A key that holds a value of
+// another kind (WRONGTYPE) is not our lock there.
 func judge(node int, n int64, err error) reply {
 	switch {
+	case isWrongType(err):
+		return reply{node: node, outcome: outcomeRefused}
 	case err != nil:
 		return reply{node: node, outcome: outcomeError, err: err}
 	case n == 0:
 		return reply{node: node, outcome: outcomeRefused}
 	}
 	return reply{node: node, outcome: outcomeOK}
+}
+
+// releaseCall returns the call that releases this hold of the lock, keeping keep milliseconds
+// of done marker.
+func (l *Lock) releaseCall(keep string) *call {
+	if l.hold == nil {
+		return releaseScript.call(l.keys, l.valueArg, keep, releasedSuffixArg)
+	}
+	return releaseScript.call(l.keys, l.valueArg, keep, releasedSuffixArg, l.hold)
 }
 
 // Release releases the lock on every node, in parallel, and returns once a quorum confirmed
@@ -195,7 +228,7 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 		group = l.group
 		c.unreleased.add(group, 1)
 	}
-	f := c.releaseFan(releaseScript.call(l.keys, l.valueArg, keep, releasedSuffixArg), l.ttl, last, primary, group)
+	f := c.releaseFan(l.releaseCall(keep), l.ttl, primary, group)
 	if inFlight := l.late.release(); inFlight != 0 {
 		// A node whose acquisition is still in flight may get this release first (see lateOKs).
 		parse := f.parse

@@ -45,18 +45,18 @@ const (
 
 // releaseFan returns a fan that releases one hold of a lock (k) on each node it is sent to.
 // When a node's request fails for any reason but a reply of the node, the release is retried
-// in the background (with retry) until the lock has expired there — unless it released a
-// nested hold, whose count could be lowered twice. A non-empty group is the lock's group,
-// whose unreleased count the caller raised because primary is among the nodes: it is lowered
-// once the release arrived there or was given up.
-func (c *Client) releaseFan(k *call, ttl time.Duration, retry bool, primary int, group string) *fan {
+// in the background until the lock has expired there: a release acts once however often it
+// arrives (a nested hold's removes its own id). A non-empty group is the lock's group, whose
+// unreleased count the caller raised because primary is among the nodes: it is lowered once
+// the release arrived there or was given up.
+func (c *Client) releaseFan(k *call, ttl time.Duration, primary int, group string) *fan {
 	return &fan{call: k, parse: func(node int, cmd *redis.Cmd) reply {
 		g := ""
 		if node == primary {
 			g = group
 		}
 		n, err := cmd.Int64()
-		if err == nil || !retry || isNodeReply(err) {
+		if err == nil || isNodeReply(err) {
 			if g != "" {
 				c.unreleased.add(g, -1)
 			}

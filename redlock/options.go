@@ -240,7 +240,9 @@ func Also(keys ...string) AcquireOption {
 // FenceKey sets the key of the fencing counter. Default: one counter per hash tag — a key
 // with the hash tag {t} uses "{t}:fence" — and DefaultFenceKey for keys without one, so that
 // locking any number of distinct keys leaves a bounded number of counters on the nodes.
-// Tokens strictly increase per counter, hence per key too. Locks that guard the same resource
+// Tokens strictly increase per counter from one acquisition to the next that starts after it
+// returned, hence from one holder of a key to the next (overlapping acquisitions of different
+// keys on one counter may get equal tokens). Locks that guard the same resource
 // under different keys must share a fence key, so that their tokens are ordered with each
 // other; where a node is a Redis Cluster, the fence key must share the lock key's hash tag.
 func FenceKey(key string) AcquireOption {

@@ -27,7 +27,11 @@ type holds struct {
 // WithHold returns a copy of ctx that carries the hold of l: acquiring l's key again from
 // the Client that acquired l, with this context or one derived from it, takes a nested hold
 // instead of waiting for l to be released. A lease's context carries its lock's hold already.
+// A nil l adds nothing: WithHold then returns ctx itself.
 func WithHold(ctx context.Context, l *Lock) context.Context {
+	if l == nil {
+		return ctx
+	}
 	next, _ := ctx.Value(holdsKey{}).(*holds)
 	return context.WithValue(ctx, holdsKey{}, &holds{lock: l, next: next})
 }
@@ -44,13 +48,15 @@ func (c *Client) heldBy(ctx context.Context, key string) *Lock {
 }
 
 // reenter takes a nested hold of outer: on a quorum of the nodes where the lock holds
-// outer's value, the hold count goes up by one. The nested hold shares outer's value, keys,
-// fencing token and validity; it is released on its own, and the lock stays on the nodes until
-// every hold is released.
+// outer's value, the hold's own id joins the lock's holds. The nested hold shares outer's
+// value, keys, fencing token and validity; it is released on its own, and the lock stays on a
+// node while any hold is counted there. A nested hold that fails is released at once, on
+// every node: each node then counts it nowhere, whichever of its two requests comes first.
 func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number int) (*Lock, error) {
 	start := time.Now()
+	hold := any(newValue())
 	t := tally{n: len(c.nodes), quorum: c.quorum}
-	f := &fan{call: reenterScript.call(outer.keys, outer.value), parse: func(i int, cmd *redis.Cmd) reply {
+	f := &fan{call: reenterScript.call(outer.keys, outer.valueArg, hold), parse: func(i int, cmd *redis.Cmd) reply {
 		res, err := cmd.Slice()
 		if err != nil {
 			return reply{node: i, outcome: outcomeError, err: err}
@@ -66,14 +72,17 @@ func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number 
 	switch {
 	case err != nil:
 	case t.ok < c.quorum:
-		// Nodes that took the nested hold keep a count one too high; the outer release
-		// leaves the lock to expire there, which is safe (the lock is not ours anyway).
 		err = &AcquireError{Key: outer.keys[0], Reason: t.reason(ErrNotAcquired), Detail: "the outer hold was not found on a quorum: it is lost",
 			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs}
 	default:
 		l = &Lock{c: c, keys: outer.keys, group: outer.group, value: outer.value, valueArg: outer.valueArg, label: outer.label,
-			ttl: outer.ttl, token: outer.token, replicas: outer.replicas, acquiredAt: start, depth: outer.depth + 1, valid: outer.valid}
+			ttl: outer.ttl, token: outer.token, replicas: outer.replicas, acquiredAt: start, depth: outer.depth + 1, valid: outer.valid,
+			hold: hold}
 		a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
+	}
+	if l == nil {
+		k := releaseScript.call(outer.keys, outer.valueArg, "0", releasedSuffixArg, hold)
+		_, _ = c.fanout(context.WithoutCancel(ctx), c.releaseFan(k, outer.ttl, 0, ""), c.all(), c.nodeTimeout(outer.ttl), nil)
 	}
 	a.OK, a.Refused, a.Failed, a.Err = t.ok, t.refused, t.failed, err
 	req.report(a)

@@ -2,6 +2,7 @@ package redlock_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -53,7 +54,9 @@ func TestNestedHoldsReleaseAtTheLast(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 }
 
-// Holds are counted, not ordered: whichever release comes last frees the lock.
+// Holds are counted, not ordered: whichever release comes last frees the lock. The outer
+// hold's release asks for a done marker (KeepDone) while the nested hold is live: the last
+// release — the nested one, which asks for nothing — leaves the marker the outer one asked for.
 func TestOuterReleasedFirstKeepsNestedHold(t *testing.T) {
 	c := newCluster(t, 3, false)
 	lc := c.client(t)
@@ -64,10 +67,17 @@ func TestOuterReleasedFirstKeepsNestedHold(t *testing.T) {
 	require.NoError(t, err)
 	nested, err := lc.TryAcquire(redlock.WithHold(ctx, outer), key, 10*time.Second)
 	require.NoError(t, err)
-	require.NoError(t, outer.Release(ctx))
+	require.NoError(t, outer.Release(ctx, redlock.KeepDone(time.Minute)))
 	_, err = c.client(t).TryAcquire(ctx, key, time.Second)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+
 	require.NoError(t, nested.Release(ctx))
+	require.NoError(t, lc.Close()) // waits for the releases
+	_, err = c.client(t).TryAcquire(ctx, key, time.Second, redlock.AskEveryNode())
+	ae, ok := errors.AsType[*redlock.AcquireError](err)
+	require.True(t, ok, "the lock was freed, not kept done: %v", err)
+	require.NotNil(t, ae.Holder)
+	assert.True(t, ae.Holder.Done)
 }
 
 // A job's lease context carries its lock: a helper that locks the same key inside the job
@@ -254,4 +264,21 @@ func TestWakeOnReleaseWithSilentNodes(t *testing.T) {
 			require.NoError(t, l.Release(ctx))
 		})
 	}
+}
+
+// WithHold of a nil lock adds no hold: acquisitions with the context acquire as with ctx.
+func TestWithHoldOfNilLockIsCtx(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+
+	held := redlock.WithHold(ctx, nil)
+	require.Equal(t, ctx, held)
+	l, err := lc.TryAcquire(held, key, 10*time.Second)
+	require.NoError(t, err)
+	assert.Zero(t, l.Depth())
+	_, err = lc.TryAcquire(held, key, time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	require.NoError(t, l.Release(ctx))
 }

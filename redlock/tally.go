@@ -1,6 +1,11 @@
 package redlock
 
-import "slices"
+import (
+	"fmt"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // tally counts the replies of one request to the nodes and decides its outcome.
 type tally struct {
@@ -13,6 +18,7 @@ type tally struct {
 	holders                          []holderVotes
 	refusal                          *Refusal // the first RefuseWhile refusal
 	errs                             []*NodeError
+	wrongType                        bool // a node found a value of another kind under a key
 }
 
 // add counts r and reports whether the outcome is decided.
@@ -33,7 +39,12 @@ func (t *tally) add(c *Client, r reply) bool {
 		t.errs = append(t.errs, c.nodeError(r.node, r.err))
 	default:
 		t.failed++
-		t.errs = append(t.errs, c.nodeError(r.node, r.err))
+		err := r.err
+		if isWrongType(err) {
+			t.wrongType = true
+			err = fmt.Errorf("%w (a key holds a value of another kind on this node: use a key of its own)", err)
+		}
+		t.errs = append(t.errs, c.nodeError(r.node, err))
 	}
 	return t.ok >= t.quorum || t.lost()
 }
@@ -86,8 +97,12 @@ func (t *tally) takeRefused() []int {
 func (t *tally) lost() bool { return t.refused+t.quarantined+t.failed > t.n-t.quorum }
 
 // reason says why a quorum was not reached: refused means held (acquire) or not ours
-// (extend, release).
+// (extend, release). A key that holds a value of another kind on a node comes first:
+// retrying cannot help.
 func (t *tally) reason(refused error) error {
+	if t.wrongType {
+		return ErrInvalidKey
+	}
 	if t.refused > t.n-t.quorum {
 		return refused
 	}
@@ -100,3 +115,7 @@ func (t *tally) reason(refused error) error {
 	}
 	return ErrQuorumUnavailable
 }
+
+// isWrongType reports whether err is a node's WRONGTYPE reply: a script met a key that holds a
+// value of another kind than it expects.
+func isWrongType(err error) bool { return err != nil && redis.HasErrorPrefix(err, "WRONGTYPE") }

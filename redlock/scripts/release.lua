@@ -1,40 +1,62 @@
--- Releases one hold of a lock on one node. While nested holds remain (the primary key's hold
--- count is above 0), the count goes down by one and the lock stays. The last hold deletes
--- every key that still holds our value — except the primary key when ARGV[2] asks to keep it
--- as a done marker — and publishes the release on KEYS[1]..ARGV[3] if anyone subscribed to it on this
--- node (a PUBLISH would be propagated to the AOF and replicas even with no one listening).
+-- Releases one hold of a lock on one node. A lock has an outer hold (its acquisition) and the
+-- nested holds taken of it (reenter.lua), each counted on the nodes that took it: the primary
+-- key's field 'h'..id per nested hold, and 'n' their number. A nested hold's release removes
+-- its own id, or, when its reenter has not reached the node (yet), leaves the field 'r'..id so
+-- that the reenter will not count it: the two may arrive in either order. The outer hold's
+-- release, while nested holds are counted, records that it came (field 'o', the milliseconds
+-- of done marker it asked for). The lock stays while a hold is counted here. The last hold
+-- deletes every key that still holds our value — except the primary key when this release or
+-- the outer one asked to keep it as a done marker — and publishes the release on
+-- KEYS[1]..ARGV[3] if anyone subscribed to it on this node (a PUBLISH would be propagated to
+-- the AOF and replicas even with no one listening). A done marker of our value is never
+-- deleted by a release.
 --
 -- KEYS      lock keys; KEYS[1] is the primary key
 -- ARGV[1]   lock value
 -- ARGV[2]   milliseconds to keep KEYS[1] as a done marker (0: delete it)
 -- ARGV[3]   suffix of the channel on which to publish the release: KEYS[1]..ARGV[3]
+-- ARGV[4]   the nested hold's id; absent for the outer hold
 --
 -- Returns the number of keys that were ours.
-if redis.call('HGET', KEYS[1], 'v') == ARGV[1] then
+local keep = tonumber(ARGV[2])
+local ours = redis.call('HGET', KEYS[1], 'v') == ARGV[1]
+local done = ours and redis.call('HGET', KEYS[1], 's') == 'done'
+if ours and not done then
   local nested = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
-  if nested > 0 then
-    redis.call('HINCRBY', KEYS[1], 'n', -1)
+  local hold = ARGV[4]
+  if hold then
+    if redis.call('HDEL', KEYS[1], 'h' .. hold) == 1 then
+      nested = nested - 1
+      redis.call('HSET', KEYS[1], 'n', nested)
+    else
+      redis.call('HSET', KEYS[1], 'r' .. hold, '1')
+    end
+    local outer = redis.call('HGET', KEYS[1], 'o')
+    if nested > 0 or not outer then
+      return #KEYS
+    end
+    keep = math.max(keep, tonumber(outer))
+  elseif nested > 0 then
+    redis.call('HSET', KEYS[1], 'o', ARGV[2])
     return #KEYS
   end
 end
 local n = 0
-local keep = tonumber(ARGV[2])
 for i = 1, #KEYS do
   if redis.call('HGET', KEYS[i], 'v') == ARGV[1] then
-    if i == 1 and keep > 0 then
-      -- A retried release (its first try timed out after it ran) keeps the marker's expiry.
-      if redis.call('HGET', KEYS[i], 's') ~= 'done' then
-        redis.call('HSET', KEYS[i], 's', 'done')
-        redis.call('PEXPIRE', KEYS[i], keep)
-      end
-    else
+    -- A done marker of ours was released here before (a retried release, or a hold's release
+    -- that came after the last): it keeps its expiry.
+    if i > 1 or (keep == 0 and not done) then
       redis.call('DEL', KEYS[i])
+    elseif not done then
+      redis.call('HSET', KEYS[i], 's', 'done')
+      redis.call('PEXPIRE', KEYS[i], keep)
     end
     n = n + 1
   end
 end
 local channel = KEYS[1] .. ARGV[3]
-if n > 0 and keep == 0 and redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0 then
+if n > 0 and keep == 0 and not done and redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0 then
   redis.call('PUBLISH', channel, '1')
 end
 return n
