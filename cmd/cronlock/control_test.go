@@ -21,20 +21,21 @@ import (
 type daemonUnderTest struct {
 	base string // http://host:port
 	cfg  string // the config file
+	log  *syncBuffer
 }
 
-// startDaemon runs `cronlock run` in this process with jobs (YAML list items) and extra
-// top-level config; it is stopped at cleanup.
-func startDaemon(t *testing.T, extra, jobs string) daemonUnderTest {
+// startDaemon runs `cronlock run` in this process with jobs (YAML list items), extra
+// top-level config and extra flags; it is stopped at cleanup.
+func startDaemon(t *testing.T, extra, jobs string, flags ...string) daemonUnderTest {
 	t.Helper()
 	nodes := redistest.StartN(t, 3, redistest.Config{})
 	endQuarantine(t, nodes...)
 	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+extra+"jobs:\n"+jobs)
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	stderr := &syncBuffer{}
 	code := make(chan int, 1)
 	go func() {
-		code <- run(ctx, []string{"run", "--config", cfg, "--http", "127.0.0.1:0", "--replica", "web-1"}, io.Discard, &stderr)
+		code <- run(ctx, append([]string{"run", "--config", cfg, "--http", "127.0.0.1:0", "--replica", "web-1"}, flags...), io.Discard, stderr)
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -44,7 +45,7 @@ func startDaemon(t *testing.T, extra, jobs string) daemonUnderTest {
 	})
 	addr := regexp.MustCompile(`msg="http: serving [^"]*" addr=(\S+)`)
 	eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderr.String()) })
-	return daemonUnderTest{base: "http://" + addr.FindStringSubmatch(stderr.String())[1], cfg: cfg}
+	return daemonUnderTest{base: "http://" + addr.FindStringSubmatch(stderr.String())[1], cfg: cfg, log: stderr}
 }
 
 func post(t *testing.T, url, token string, form string) (int, string) {
