@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -245,4 +246,151 @@ func TestTrickledBodyCutOff(t *testing.T) {
 		}
 	}
 	t.Fatalf("the whole trickled body (%d bytes, a byte per 20ms) was read: %q", length, <-cut)
+}
+
+// vmKiB reads a field of /proc/PID/status in KiB, e.g. VmRSS or VmHWM (the peak RSS).
+func vmKiB(t *testing.T, pid int, field string) int {
+	t.Helper()
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	require.NoError(t, err)
+	m := regexp.MustCompile(`(?m)^` + field + `:\s+(\d+) kB`).FindStringSubmatch(string(data))
+	require.NotNil(t, m, "no %s in /proc/%d/status", field, pid)
+	var kib int
+	_, err = fmt.Sscan(m[1], &kib)
+	require.NoError(t, err)
+	return kib
+}
+
+var servingAddr = regexp.MustCompile(`msg="http: serving [^"]*" addr=(\S+)`)
+
+// The daemon as a process under attack: its config, its connections, its memory.
+func TestDaemonUnderAttack(t *testing.T) {
+	bin := buildBinary(t, t.TempDir())
+
+	t.Run("a config others can change is refused at start, by validate and at reload", func(t *testing.T) {
+		t.Parallel()
+		node := redistest.Start(t, redistest.Config{})
+		endQuarantine(t, node)
+		dir := t.TempDir()
+		content := nodesConfig([]*redistest.Server{node}) + "jobs:\n  - {name: j, schedule: '@every 1s', command: ['true']}\n"
+		cfg := writeFile(t, dir, "c.yaml", content)
+		require.NoError(t, os.Chmod(cfg, 0o666))
+		want := cfg + ": config: not safe to trust: group or others can write it (mode 0666)"
+		for _, cmd := range []string{"run", "validate"} {
+			code, out := runBin(t, bin, nil, cmd, "--config", cfg)
+			assert.Equal(t, 2, code, out)
+			assert.Contains(t, out, want)
+			assert.Contains(t, out, "chmod go-w "+cfg+" (for development only: --insecure-config)")
+		}
+		code, out := runBin(t, bin, nil, "validate", "--config", cfg, "--insecure-config")
+		assert.Equal(t, 0, code, out)
+		if os.Geteuid() == 0 {
+			require.NoError(t, os.Chmod(cfg, 0o644))
+			require.NoError(t, os.Chown(cfg, 65534, 65534))
+			code, out := runBin(t, bin, nil, "run", "--config", cfg)
+			assert.Equal(t, 2, code, out)
+			assert.Contains(t, out, "it is owned by uid 65534, neither root nor this daemon's user (uid 0)")
+			require.NoError(t, os.Chown(cfg, 0, 0))
+		}
+
+		// Running on a trusted file: a reload of the file made writable by others is refused.
+		require.NoError(t, os.Chmod(cfg, 0o600))
+		p := startProc(t, bin, "daemon", nil, "run", "--config", cfg)
+		p.waitLog(t, `msg="ready: taking ticks"`)
+		require.NoError(t, os.WriteFile(cfg, []byte(content+"  - {name: added, schedule: '@every 1s', command: ['true']}\n"), 0o600))
+		require.NoError(t, os.Chmod(cfg, 0o646))
+		p.signal(t, syscall.SIGHUP)
+		p.waitLog(t, `msg="reload: config refused, the running one is kept" err="`+want[:len(want)-len("(mode 0666)")]+"(mode 0646)")
+		if os.Geteuid() == 0 {
+			require.NoError(t, os.Chmod(cfg, 0o600))
+			require.NoError(t, os.Chown(cfg, 65534, 65534))
+			p.signal(t, syscall.SIGHUP)
+			p.waitLog(t, "it is owned by uid 65534")
+		}
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
+		assert.NotContains(t, p.out.String(), "job=added")
+	})
+
+	t.Run("idle connections are closed while runs go on", func(t *testing.T) {
+		t.Parallel()
+		nodes := redistest.StartN(t, 3, redistest.Config{})
+		endQuarantine(t, nodes...)
+		cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+"min_interval: 100ms\njobs:\n  - {name: tick, schedule: '@every 200ms', command: ['true']}\n")
+		// 256 descriptors, hard limit included: without a cap on connections, 1,000 idle ones
+		// would take them all.
+		p := startProc(t, "sh", "daemon", nil, "-c", `ulimit -n 256 && exec "$0" "$@"`, bin, "run", "--config", cfg,
+			"--http", "127.0.0.1:0", "--http-idle-timeout", "100ms", "--http-max-conns", "32")
+		p.waitLog(t, "http: serving")
+		addr := servingAddr.FindStringSubmatch(p.out.String())[1]
+		p.waitLog(t, `msg="run finished"`)
+
+		const conns = 1000
+		closed := make(chan error, conns)
+		for range conns {
+			c, err := net.Dial("tcp", addr)
+			require.NoError(t, err)
+			t.Cleanup(func() { c.Close() })
+			_, err = io.WriteString(c, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+			require.NoError(t, err)
+			go func() { // the answer, then the server's close of the idle connection
+				_, err := io.Copy(io.Discard, c)
+				closed <- err
+			}()
+		}
+		before := strings.Count(p.out.String(), `msg="run finished"`)
+		for i := range conns {
+			select {
+			case err := <-closed:
+				require.NoError(t, err)
+			case <-time.After(waitLimit):
+				t.Fatalf("%d of %d idle connections still open after %v", conns-i, conns, waitLimit)
+			}
+		}
+		eventually(t, "runs after the connections", func() bool {
+			return strings.Count(p.out.String(), `msg="run finished"`) >= before+3
+		})
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
+		assert.NotContains(t, p.out.String(), "too many open files")
+		assert.NotContains(t, p.out.String(), "outcome=failed")
+	})
+
+	t.Run("large unauthenticated bodies are refused without reading them", func(t *testing.T) {
+		t.Parallel()
+		nodes := redistest.StartN(t, 3, redistest.Config{})
+		endQuarantine(t, nodes...)
+		cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+"http_token_env: CRONLOCK_TEST_TOKEN\njobs:\n  - {name: j, schedule: '@yearly', command: ['true']}\n")
+		p := startProc(t, bin, "daemon", []string{"CRONLOCK_TEST_TOKEN=s3cret"}, "run", "--config", cfg, "--http", "127.0.0.1:0")
+		p.waitLog(t, "http: serving")
+		base := "http://" + servingAddr.FindStringSubmatch(p.out.String())[1]
+		status, _, _ := do(t, newRequest(t, "GET", base+"/", "", nil)) // the page's first read
+		require.Equal(t, http.StatusOK, status)
+		pid := p.cmd.Process.Pid
+		rss := vmKiB(t, pid, "VmRSS")
+
+		const bodies, size = 40, 10 << 20
+		body := "token=x&reason=" + strings.Repeat("x", size)
+		statuses := make(chan int, bodies)
+		for range bodies {
+			go func() {
+				req, _ := http.NewRequest("POST", base+"/jobs/j/pause", strings.NewReader(body))
+				req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+				resp, err := http.DefaultClient.Do(req)
+				if err != nil { // the daemon closed the connection while the body was sent
+					statuses <- 0
+					return
+				}
+				resp.Body.Close()
+				statuses <- resp.StatusCode
+			}()
+		}
+		for range bodies {
+			s := <-statuses
+			assert.True(t, s == 0 || s == http.StatusRequestEntityTooLarge, "status %d", s)
+		}
+		peak := vmKiB(t, pid, "VmHWM")
+		t.Logf("RSS %d KiB before, peak %d KiB after %d bodies of %d MiB", rss, peak, bodies, size>>20)
+		assert.Less(t, peak-rss, 64<<10, "the peak RSS grew by more than 64 MiB: bodies were read")
+	})
 }
