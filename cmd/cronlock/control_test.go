@@ -21,7 +21,8 @@ import (
 type daemonUnderTest struct {
 	base string // http://host:port
 	cfg  string // the config file
-	log  *syncBuffer
+	log   *syncBuffer
+	nodes []*redistest.Server
 }
 
 // startDaemon runs `cronlock run` in this process with jobs (YAML list items), extra
@@ -39,13 +40,16 @@ func startDaemon(t *testing.T, extra, jobs string, flags ...string) daemonUnderT
 	}()
 	t.Cleanup(func() {
 		cancel()
+		defer http.DefaultClient.CloseIdleConnections()
 		if c := <-code; c != 0 {
 			t.Errorf("cronlock run exited %d:\n%s", c, stderr.String())
+		} else if t.Failed() {
+			t.Logf("cronlock run's log:\n%s", stderr.String())
 		}
 	})
 	addr := regexp.MustCompile(`msg="http: serving [^"]*" addr=(\S+)`)
 	eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderr.String()) })
-	return daemonUnderTest{base: "http://" + addr.FindStringSubmatch(stderr.String())[1], cfg: cfg, log: stderr}
+	return daemonUnderTest{base: "http://" + addr.FindStringSubmatch(stderr.String())[1], cfg: cfg, log: stderr, nodes: nodes}
 }
 
 func post(t *testing.T, url, token string, form string) (int, string) {

@@ -394,3 +394,71 @@ func TestDaemonUnderAttack(t *testing.T) {
 		assert.Less(t, peak-rss, 64<<10, "the peak RSS grew by more than 64 MiB: bodies were read")
 	})
 }
+
+// scriptCalls counts the scripts run on the nodes (EVAL and EVALSHA): the reads of the jobs'
+// state.
+func scriptCalls(t *testing.T, nodes []*redistest.Server) int {
+	t.Helper()
+	n := 0
+	for _, s := range nodes {
+		info, err := s.Client().Info(context.Background(), "commandstats").Result()
+		require.NoError(t, err)
+		for _, m := range regexp.MustCompile(`(?m)^cmdstat_eval(?:sha)?:calls=(\d+),`).FindAllStringSubmatch(info, -1) {
+			var c int
+			_, err := fmt.Sscan(m[1], &c)
+			require.NoError(t, err)
+			n += c
+		}
+	}
+	return n
+}
+
+// However many clients ask for the page and the metrics at once, the nodes are read at most
+// once per second for each.
+func TestPageAndMetricsShareOneRead(t *testing.T) {
+	d := startDaemon(t, "", "  - {name: a, schedule: '@yearly', command: ['true']}\n  - {name: b, schedule: '@yearly', command: ['true']}\n")
+	settled := func() int { // the slowest node's answers to a broadcast come after the quorum's
+		n := scriptCalls(t, d.nodes)
+		for {
+			time.Sleep(100 * time.Millisecond)
+			m := scriptCalls(t, d.nodes)
+			if m == n {
+				return n
+			}
+			n = m
+		}
+	}
+	for _, path := range []string{"/", "/metrics"} {
+		before := settled()
+		time.Sleep(pageCache) // the cached read, if any, is out of date
+		status, _, _ := do(t, newRequest(t, "GET", d.base+path, "", nil))
+		require.Equal(t, http.StatusOK, status)
+		one := settled() - before
+		require.Positive(t, one, "a request of %s reads the nodes", path)
+
+		time.Sleep(pageCache)
+		before = settled()
+		const clients = 200
+		start := time.Now()
+		done := make(chan int, clients)
+		for range clients {
+			go func() {
+				resp, err := http.Get(d.base + path)
+				if err != nil {
+					done <- 0
+					return
+				}
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				done <- resp.StatusCode
+			}()
+		}
+		for range clients {
+			assert.Equal(t, http.StatusOK, <-done)
+		}
+		elapsed := time.Since(start)
+		reads := float64(settled()-before) / float64(one)
+		t.Logf("%s: %d requests in %v read the nodes %.1f times (%d scripts each)", path, clients, elapsed, reads, one)
+		assert.LessOrEqual(t, reads, elapsed.Seconds()/pageCache.Seconds()+1, "%s: at most one read per %v", path, pageCache)
+	}
+}

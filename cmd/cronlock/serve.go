@@ -231,3 +231,10 @@ func (s *snapshot[T]) get(ctx context.Context) T {
 	}
 	return s.val
 }
+
+// reset makes the next get read the value again: after a change the reader should see.
+func (s *snapshot[T]) reset() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.at = time.Time{}
+}
