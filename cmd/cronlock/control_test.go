@@ -19,8 +19,8 @@ import (
 
 // daemonUnderTest is a `cronlock run` in this process, on three new nodes.
 type daemonUnderTest struct {
-	base string // http://host:port
-	cfg  string // the config file
+	base  string // http://host:port
+	cfg   string // the config file
 	log   *syncBuffer
 	nodes []*redistest.Server
 }
