@@ -265,7 +265,8 @@ func (c *control) act(w http.ResponseWriter, r *http.Request, action string) {
 	if c.failed(w, err, true, true) {
 		return
 	}
-	c.jobs.reset()                           // the page shows the change at once
+	// The page shows the change at once.
+	c.jobs.reset()
 	if r.Header.Get("Authorization") == "" { // a button of the status page: back to it
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return
