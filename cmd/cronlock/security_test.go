@@ -317,7 +317,7 @@ func TestDaemonUnderAttack(t *testing.T) {
 		nodes := redistest.StartN(t, 3, redistest.Config{})
 		endQuarantine(t, nodes...)
 		cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+"min_interval: 100ms\njobs:\n  - {name: tick, schedule: '@every 200ms', command: ['true']}\n")
-		// 256 descriptors, hard limit included: without a cap on connections, 1,000 idle ones
+		// 256 descriptors, hard limit included: without a cap on connections, 2,000 idle ones
 		// would take them all.
 		p := startProc(t, "sh", "daemon", nil, "-c", `ulimit -n 256 && exec "$0" "$@"`, bin, "run", "--config", cfg,
 			"--http", "127.0.0.1:0", "--http-idle-timeout", "100ms", "--http-max-conns", "32")
@@ -325,7 +325,7 @@ func TestDaemonUnderAttack(t *testing.T) {
 		addr := servingAddr.FindStringSubmatch(p.out.String())[1]
 		p.waitLog(t, `msg="run finished"`)
 
-		const conns = 1000
+		const conns = 2000
 		closed := make(chan error, conns)
 		for range conns {
 			c, err := net.Dial("tcp", addr)
