@@ -9,6 +9,8 @@ deps:
 	@scripts/deps.sh
 
 # go.work puts bench in the workspace, but ./... stays within the module it is run from.
+# docscheck: every qualified Go name the docs give in backticks (redlock.X, Client.MaxTTL…)
+# exists in the code.
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	go vet ./... ./bench/...
@@ -17,6 +19,7 @@ lint:
 		|| { echo "job must stay a leaf: no cronlock package, no Redis client"; exit 1; }
 	@! go list -deps ./examples/... | grep 'cronlock/cronlock/internal' \
 		|| { echo "examples must use only the public API, so that each can be copied out of the repo"; exit 1; }
+	go run ./internal/docscheck
 
 unit:
 	go test -race -count=1 -timeout 20m ./...

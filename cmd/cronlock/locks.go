@@ -25,9 +25,11 @@ Shows the lock keys of the jobs on every node: the tick keys (held by a running 
 as done after a run succeeded), the run key (held while a run of a job with overlap: forbid is
 running) and the fencing counter; for each, per node, the holder's label (its replica name),
 the fencing token, the state (held, done, skipped) and the time left. The lock value, which
-identifies a holder to the nodes, is shown as a short prefix only. Keys are found with SCAN,
-never KEYS; on a node that is a Redis Cluster, on each of its primaries, and NODE is the
-primary the key is on.
+identifies a holder to the nodes, is shown as a short prefix only. Also each job's pause (with
+who paused it and why) and run history (its number of records); the history's deduplication
+markers are counted, not listed. Each key is read by its type. Keys are found with SCAN, never
+KEYS; on a node that is a Redis Cluster, on each of its primaries, and NODE is the primary the
+key is on.
 
 Exit codes: 0 shown (a minority of nodes may not have answered), 1 fewer nodes than a quorum
 answered, 2 bad config or usage.
@@ -80,8 +82,13 @@ func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			continue
 		}
 		answered++
-		status = append(status, fmt.Sprintf("%s (%d keys)", n.Name(), len(rows[i])))
-		all = append(all, rows[i]...)
+		listed := slices.DeleteFunc(rows[i], func(r keyRow) bool { return r.kind == "marker" })
+		if markers := len(rows[i]) - len(listed); markers > 0 {
+			status = append(status, fmt.Sprintf("%s (%d keys; %d history markers not listed)", n.Name(), len(listed), markers))
+		} else {
+			status = append(status, fmt.Sprintf("%s (%d keys)", n.Name(), len(listed)))
+		}
+		all = append(all, listed...)
 	}
 	fmt.Fprintf(stdout, "keys %s on %d nodes (quorum %d): %s\n", match, len(clients), cfg.Quorum(), strings.Join(status, ", "))
 	slices.SortFunc(all, func(a, b keyRow) int {
@@ -109,35 +116,35 @@ func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 type keyRow struct {
 	key    string
 	job    string
-	kind   string    // "tick", "run", "fence", or "" for other keys
+	kind   string    // one of kinds, "marker" for a history marker, or "" for other keys
 	tick   time.Time // for tick keys
 	rest   string    // the key after the job's hash tag
 	node   int
 	member string // the Cluster member the key is on ("" on a standalone node)
-	state  string // held, done, skipped
+	state  string // held, done, skipped; paused; N records; the type of another key
 	holder string
 	token  string
 	pttl   time.Duration // -1: no TTL, -2: gone
 	value  string        // short prefix of the lock value
 }
 
+// kinds are the kinds of keys in the order locks lists them.
+var kinds = []string{"run", "tick", "trigger", "fence", "paused", "history"}
+
 func (r keyRow) kindOrder() int {
-	switch r.kind {
-	case "run":
-		return 0
-	case "tick":
-		return 1
-	case "fence":
-		return 2
+	if i := slices.Index(kinds, r.kind); i >= 0 {
+		return i
 	}
-	return 3
+	return len(kinds)
 }
 
 func (r keyRow) keyName() string {
 	switch r.kind {
 	case "tick":
 		return "tick " + r.tick.UTC().Format(time.RFC3339Nano)
-	case "run", "fence":
+	case "trigger":
+		return "trigger " + strings.TrimPrefix(r.rest, "trigger:")
+	case "run", "fence", "paused", "history":
 		return r.kind
 	}
 	return r.key
@@ -164,19 +171,17 @@ func scanLocks(ctx context.Context, c *redis.Client, prefix, match string) ([]ke
 	var rows []keyRow
 	for batch := range slices.Chunk(keys, 500) {
 		pipe := c.Pipeline()
-		type cmds struct {
-			get   *redis.StringCmd
-			hash  *redis.MapStringStringCmd
-			pttl  *redis.DurationCmd
-			fence bool
-		}
-		cs := make([]cmds, len(batch))
+		types := make([]*redis.StatusCmd, len(batch))
 		for i, k := range batch {
-			if strings.HasSuffix(k, "}:fence") {
-				cs[i] = cmds{get: pipe.Get(ctx, k), fence: true}
-			} else {
-				cs[i] = cmds{hash: pipe.HGetAll(ctx, k), pttl: pipe.PTTL(ctx, k)}
-			}
+			types[i] = pipe.Type(ctx, k)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return nil, err // TYPE fails only when the node does
+		}
+		pipe = c.Pipeline()
+		reads := make([]keyRead, len(batch))
+		for i, k := range batch {
+			reads[i] = readKey(ctx, pipe, k, types[i].Val())
 		}
 		if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 			if _, reply := errors.AsType[redis.Error](err); !reply {
@@ -185,47 +190,98 @@ func scanLocks(ctx context.Context, c *redis.Client, prefix, match string) ([]ke
 		}
 		for i, k := range batch {
 			r := parseLockKey(prefix, k)
-			if cs[i].fence {
-				v, err := cs[i].get.Result()
-				if errors.Is(err, redis.Nil) {
-					continue // gone since the scan
-				}
-				if err != nil {
-					r.state = "error: " + err.Error()
-				}
-				r.token, r.pttl = v, -1
+			if r.read(types[i].Val(), reads[i]) {
 				rows = append(rows, r)
-				continue
 			}
-			h, err := cs[i].hash.Result()
-			if err != nil {
-				r.state = "error: " + err.Error()
-				rows = append(rows, r)
-				continue
-			}
-			if len(h) == 0 {
-				continue // gone since the scan
-			}
-			r.holder, r.token = h["l"], h["f"]
-			switch {
-			case h["s"] == "done" && h["m"] == middleware.SkippedMarker:
-				r.state = "skipped"
-			case h["s"] == "done":
-				r.state = "done"
-			default:
-				r.state = "held"
-				if n, _ := strconv.Atoi(h["n"]); n > 0 {
-					r.state = fmt.Sprintf("held (+%d nested)", n)
-				}
-			}
-			if v := h["v"]; v != "" {
-				r.value = v[:min(len(v), valuePrefix)] + "…"
-			}
-			r.pttl = cs[i].pttl.Val()
-			rows = append(rows, r)
 		}
 	}
 	return rows, nil
+}
+
+// keyRead is the commands that read one key, by its type.
+type keyRead struct {
+	hash *redis.MapStringStringCmd // a hash: a lock
+	str  *redis.StringCmd          // a string: fencing counter, pause, history marker
+	xlen *redis.IntCmd             // a stream: the run history
+	pttl *redis.DurationCmd
+}
+
+// readKey queues on pipe the commands that read key, of type typ.
+func readKey(ctx context.Context, pipe redis.Pipeliner, key, typ string) keyRead {
+	var rd keyRead
+	switch typ {
+	case "none":
+		return rd // gone since the scan
+	case "hash":
+		rd.hash = pipe.HGetAll(ctx, key)
+	case "string":
+		rd.str = pipe.Get(ctx, key)
+	case "stream":
+		rd.xlen = pipe.XLen(ctx, key)
+	}
+	rd.pttl = pipe.PTTL(ctx, key)
+	return rd
+}
+
+// read fills r from rd, the reads of its key of type typ. It returns false when the key is
+// gone.
+func (r *keyRow) read(typ string, rd keyRead) bool {
+	if rd.pttl == nil {
+		return false
+	}
+	var err error
+	switch typ {
+	case "hash":
+		var h map[string]string
+		if h, err = rd.hash.Result(); err == nil && len(h) == 0 {
+			return false
+		}
+		r.readLock(h)
+	case "string":
+		var v string
+		if v, err = rd.str.Result(); errors.Is(err, redis.Nil) {
+			return false
+		}
+		switch r.kind {
+		case "fence":
+			r.token = v
+		case "paused":
+			p := middleware.ParsePause(v)
+			r.state, r.holder, r.value = "paused", p.By, strconv.Quote(p.Reason)
+		default:
+			r.state = typ
+		}
+	case "stream":
+		var n int64
+		n, err = rd.xlen.Result()
+		r.state = fmt.Sprintf("%d records", n)
+	default:
+		r.state = typ
+	}
+	if err != nil {
+		r.state = "error: " + err.Error()
+	}
+	r.pttl = rd.pttl.Val()
+	return true
+}
+
+// readLock fills r from h, a lock's hash.
+func (r *keyRow) readLock(h map[string]string) {
+	r.holder, r.token = h["l"], h["f"]
+	switch {
+	case h["s"] == "done" && h["m"] == middleware.SkippedMarker:
+		r.state = "skipped"
+	case h["s"] == "done":
+		r.state = "done"
+	default:
+		r.state = "held"
+		if n, _ := strconv.Atoi(h["n"]); n > 0 {
+			r.state = fmt.Sprintf("held (+%d nested)", n)
+		}
+	}
+	if v := h["v"]; v != "" {
+		r.value = v[:min(len(v), valuePrefix)] + "…"
+	}
 }
 
 // scanCluster reads the lock keys matching match on every primary of a Cluster node. A primary
@@ -260,8 +316,12 @@ func parseLockKey(prefix, key string) keyRow {
 	}
 	r.job, r.rest = key[len(head):end], key[end+2:]
 	switch {
-	case r.rest == "run", r.rest == "fence":
+	case r.rest == "run", r.rest == "fence", r.rest == "paused", r.rest == "history":
 		r.kind = r.rest
+	case strings.HasPrefix(r.rest, "history:"):
+		r.kind = "marker"
+	case strings.HasPrefix(r.rest, "trigger:"):
+		r.kind = "trigger"
 	case strings.HasPrefix(r.rest, "tick:"):
 		if ms, err := strconv.ParseInt(strings.TrimPrefix(r.rest, "tick:"), 10, 64); err == nil {
 			r.kind, r.tick = "tick", time.UnixMilli(ms)

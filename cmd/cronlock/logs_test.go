@@ -9,9 +9,14 @@ import (
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -112,4 +117,67 @@ jobs:
 		}
 	}
 	assert.Contains(t, otelErr, "400", "the collector's answer")
+}
+
+// A daemon whose stderr is a pipe whose reader goes away (`cronlock run … 2>&1 | head`) goes
+// on: its lines are dropped and counted on /metrics, its runs go on, and it stops with exit
+// code 0. Its jobs' commands get SIGPIPE's default action, as from any other parent.
+func TestLogReaderGoesAway(t *testing.T) {
+	bin := buildBinary(t, t.TempDir())
+	node := redistest.Start(t, redistest.Config{})
+	endQuarantine(t, node)
+	ledger := t.TempDir() + "/ledger"
+	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig([]*redistest.Server{node})+`jobs:
+  - {name: tick, schedule: '@every 1s', command: [sh, -c, 'grep SigIgn /proc/self/status >> "$0"', `+ledger+`]}
+`)
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	cmd := exec.Command(bin, "run", "--config", cfg, "--http", "127.0.0.1:0")
+	cmd.Stdout, cmd.Stderr = w, w
+	require.NoError(t, cmd.Start())
+	require.NoError(t, w.Close()) // the daemon's is the only write end left
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	t.Cleanup(func() { _ = cmd.Process.Kill(); <-done })
+
+	// Read up to the HTTP server's address and the first run, then go away.
+	addr := regexp.MustCompile(`msg="http: serving /healthz /readyz /jobs /metrics" addr=(\S+)`)
+	var base string
+	sc := bufio.NewScanner(r)
+	for sc.Scan() && !strings.Contains(sc.Text(), `msg="run finished" job=tick`) {
+		if m := addr.FindStringSubmatch(sc.Text()); m != nil {
+			base = "http://" + m[1]
+		}
+	}
+	require.NotEmpty(t, base, "no HTTP address in the log")
+	require.NoError(t, r.Close())
+
+	runs := len(ledgerLines(t, ledger))
+	eventually(t, "three more runs", func() bool { return len(ledgerLines(t, ledger)) >= runs+3 })
+	for _, l := range ledgerLines(t, ledger) {
+		mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(l, "SigIgn:")), 16, 64)
+		require.NoError(t, err, l)
+		assert.Zero(t, mask&(1<<(syscall.SIGPIPE-1)), "the command ignores SIGPIPE: %s", l)
+	}
+	eventually(t, "the dropped lines counted", func() bool {
+		_, body := get(t, base+"/metrics")
+		m := regexp.MustCompile(`(?m)^cronlock_log_lines_dropped_total(\{[^}]*\})? (\d+)`).FindStringSubmatch(body)
+		return m != nil && m[2] != "0"
+	})
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	select {
+	case <-done:
+	case <-time.After(waitLimit):
+		t.Fatal("the daemon did not stop")
+	}
+	assert.Equal(t, 0, cmd.ProcessState.ExitCode(), cmd.ProcessState.String())
+}
+
+// ledgerLines returns the lines of the file at path.
+func ledgerLines(t *testing.T, path string) []string {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	return strings.Split(strings.TrimSpace(string(data)), "\n")
 }

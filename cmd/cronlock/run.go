@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -123,20 +125,23 @@ type daemon struct {
 	flags   runFlags
 	replica string
 	log     *slog.Logger
+	logOut  *logWriter // where log writes (nil: not counted)
 
-	clients    []redis.UniversalClient
-	closeLocks func() error
-	tel        *telemetry
-	sched      *scheduler.Scheduler
-	jobs       atomic.Pointer[config.Config] // the config whose jobs are registered (reload swaps it)
-	gate       *gate
-	lookupEnv  func(string) (string, bool) // the daemon's environment, for env: (nil: os.LookupEnv)
-	status     *jobStatus
-	ready      *readiness
-	server     *http.Server
-	serveWG    sync.WaitGroup
-	probeWG    sync.WaitGroup
-	stopProbe  context.CancelFunc
+	clients   []redis.UniversalClient
+	locks     *redlock.Client
+	tel       *telemetry
+	sched     *scheduler.Scheduler
+	jobs      atomic.Pointer[config.Config] // the config whose jobs are registered (reload swaps it)
+	current   map[string]*definition        // the registered definition of each job, by name
+	defs      definitions
+	gate      *gate
+	lookupEnv func(string) (string, bool) // the daemon's environment, for env: (nil: os.LookupEnv)
+	status    *jobStatus
+	ready     *readiness
+	server    *http.Server
+	serveWG   sync.WaitGroup
+	probeWG   sync.WaitGroup
+	stopProbe context.CancelFunc
 }
 
 // loggedError is an error that was logged already: main only sets the exit code.
@@ -170,21 +175,29 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	// A log line written to a pipe whose reader went away fails, and is counted (logWriter),
+	// instead of killing the daemon with its runs: Go kills a program that writes to a broken
+	// pipe on fd 1 or 2 unless it is notified of SIGPIPE (or ignores it; but an ignored signal
+	// stays ignored across exec, a notified one does not).
+	pipes := make(chan os.Signal, 1) // never read: a signal that finds it full is dropped
+	signal.Notify(pipes, syscall.SIGPIPE)
+	defer signal.Stop(pipes)
 	// From here on every line goes through the daemon's log: go-redis's and OpenTelemetry's too.
-	log := newLogger(stderr, f)
+	out := &logWriter{w: stderr}
+	log := newLogger(out, f)
 	logRedisTo(log)
 	defer logRedisTo(nil)
 	logOTelTo(log)
 	defer logOTelTo(nil)
-	if err := runDaemon(ctx, f, log); err != nil {
+	if err := runDaemon(ctx, f, log, out); err != nil {
 		logErrors(log, "cronlock run", err)
 		return loggedError{err}
 	}
 	return nil
 }
 
-// runDaemon runs the daemon until ctx ends, it drained and stopped.
-func runDaemon(ctx context.Context, f runFlags, log *slog.Logger) error {
+// runDaemon runs the daemon until ctx ends, it drained and stopped. Its log writes to out.
+func runDaemon(ctx context.Context, f runFlags, log *slog.Logger, out *logWriter) error {
 	cfg, err := f.config.load("run")
 	if err != nil {
 		return err
@@ -197,7 +210,7 @@ func runDaemon(ctx context.Context, f runFlags, log *slog.Logger) error {
 	signal.Notify(hups, syscall.SIGHUP)
 	defer signal.Stop(hups)
 
-	d := &daemon{cfg: cfg, flags: f, status: newJobStatus(), gate: newGate(), log: log}
+	d := &daemon{cfg: cfg, flags: f, status: newJobStatus(), gate: newGate(), log: log, logOut: out}
 	if err := d.start(); err != nil {
 		d.close()
 		return err
@@ -319,14 +332,26 @@ func (d *daemon) start() error {
 		_ = locks.Close()
 		return usageError{fmt.Errorf("%s: %w", cfg.File, err)}
 	}
-	d.closeLocks = locks.Close
+	d.locks = locks
 	if _, err := d.sched.RegisterGauges(d.tel.meters); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
-	for i, j := range cfg.Jobs {
-		if err := d.addJob(cfg, i, j); err != nil {
-			return err
+	if d.logOut != nil {
+		if err := d.logOut.register(d.tel.meters); err != nil {
+			return fmt.Errorf("metrics: %w", err)
 		}
+	}
+	defs, err := d.buildJobs(cfg)
+	if err != nil {
+		return usageError{err}
+	}
+	d.current = map[string]*definition{}
+	for i, def := range defs {
+		d.warnHostProblems(cfg.Jobs[i])
+		if err := d.sched.Add(def.job); err != nil {
+			return usageError{cfg.JobError(i, err)}
+		}
+		d.current[def.job.Name] = def
 	}
 	d.jobs.Store(cfg)
 	if addr != "" {
@@ -335,29 +360,54 @@ func (d *daemon) start() error {
 	return nil
 }
 
-// addJob registers jobs[i] of cfg, j, with the scheduler. Its errors are usageErrors.
-func (d *daemon) addJob(cfg *config.Config, i int, j config.Job) error {
-	for _, err := range hostProblems(j) {
-		d.log.Warn("the job's runs on this host will fail", "job", j.Name, "err", err)
+// buildJobs builds the definition of each job of cfg — environment, kill grace, command and
+// handler — and checks each one as the scheduler's Add does, on a scheduler of its own: the
+// jobs it returns are accepted by Add. It changes nothing in the daemon. It returns every
+// problem found, joined, each naming the file, line and key.
+func (d *daemon) buildJobs(cfg *config.Config) ([]*definition, error) {
+	check, err := scheduler.New(d.locks, scheduler.WithPrefix(cfg.Prefix))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", cfg.File, err)
 	}
+	defer func() { _ = check.Stop(context.Background()) }() // never started: returns at once
+	defs := make([]*definition, len(cfg.Jobs))
+	var errs []error
+	for i, j := range cfg.Jobs {
+		if defs[i], err = d.buildJob(cfg, i, j); err != nil {
+			errs = append(errs, err)
+		} else if err := check.Add(defs[i].job); err != nil {
+			errs = append(errs, cfg.JobError(i, err))
+		}
+	}
+	return defs, errors.Join(errs...)
+}
+
+// buildJob builds the definition of j, jobs[i] of cfg.
+func (d *daemon) buildJob(cfg *config.Config, i int, j config.Job) (*definition, error) {
 	killGrace := j.KillGrace
 	if d.flags.set["kill-grace"] {
 		var err error
 		if killGrace, err = j.KillGraceFor(d.flags.killGrace, true); err != nil {
-			return usageError{fmt.Errorf("--kill-grace %w", err)}
+			return nil, cfg.JobError(i, fmt.Errorf("--kill-grace %w", err))
 		}
 	}
 	env, err := j.Environ(d.lookupEnv)
 	if err != nil {
-		return usageError{err}
+		return nil, err
 	}
 	cj := &commandJob{name: j.Name, argv: j.Command, env: append(jobEnviron(cfg), env...), dir: j.WorkingDir,
 		killGrace: killGrace, log: d.log, outputLevel: j.OutputLevel, outputLimit: j.OutputLimit}
-	err = d.sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(cj), Options: j.Options()})
-	if err != nil {
-		return usageError{cfg.JobError(i, err)}
+	def := &definition{}
+	def.job = job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(def, cj), Options: j.Options()}
+	return def, nil
+}
+
+// warnHostProblems logs why the job's runs on this host will fail, if they will: other hosts
+// may have its program.
+func (d *daemon) warnHostProblems(j config.Job) {
+	for _, err := range hostProblems(j) {
+		d.log.Warn("the job's runs on this host will fail", "job", j.Name, "err", err)
 	}
-	return nil
 }
 
 // hostProblems are the reasons why the job cannot run on this host: its program is not
@@ -377,14 +427,19 @@ func hostProblems(j config.Job) []error {
 	return errs
 }
 
-// handlerFor returns the job's handler: unless the daemon is stopping, it notes the run for
-// /jobs, then runs the command.
-func (d *daemon) handlerFor(cj *commandJob) job.Handler {
+// handlerFor returns the handler of def, which runs cj: unless the daemon is stopping, or a
+// reload replaced def, or def must not overlap a run of the definition it replaced (see
+// definitions), it notes the run for /jobs, then runs the command.
+func (d *daemon) handlerFor(def *definition, cj *commandJob) job.Handler {
 	return func(ctx context.Context) error {
 		if !d.gate.enter(ctx) {
 			return errStopping
 		}
 		defer d.gate.leave(ctx)
+		if err := d.defs.start(def, d.replica); err != nil {
+			return err
+		}
+		defer d.defs.end(def)
 		if run, ok := job.RunFrom(ctx); ok {
 			started(ctx, run.FencingToken)
 		}
@@ -394,12 +449,20 @@ func (d *daemon) handlerFor(cj *commandJob) job.Handler {
 
 // reload reads the config file again, on SIGHUP: added jobs start, removed jobs take no new
 // ticks (a run under way finishes under its lease), changed jobs take effect at their next
-// tick. A file with errors, or that changes more than jobs and kill_grace, is refused, and
-// the running config kept.
+// tick. A job added with the command of a removed one is that job renamed; the runs of a job
+// renamed, or changed, that forbids overlap do not start while a run of its old definition is
+// running here (see definitions). The new file is checked completely first — every job built
+// and checked as the scheduler's Add does — and only then applied, so the apply cannot fail
+// halfway: a file with an error, or that changes more than jobs and kill_grace, is refused,
+// and the running config kept whole.
 func (d *daemon) reload() {
 	cfg, err := d.flags.config.read()
 	if err == nil {
 		err = sameSettings(d.cfg, cfg)
+	}
+	var defs []*definition
+	if err == nil {
+		defs, err = d.buildJobs(cfg)
 	}
 	if err != nil {
 		logErrors(d.log, "reload: config refused, the running one is kept", err)
@@ -409,33 +472,58 @@ func (d *daemon) reload() {
 	for _, j := range d.jobs.Load().Jobs {
 		old[j.Name] = j
 	}
-	var added, changed, removed int
+	kept := map[string]bool{}
+	for _, j := range cfg.Jobs {
+		kept[j.Name] = true
+	}
+	var gone []config.Job // the jobs removed, in file order
+	for _, j := range d.jobs.Load().Jobs {
+		if !kept[j.Name] {
+			gone = append(gone, j)
+		}
+	}
+	var added, changed int
 	for i, j := range cfg.Jobs {
 		prev, ok := old[j.Name]
-		delete(old, j.Name)
 		prev.Line, j.Line = 0, 0
 		switch {
 		case ok && reflect.DeepEqual(prev, j):
 			continue
 		case ok:
+			d.defs.replace(defs[i], d.current[j.Name])
 			_ = d.sched.Remove(j.Name) // registered: no error
 			changed++
 			d.log.Info("reload: job changed: the change takes effect at its next tick", "job", j.Name)
 		default:
+			var renamed []*definition
+			var from []string
+			for _, g := range gone {
+				if slices.Equal(g.Command, j.Command) {
+					renamed, from = append(renamed, d.current[g.Name]), append(from, g.Name)
+				}
+			}
+			d.defs.replace(defs[i], renamed...)
 			added++
-			d.log.Info("reload: job added", "job", j.Name)
+			if from != nil {
+				d.log.Info("reload: job added, renamed from a removed job with its command", "job", j.Name, "from", from)
+			} else {
+				d.log.Info("reload: job added", "job", j.Name)
+			}
 		}
-		if err := d.addJob(cfg, i, cfg.Jobs[i]); err != nil {
+		d.current[j.Name] = defs[i]
+		d.warnHostProblems(j)
+		if err := d.sched.Add(defs[i].job); err != nil { // checked by buildJobs: only if the scheduler stopped
 			d.log.Error("reload: job not added", "job", j.Name, "err", err)
 		}
 	}
-	for name := range old {
-		_ = d.sched.Remove(name)
-		removed++
-		d.log.Info("reload: job removed: it takes no new ticks; a run under way finishes under its lease", "job", name)
+	for _, g := range gone {
+		d.defs.replace(nil, d.current[g.Name])
+		delete(d.current, g.Name)
+		_ = d.sched.Remove(g.Name)
+		d.log.Info("reload: job removed: it takes no new ticks; a run under way finishes under its lease", "job", g.Name)
 	}
 	d.jobs.Store(cfg)
-	d.log.Info("reloaded", "file", cfg.File, "jobs", len(cfg.Jobs), "added", added, "changed", changed, "removed", removed)
+	d.log.Info("reloaded", "file", cfg.File, "jobs", len(cfg.Jobs), "added", added, "changed", changed, "removed", len(gone))
 }
 
 // sameSettings returns an error naming the first setting other than jobs: and kill_grace:
@@ -483,8 +571,8 @@ func (d *daemon) close() {
 	if d.sched != nil {
 		_ = d.sched.Stop(context.Background()) // no-op after the drain; frees a scheduler never started
 	}
-	if d.closeLocks != nil {
-		_ = d.closeLocks()
+	if d.locks != nil {
+		_ = d.locks.Close()
 	}
 	if d.tel != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

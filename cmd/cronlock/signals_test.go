@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -27,18 +28,28 @@ func countLines(path, line string) int {
 	return n
 }
 
+// echoJob is a config's job, with its opts, that appends a line, says, to the file ledger
+// every second.
+func echoJob(ledger, name, says, opts string) string {
+	return "  - {name: " + name + ", schedule: '@every 1s', " + opts + ", command: [sh, -c, 'echo " + says + " >> \"$0\"', " + ledger + "]}\n"
+}
+
+// reloadSetup returns a temporary directory, the path of a ledger file in it, and a lock node
+// out of quarantine.
+func reloadSetup(t *testing.T) (dir, ledger string, node *redistest.Server) {
+	dir = t.TempDir()
+	node = redistest.Start(t, redistest.Config{})
+	endQuarantine(t, node)
+	return dir, dir + "/ledger", node
+}
+
 func TestSignals(t *testing.T) {
 	bin := buildBinary(t, t.TempDir())
 
 	t.Run("SIGHUP reloads the jobs; an invalid file is refused and the running config kept", func(t *testing.T) {
 		t.Parallel()
-		dir := t.TempDir()
-		ledger := dir + "/ledger"
-		node := redistest.Start(t, redistest.Config{})
-		endQuarantine(t, node)
-		job := func(name, says string) string {
-			return "  - {name: " + name + ", schedule: '@every 1s', lock_ttl: 3s, command: [sh, -c, 'echo " + says + " >> \"$0\"', " + ledger + "]}\n"
-		}
+		dir, ledger, node := reloadSetup(t)
+		job := func(name, says string) string { return echoJob(ledger, name, says, "lock_ttl: 3s") }
 		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n"+job("keep", "keep-v1")+job("gone", "gone"))
 		p := startProc(t, bin, "daemon", nil, "run", "--config", cfg)
 		eventually(t, "runs of both jobs", func() bool { return countLines(ledger, "keep-v1") > 0 && countLines(ledger, "gone") > 0 })
@@ -63,6 +74,87 @@ func TestSignals(t *testing.T) {
 
 		p.signal(t, syscall.SIGTERM)
 		assert.Equal(t, 0, p.wait(t))
+	})
+
+	t.Run("a reload with a job that cannot start changes nothing", func(t *testing.T) {
+		t.Parallel()
+		dir, ledger, node := reloadSetup(t)
+		job := func(name, says, opts string) string { return echoJob(ledger, name, says, opts) }
+		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n"+job("keep", "keep-v1", "lock_ttl: 3s")+job("gone", "gone", "lock_ttl: 3s"))
+		p := startProc(t, bin, "daemon", nil, "run", "--config", cfg, "--kill-grace", "1s")
+		eventually(t, "runs of both jobs", func() bool { return countLines(ledger, "keep-v1") > 0 && countLines(ledger, "gone") > 0 })
+
+		// The changed job names a variable that is not set, an added one has a lock_ttl too short
+		// for --kill-grace; a job is removed, another added that would work.
+		writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n"+
+			job("keep", "keep-v2", "lock_ttl: 3s, env: {SECRET_env: CRONLOCK_TEST_NOT_SET}")+
+			job("added", "added", "lock_ttl: 3s")+
+			job("short", "short", "lock_ttl: 1200ms"))
+		p.signal(t, syscall.SIGHUP)
+		p.waitLog(t, `msg="reload: config refused, the running one is kept" err="`+cfg+`:3: jobs[0].env.SECRET_env: environment variable CRONLOCK_TEST_NOT_SET is not set`)
+		p.waitLog(t, `msg="reload: config refused, the running one is kept" err="`+cfg+`:5: jobs[2]: --kill-grace 1s is not shorter than lock_ttl 1.2s`)
+		v1, gone := countLines(ledger, "keep-v1"), countLines(ledger, "gone")
+		eventually(t, "two more runs of each running job", func() bool {
+			return countLines(ledger, "keep-v1") >= v1+2 && countLines(ledger, "gone") >= gone+2
+		})
+		assert.Zero(t, countLines(ledger, "keep-v2"))
+		assert.Zero(t, countLines(ledger, "added"))
+		assert.NotContains(t, p.out.String(), "msg=reloaded")
+		assert.NotContains(t, p.out.String(), "reload: job")
+
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
+	})
+
+	// A run of the old definition sleeps 3s (the catch-up tick at start); the new one ticks every
+	// second and forbids overlap: its ticks are skipped until the old run ended. The ledger's
+	// flock sees any two runs alive at once.
+	for _, tc := range []struct{ name, old, next string }{
+		{"a job renamed does not overlap its old name's run", "{name: old, overlap: forbid", "{name: renamed"},
+		{"a job switched from allow to forbid does not overlap its allowed run", "{name: j, overlap: allow", "{name: j, overlap: forbid"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dir, ledger, node := reloadSetup(t)
+			command := ", command: " + ledgerJob(ledger, "sleep 3") + "}\n"
+			cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n  - "+tc.old+", schedule: '@hourly', catch_up: 1h"+command)
+			p := startProc(t, bin, "daemon", nil, "run", "--config", cfg, "--log-level", "debug")
+			eventually(t, "the old definition's run", func() bool { return len(readLedger(t, ledger)) == 1 })
+
+			writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n  - "+tc.next+", schedule: '@every 1s'"+command)
+			p.signal(t, syscall.SIGHUP)
+			p.waitLog(t, "msg=reloaded")
+			p.waitLog(t, "outcome=skipped_overlap")
+			eventually(t, "two runs of the new definition", func() bool { return len(readLedger(t, ledger)) >= 3 })
+
+			p.signal(t, syscall.SIGTERM)
+			assert.Equal(t, 0, p.wait(t))
+			readLedger(t, ledger)
+		})
+	}
+
+	t.Run("a tick of a job changed by a reload before its run started does not run", func(t *testing.T) {
+		t.Parallel()
+		dir, ledger, node := reloadSetup(t)
+		proxy := faultproxy.Start(t, node.Addr())
+		proxy.RefuseNew(true) // the catch-up tick at start waits for the node
+		config := func(says string) string {
+			return `nodes: ["` + proxy.Addr() + `"]
+jobs:
+  - {name: j, schedule: '@hourly', catch_up: 1h, command: [sh, -c, 'echo ` + says + ` >> "$0"', ` + ledger + `]}
+`
+		}
+		cfg := writeFile(t, dir, "c.yaml", config("v1"))
+		p := startProc(t, bin, "daemon", nil, "run", "--config", cfg, "--log-level", "debug")
+		p.waitLog(t, `msg="cronlock: catching up a missed tick" job=j`)
+		writeFile(t, dir, "c.yaml", config("v2"))
+		p.signal(t, syscall.SIGHUP)
+		p.waitLog(t, "msg=reloaded")
+		proxy.RefuseNew(false)
+		p.waitLog(t, "outcome=skipped_overlap")
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
+		assert.Zero(t, countLines(ledger, "v1"), "the old definition ran after the reload")
 	})
 
 	t.Run("SIGTERM while a tick waits for unavailable nodes returns at once", func(t *testing.T) {
