@@ -42,13 +42,13 @@ Flags:
 const maxClockOffset = 500 * time.Millisecond
 
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, path := flagSet("check")
+	fs, cf := flagSet("check")
 	endQuarantine := fs.Bool("end-quarantine", false, "end every node's quarantine first (first deployment only; see above)")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long each node may take to answer")
 	if err := parseFlags(fs, checkUsage, args, stdout); err != nil {
 		return err
 	}
-	cfg, err := loadConfig("check", *path)
+	cfg, err := cf.load("check")
 	if err != nil {
 		return err
 	}
@@ -81,11 +81,11 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	eachNode(ctx, clients, *timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
 		name := cfg.Nodes[i].Name()
 		if cc, ok := c.(*redis.ClusterClient); ok {
-			reports[i] = checkCluster(ctx, cc, name, cfg, *path)
+			reports[i] = checkCluster(ctx, cc, name, cfg, cf.path)
 		} else {
 			reports[i] = &nodeReport{addr: name}
 			checkNode(ctx, c.(*redis.Client), reports[i], func(ctx context.Context, r *nodeReport) {
-				checkQuarantine(ctx, c, cfg, *path, r)
+				checkQuarantine(ctx, c, cfg, cf.path, r)
 			})
 		}
 	})

@@ -107,7 +107,8 @@ func TestClusterNodes(t *testing.T) {
 	eventually(t, "cluster 0 in quarantine, still ready", func() bool {
 		status, body := get(t, readyz)
 		return status == http.StatusOK && strings.Contains(body, "ready: 2 of 3 nodes answer and are out of quarantine, quorum 2") &&
-			strings.Contains(body, "cluster("+strings.Join(clusters[0].Addrs(), ", ")+"): in quarantine until ") &&
+			strings.Contains(body, "nodes[0]: in quarantine until ") && // the addresses go with the token
+
 			strings.Contains(body, " (1 of the jobs' 1 hash slots): it refuses locks until then")
 	})
 	eventually(t, "five more runs", func() bool { return ledger.Client().LLen(ctx, "ledger").Val() >= before+5 })

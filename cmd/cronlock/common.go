@@ -39,26 +39,47 @@ func parseFlags(fs *flag.FlagSet, usage string, args []string, stdout io.Writer)
 	return nil
 }
 
-// flagSet returns a flag set with the --config flag every config-reading command has.
-func flagSet(name string) (*flag.FlagSet, *string) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	path := fs.String("config", "", "the config `file` (YAML; see docs/cli.md)")
-	return fs, path
+// configFlags are the flags of every command that reads the config file.
+type configFlags struct {
+	path     string
+	insecure bool // --insecure-config: accept a file that others can change
 }
 
-// loadConfig reads and checks the config file; every problem is a usageError (exit 2).
-func loadConfig(name, path string) (*config.Config, error) {
-	if path == "" {
+// flagSet returns a flag set with the --config and --insecure-config flags every
+// config-reading command has.
+func flagSet(name string) (*flag.FlagSet, *configFlags) {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	cf := &configFlags{}
+	fs.StringVar(&cf.path, "config", "", "the config `file` (YAML; see docs/cli.md)")
+	fs.BoolVar(&cf.insecure, "insecure-config", false, "accept a config file that group or others can write, or that another user than root and this one owns (development only: whoever can change the file runs commands as this user)")
+	return fs, cf
+}
+
+// load reads and checks the config file for the command name; every problem is a usageError
+// (exit 2).
+func (cf *configFlags) load(name string) (*config.Config, error) {
+	if cf.path == "" {
 		return nil, usageError{fmt.Errorf("%s: give the config file with --config FILE", name)}
 	}
-	cfg, err := config.Load(path)
-	if err != nil {
-		if errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission) {
-			return nil, usageError{fmt.Errorf("config: %w", err)}
-		}
+	cfg, err := cf.read()
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
+		return nil, usageError{fmt.Errorf("config: %w", err)}
+	case errors.Is(err, config.ErrUntrusted):
+		return nil, usageError{fmt.Errorf("%w (for development only: --insecure-config)", err)}
+	case err != nil:
 		return nil, usageError{err}
 	}
 	return cfg, nil
+}
+
+// read reads and parses the config file, refusing one that others can change unless
+// --insecure-config was given.
+func (cf *configFlags) read() (*config.Config, error) {
+	if cf.insecure {
+		return config.Load(cf.path, config.Insecure())
+	}
+	return config.Load(cf.path)
 }
 
 // nodeClients makes one go-redis client per node of cfg, with the options the lock needs: a

@@ -31,7 +31,7 @@ The state lives on the lock nodes: no daemon needs to be reached. Flags:
 
 // controlCmd runs pause, resume, trigger or history.
 func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
-	fs, path := flagSet(cmd)
+	fs, cf := flagSet(cmd)
 	reason := fs.String("reason", "paused with cronlock pause", "pause: why (shown with every skipped tick)")
 	n := fs.Int("n", 20, "history: how many runs")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long the command may take")
@@ -45,7 +45,7 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 	if name == "" {
 		return usageError{fmt.Errorf("%s: give the job's name: cronlock %s JOB --config FILE", cmd, cmd)}
 	}
-	cfg, err := loadConfig(cmd, *path)
+	cfg, err := cf.load(cmd)
 	if err != nil {
 		return err
 	}
@@ -146,6 +146,7 @@ type control struct {
 	cfg   *config.Config
 	sched *scheduler.Scheduler
 	token string // "": the mutating endpoints are off
+	jobs  *snapshot[[]pageJob]
 }
 
 func newControl(cfg *config.Config, sched *scheduler.Scheduler) *control {
@@ -153,10 +154,12 @@ func newControl(cfg *config.Config, sched *scheduler.Scheduler) *control {
 	if cfg.HTTPTokenEnv != "" {
 		c.token = os.Getenv(cfg.HTTPTokenEnv)
 	}
+	c.jobs = &snapshot[[]pageJob]{ttl: pageCache, read: c.readJobs}
 	return c
 }
 
 // mount adds GET /, GET /jobs/{name}/history and POST /jobs/{name}/{pause,resume,trigger}.
+// The job's name is one path segment, path-escaped (url.PathEscape).
 func (c *control) mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", c.page)
 	mux.HandleFunc("GET /jobs/{name}/history", func(w http.ResponseWriter, r *http.Request) {
@@ -170,8 +173,13 @@ func (c *control) mount(mux *http.ServeMux) {
 			n = v
 		}
 		h, err := c.sched.History(r.Context(), r.PathValue("name"), n)
-		if c.failed(w, err, h == nil) {
+		if c.failed(w, err, h == nil, c.bearer(r)) {
 			return
+		}
+		if !c.bearer(r) {
+			for i := range h {
+				h[i].Error = ""
+			}
 		}
 		writeJSON(w, http.StatusOK, h)
 	})
@@ -180,36 +188,51 @@ func (c *control) mount(mux *http.ServeMux) {
 	}
 }
 
-// failed writes err's status and reports whether it did (fatal: err stops the request).
-func (c *control) failed(w http.ResponseWriter, err error, fatal bool) bool {
+// failed writes err's status and reports whether it did (fatal: err stops the request). The
+// error's text (node addresses, node errors) is written only with details: to a request that
+// carries the token.
+func (c *control) failed(w http.ResponseWriter, err error, fatal, details bool) bool {
 	switch {
 	case errors.Is(err, scheduler.ErrUnknownJob):
 		http.Error(w, err.Error(), http.StatusNotFound)
 		return true
-	case err != nil && fatal:
+	case err != nil && fatal && details:
 		http.Error(w, err.Error(), http.StatusServiceUnavailable)
+		return true
+	case err != nil && fatal:
+		http.Error(w, "the lock nodes could not be read or written (the details go with the bearer token)", http.StatusServiceUnavailable)
 		return true
 	}
 	return false
 }
 
-// authorized checks the bearer token (header, or the form field "token" of the status page's
-// buttons): 403 when none is configured, 401 when it is wrong.
+// bearer reports whether r carries the bearer token in its Authorization header.
+func (c *control) bearer(r *http.Request) bool {
+	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	return ok && c.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(c.token)) == 1
+}
+
+// authorized checks the bearer token (the Authorization header, or else the form field "token"
+// of the status page's buttons): 403 when none is configured, 401 when it is wrong. A request
+// with an Authorization header is decided on it alone, before its body is read.
 func (c *control) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if c.token == "" {
 		http.Error(w, "control endpoints are off: set http_token_env in the config to the name of an environment variable holding a token", http.StatusForbidden)
 		return false
 	}
-	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok {
-		got = r.PostFormValue("token")
+	ok := c.bearer(r)
+	if r.Header.Get("Authorization") == "" {
+		if err := r.ParseForm(); err != nil {
+			formError(w, err)
+			return false
+		}
+		ok = subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(c.token)) == 1
 	}
-	if subtle.ConstantTimeCompare([]byte(got), []byte(c.token)) != 1 {
+	if !ok {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="cronlock"`)
 		http.Error(w, "wrong or missing bearer token", http.StatusUnauthorized)
-		return false
 	}
-	return true
+	return ok
 }
 
 func (c *control) act(w http.ResponseWriter, r *http.Request, action string) {
@@ -221,7 +244,15 @@ func (c *control) act(w http.ResponseWriter, r *http.Request, action string) {
 	out := map[string]string{"job": name, "action": action}
 	switch action {
 	case "pause":
-		reason := r.FormValue("reason")
+		if err := r.ParseForm(); err != nil {
+			formError(w, err)
+			return
+		}
+		reason := r.PostForm.Get("reason") // the body only: a link cannot carry it
+		if len(reason) > maxReasonBytes {
+			http.Error(w, fmt.Sprintf("reason: %d bytes; give at most %d", len(reason), maxReasonBytes), http.StatusRequestEntityTooLarge)
+			return
+		}
 		if strings.TrimSpace(reason) == "" {
 			reason = "paused over HTTP"
 		}
@@ -231,9 +262,11 @@ func (c *control) act(w http.ResponseWriter, r *http.Request, action string) {
 	case "trigger":
 		out["trigger"], err = c.sched.Trigger(r.Context(), name)
 	}
-	if c.failed(w, err, true) {
+	if c.failed(w, err, true, true) {
 		return
 	}
+	// The page shows the change at once.
+	c.jobs.reset()
 	if r.Header.Get("Authorization") == "" { // a button of the status page: back to it
 		http.Redirect(w, r, "/", http.StatusSeeOther)
 		return

@@ -38,13 +38,13 @@ Flags:
 `
 
 func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, path := flagSet("locks")
+	fs, cf := flagSet("locks")
 	jobName := fs.String("job", "", "show only this job's keys")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long each node may take to answer")
 	if err := parseFlags(fs, locksUsage, args, stdout); err != nil {
 		return err
 	}
-	cfg, err := loadConfig("locks", *path)
+	cfg, err := cf.load("locks")
 	if err != nil {
 		return err
 	}

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -47,7 +46,9 @@ the lease's end).
 On SIGINT or SIGTERM it takes no new ticks, gives up the ticks that only wait for lock nodes,
 waits up to --drain for running jobs (a second signal stops waiting), stops what is left,
 releases its locks and exits 0. On SIGHUP it reloads the config file's jobs (a file with
-errors is refused, and the running config kept).
+errors is refused, and the running config kept). A config file that group or others can
+write, or that another user than root or this one owns, is refused at start and at reload
+(see docs/security.md).
 
 Exit codes: 0 stopped by a signal, 1 runtime failure, 2 bad config or usage.
 
@@ -56,21 +57,25 @@ Flags:
 
 // runFlags is the command line of run.
 type runFlags struct {
-	config    string
+	config    configFlags
 	replica   string
 	http      string
 	killGrace time.Duration
 	drain     time.Duration
 	logLevel  slog.Level
 	logFormat string
-	set       map[string]bool // flags given explicitly
+	httpLimits
+	set map[string]bool // flags given explicitly
 }
 
 func parseRun(args []string, stdout io.Writer) (runFlags, error) {
-	fs, path := flagSet("run")
+	fs, cf := flagSet("run")
 	var f runFlags
 	fs.StringVar(&f.replica, "replica", "", "this replica's `name`, shown as the holder of its locks (default: the config's replica:, else hostname-pid)")
 	fs.StringVar(&f.http, "http", "", "`address` of the HTTP server for /healthz, /readyz, /jobs and /metrics, e.g. 127.0.0.1:9464 (default: the config's http:; \"off\" for none)")
+	fs.DurationVar(&f.readTimeout, "http-read-timeout", 10*time.Second, "how long a client of the HTTP server may take to send a request, body included")
+	fs.DurationVar(&f.idleTimeout, "http-idle-timeout", 30*time.Second, "how long the HTTP server keeps an idle connection open between requests")
+	fs.IntVar(&f.maxConns, "http-max-conns", 128, "how many connections the HTTP server serves at once; more wait to be accepted")
 	fs.Var((*optionalDuration)(&f.killGrace), "kill-grace", "`duration` from SIGTERM to SIGKILL of a run's process group, which gets SIGKILL when its lease ends (default: the config's kill_grace:, else 10s or half of lock_ttl − renew_every)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long running jobs may finish before they are stopped")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug (every tick's outcome), info, warn or error")
@@ -78,7 +83,7 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 	if err := parseFlags(fs, runUsage, args, stdout); err != nil {
 		return f, err
 	}
-	f.config = *path
+	f.config = *cf
 	f.set = map[string]bool{}
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	switch {
@@ -86,6 +91,10 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 		return f, usageError{fmt.Errorf("--kill-grace %v: must not be negative", f.killGrace)}
 	case f.drain < 0:
 		return f, usageError{fmt.Errorf("--drain %v: must not be negative", f.drain)}
+	case f.readTimeout <= 0 || f.idleTimeout <= 0:
+		return f, usageError{fmt.Errorf("--http-read-timeout %v, --http-idle-timeout %v: give positive durations", f.readTimeout, f.idleTimeout)}
+	case f.maxConns <= 0:
+		return f, usageError{fmt.Errorf("--http-max-conns %d: give a positive number of connections", f.maxConns)}
 	case f.set["replica"] && f.replica == "":
 		return f, usageError{errors.New("--replica is empty: give a name, or leave the flag out")}
 	case f.logFormat != "text" && f.logFormat != "json":
@@ -189,7 +198,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // runDaemon runs the daemon until ctx ends, it drained and stopped. Its log writes to out.
 func runDaemon(ctx context.Context, f runFlags, log *slog.Logger, out *logWriter) error {
-	cfg, err := loadConfig("run", f.config)
+	cfg, err := f.config.load("run")
 	if err != nil {
 		return err
 	}
@@ -208,7 +217,7 @@ func runDaemon(ctx context.Context, f runFlags, log *slog.Logger, out *logWriter
 	}
 	serveErr := make(chan error, 1)
 	if d.server != nil {
-		ln, err := net.Listen("tcp", d.server.Addr)
+		ln, err := listenHTTP(d.server, f.maxConns, d.log)
 		if err != nil {
 			d.close()
 			return fmt.Errorf("http: %w", err)
@@ -295,8 +304,8 @@ func (d *daemon) start() error {
 	}
 	addr := cfg.HTTP
 	if f.set["http"] {
-		addr = f.http
-		if addr == "off" {
+		addr = config.ListenAddr(f.http)
+		if f.http == "off" {
 			addr = ""
 		}
 	}
@@ -346,11 +355,7 @@ func (d *daemon) start() error {
 	}
 	d.jobs.Store(cfg)
 	if addr != "" {
-		d.server = &http.Server{
-			Addr:              addr,
-			Handler:           statusHandler(d.jobs.Load, d.replica, d.sched, d.status, d.ready, d.tel.metrics),
-			ReadHeaderTimeout: 5 * time.Second,
-		}
+		d.server = newHTTPServer(addr, statusHandler(d.jobs.Load, d.replica, d.sched, d.status, d.ready, d.tel.metrics), f.httpLimits, d.log)
 	}
 	return nil
 }
@@ -451,7 +456,7 @@ func (d *daemon) handlerFor(def *definition, cj *commandJob) job.Handler {
 // halfway: a file with an error, or that changes more than jobs and kill_grace, is refused,
 // and the running config kept whole.
 func (d *daemon) reload() {
-	cfg, err := config.Load(d.flags.config)
+	cfg, err := d.flags.config.read()
 	if err == nil {
 		err = sameSettings(d.cfg, cfg)
 	}
@@ -677,9 +682,13 @@ func readMarkers(ctx context.Context, c redis.Cmdable, keys []string) ([]quarant
 }
 
 // jobEnviron is the environment of the jobs' commands: the daemon's, without the variables
-// that hold the nodes' passwords (a job has no business with the lock nodes).
+// that hold the nodes' passwords and the HTTP server's token (a job has no business with the
+// lock nodes or the control endpoints).
 func jobEnviron(cfg *config.Config) []string {
 	secret := map[string]bool{}
+	if cfg.HTTPTokenEnv != "" {
+		secret[cfg.HTTPTokenEnv] = true
+	}
 	for _, n := range cfg.Nodes {
 		if n.PasswordEnv != "" {
 			secret[n.PasswordEnv] = true

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -98,7 +97,7 @@ func started(ctx context.Context, token uint64) {
 type jobView struct {
 	Name     string      `json:"name"`
 	Schedule string      `json:"schedule"`
-	Command  []string    `json:"command"`
+	Command  []string    `json:"command,omitempty"` // with the bearer token only
 	NextTick time.Time   `json:"next_tick,omitzero"`
 	PrevTick time.Time   `json:"prev_tick,omitzero"`
 	Running  int         `json:"running"`
@@ -184,16 +183,21 @@ func (n nodeState) ofSlots(count int) string {
 	return fmt.Sprintf(" (%d of the jobs' %d hash slots)", count, n.slots)
 }
 
-func (n nodeState) String() string {
+func (n nodeState) String() string { return n.addr + ": " + n.state(true) }
+
+// state says what the node's state is; with the error's text only when withErr is set.
+func (n nodeState) state(withErr bool) string {
 	switch {
+	case n.err != nil && withErr:
+		return fmt.Sprintf("down: %v", n.err)
 	case n.err != nil:
-		return fmt.Sprintf("%s: down: %v", n.addr, n.err)
+		return "down"
 	case n.missing:
-		return fmt.Sprintf("%s: no boot marker%s (new, or lost its memory): it refuses locks for max_ttl after the first lock attempt", n.addr, n.ofSlots(n.missingSlots))
+		return fmt.Sprintf("no boot marker%s (new, or lost its memory): it refuses locks for max_ttl after the first lock attempt", n.ofSlots(n.missingSlots))
 	case !n.until.IsZero():
-		return fmt.Sprintf("%s: in quarantine until %s%s: it refuses locks until then", n.addr, n.until.UTC().Format(time.RFC3339), n.ofSlots(n.quarantinedSlots))
+		return fmt.Sprintf("in quarantine until %s%s: it refuses locks until then", n.until.UTC().Format(time.RFC3339), n.ofSlots(n.quarantinedSlots))
 	}
-	return n.addr + ": ok"
+	return "ok"
 }
 
 // check returns every node's state and how many are usable, probing the nodes if the last
@@ -231,11 +235,14 @@ func (r *readiness) check(ctx context.Context) (usable int, states []nodeState) 
 	return usable, slices.Clone(r.states)
 }
 
-// handler serves /healthz, /readyz, /jobs and /metrics (the Prometheus exposition of the
-// daemon's OpenTelemetry metrics), and the control endpoints and status page (control.go).
+// statusHandler serves /healthz, /readyz, /jobs and /metrics (the Prometheus exposition of the
+// daemon's OpenTelemetry metrics), and the control endpoints and status page (control.go), under
+// guard. Without the bearer token, reads show the schedules and outcomes but no command line, no
+// node address and no error text.
 func statusHandler(cfg func() *config.Config, replica string, sched *scheduler.Scheduler, st *jobStatus, ready *readiness, metrics http.Handler) http.Handler {
+	c := newControl(cfg(), sched) // token and trace links: a reload cannot change them
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics)
+	mux.Handle("GET /metrics", cachedResponse("/metrics", metrics))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
@@ -252,19 +259,30 @@ func statusHandler(cfg func() *config.Config, replica string, sched *scheduler.S
 			verdict = "not ready"
 		}
 		fmt.Fprintf(w, "%s: %d of %d nodes answer and are out of quarantine, quorum %d\n", verdict, usable, len(ready.clients), ready.quorum)
-		for _, n := range states {
-			fmt.Fprintln(w, n)
+		details := c.bearer(r)
+		for i, n := range states {
+			if details {
+				fmt.Fprintln(w, n)
+			} else {
+				fmt.Fprintf(w, "nodes[%d]: %s\n", i, n.state(false))
+			}
 		}
 	})
-	mux.HandleFunc("GET /jobs", func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		enc := json.NewEncoder(w)
-		enc.SetIndent("", "  ")
-		_ = enc.Encode(struct {
+	mux.HandleFunc("GET /jobs", func(w http.ResponseWriter, r *http.Request) {
+		jobs := st.view(cfg(), sched.Entries())
+		if !c.bearer(r) {
+			for i := range jobs {
+				jobs[i].Command = nil
+				if jobs[i].Last != nil {
+					jobs[i].Last.Error = ""
+				}
+			}
+		}
+		writeJSON(w, http.StatusOK, struct {
 			Replica string    `json:"replica"`
 			Jobs    []jobView `json:"jobs"`
-		}{replica, st.view(cfg(), sched.Entries())})
+		}{replica, jobs})
 	})
-	newControl(cfg(), sched).mount(mux) // token and trace links: a reload cannot change them
-	return mux
+	c.mount(mux)
+	return guard(mux)
 }

@@ -1,9 +1,11 @@
 package main
 
 import (
+	"context"
 	"embed"
 	"html/template"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -19,6 +21,7 @@ var statusPage = template.Must(template.New("status.html").Funcs(template.FuncMa
 	"ms":   func(d time.Duration) string { return d.Round(time.Millisecond).String() },
 	"run":  runName,
 	"zero": func(t time.Time) bool { return t.IsZero() },
+	"path": url.PathEscape,
 }).ParseFS(templates, "templates/status.html"))
 
 // pageJob is one job on the status page.
@@ -34,16 +37,25 @@ type pageRun struct {
 	TraceURL string
 }
 
-// page serves the status page: every job with its schedule, next tick, pause and last runs.
+// page serves the status page: every job with its schedule, next tick, pause and last runs,
+// from a read of the nodes shared by every request of the last pageCache. Error texts are
+// shown only to a request with the bearer token.
 func (c *control) page(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	_ = statusPage.Execute(w, pageData{Replica: c.sched.Replica(), Now: time.Now(), Controls: c.token != "",
+		Details: c.bearer(r), Jobs: c.jobs.get(r.Context())})
+}
+
+// readJobs reads every job's status and last runs from the nodes, for the page.
+func (c *control) readJobs(ctx context.Context) []pageJob {
 	var jobs []pageJob
 	for _, e := range c.sched.Entries() {
 		pj := pageJob{Zone: specZone(e.Spec)}
-		st, err := c.sched.Status(r.Context(), e.Name)
+		st, err := c.sched.Status(ctx, e.Name)
 		pj.Status, pj.Entry = st, e
 		if err == nil {
 			var h []scheduler.Record
-			h, err = c.sched.History(r.Context(), e.Name, 10)
+			h, err = c.sched.History(ctx, e.Name, 10)
 			for _, rec := range h {
 				pj.History = append(pj.History, c.pageRun(rec))
 			}
@@ -53,8 +65,7 @@ func (c *control) page(w http.ResponseWriter, r *http.Request) {
 		}
 		jobs = append(jobs, pj)
 	}
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = statusPage.Execute(w, pageData{Replica: c.sched.Replica(), Now: time.Now(), Controls: c.token != "", Jobs: jobs})
+	return jobs
 }
 
 // pageData is what the template shows.
@@ -62,6 +73,7 @@ type pageData struct {
 	Replica  string
 	Now      time.Time
 	Controls bool // a token is set: show the buttons
+	Details  bool // the request carries the token: show error texts
 	Jobs     []pageJob
 }
 

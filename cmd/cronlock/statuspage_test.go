@@ -147,3 +147,35 @@ func TestStatusPageTraceLinksAndButtons(t *testing.T) {
 		require.Equal(t, controls, strings.Contains(b.String(), `action="/jobs/j/trigger"`), "buttons with a token only")
 	}
 }
+
+// A job whose name has "/", "..", "%", "?" and "#": its buttons act on it and on no other job
+// (its name is one path-escaped segment of their URLs, which the browser does not resolve).
+func TestStatusPageOddNames(t *testing.T) {
+	t.Setenv("CRONLOCK_PAGE_TOKEN", "pagetoken")
+	odd := []string{"x/../prod", "50%/..?q=1#top"}
+	d := startDaemon(t, "http_token_env: CRONLOCK_PAGE_TOKEN\n", `  - {name: prod, schedule: "@yearly", command: ["true"]}
+  - {name: "x/../prod", schedule: "@yearly", command: ["true"]}
+  - {name: "50%/..?q=1#top", schedule: "@yearly", command: ["true"]}
+`)
+	ctx := browser(t)
+	section := func(name string) string { return `section[id="job-` + name + `"]` }
+	for _, name := range odd {
+		require.NoError(t, chromedp.Do(ctx,
+			chromedp.Navigate(d.base+"/"),
+			chromedp.SendKeys(chromedp.CSS(section(name)+` form[action$="/pause"] input[name=token]`), "pagetoken"),
+			chromedp.SendKeys(chromedp.CSS(section(name)+` form[action$="/pause"] input[name=reason]`), "paused "+name),
+			chromedp.Click(chromedp.CSS(section(name)+` form[action$="/pause"] button`)),
+			chromedp.WaitVisible(chromedp.CSS(`body`))))
+		waitText(t, ctx, d.base+"/", section(name)+` .paused`, "Paused: paused "+name)
+	}
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(d.base+"/"),
+		chromedp.SendKeys(chromedp.CSS(section(odd[0])+` form[action$="/trigger"] input[name=token]`), "pagetoken"),
+		chromedp.Click(chromedp.CSS(section(odd[0])+` form[action$="/trigger"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`body`))))
+	waitText(t, ctx, d.base+"/", section(odd[0])+` table.history`, "trigger ")
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(section("prod"))))
+	require.NoError(t, err)
+	require.Contains(t, text, "Not paused")
+	require.Contains(t, text, "No runs recorded yet.")
+}

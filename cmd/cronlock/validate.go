@@ -28,11 +28,11 @@ Flags:
 `
 
 func validateCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, path := flagSet("validate")
+	fs, cf := flagSet("validate")
 	if err := parseFlags(fs, validateUsage, args, stdout); err != nil {
 		return err
 	}
-	cfg, err := loadConfig("validate", *path)
+	cfg, err := cf.load("validate")
 	if err != nil {
 		return err
 	}

@@ -61,6 +61,15 @@ type Config struct {
 	Jobs []Job
 }
 
+// ListenAddr returns the address the HTTP server listens on for addr, the http: key's or the
+// --http flag's: an address without a host (":9464") is on 127.0.0.1, not every interface.
+func ListenAddr(addr string) string {
+	if strings.HasPrefix(addr, ":") {
+		return "127.0.0.1" + addr
+	}
+	return addr
+}
+
 // Quorum returns how many nodes must agree: a majority.
 func (c *Config) Quorum() int { return len(c.Nodes)/2 + 1 }
 

@@ -2,6 +2,7 @@ package config_test
 
 import (
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -275,6 +276,12 @@ func TestParseBad(t *testing.T) {
 		{"env not a mapping", good + "    env: [A=1]\n", `c.yaml:6: jobs[0].env: must be a mapping of variable names to values, e.g. {REPORT_DIR: /var/reports, DB_PASSWORD_env: BACKUP_DB_PASSWORD}; not a list`},
 		{"env sets a CRONLOCK_ variable", good + "    env: {CRONLOCK_JOB: x}\n", `c.yaml:6: jobs[0].env.CRONLOCK_JOB: CRONLOCK_JOB is set by cronlock for each run: give another name`},
 		{"env reference empty", good + "    env: {PW_env: ''}\n", `c.yaml:6: jobs[0].env.PW_env: is empty: give the name of the daemon's variable to take PW from`},
+		{"env hands a job a node's password", "nodes: [{addr: 'a:1', password_env: REDIS_PW}]\njobs:\n  - {name: j, schedule: '@hourly', command: [x], env: {PW_env: REDIS_PW}}\n",
+			`c.yaml:3: jobs[0].env.PW_env: REDIS_PW holds the password of nodes[0] (password_env), which no job is given: give the job a credential of its own in another variable`},
+		{"env hands a job the HTTP token", "http_token_env: TOK\n" + good + "    env: {T_env: TOK}\n",
+			`c.yaml:7: jobs[0].env.T_env: TOK holds the HTTP server's bearer token (http_token_env), which no job is given: give the job a credential of its own in another variable`},
+		{"job named ..", "nodes: [a:1]\njobs: [{name: '..', schedule: '@hourly', command: [x]}]\n",
+			`c.yaml:2: jobs[0].name: ".." cannot be a segment of the URLs of the job's buttons and history (browsers drop it): give the job a name with letters, e.g. "backup"`},
 		{"env given twice", good + "    env: {PW: a, PW_env: B}\n", `c.yaml:6: jobs[0].env.PW_env: PW is given twice (first on line 6): keep one`},
 		{"working_dir empty", good + "    working_dir: ''\n", `c.yaml:6: jobs[0].working_dir: is empty: give the directory the command runs in, e.g. /var/lib/backup, or leave it out for the daemon's`},
 		{"bad duration", good + "    timeout: 10x\n", `c.yaml:6: jobs[0].timeout: "10x" is not a duration (e.g. 10m, 90s)`},
@@ -491,4 +498,31 @@ func TestLoad(t *testing.T) {
 
 	_, err = config.Load(filepath.Join(t.TempDir(), "missing.yaml"))
 	assert.True(t, errors.Is(err, os.ErrNotExist), "%v", err)
+}
+
+// A file that others than root and the daemon's user can change is refused, unless Insecure.
+func TestLoadUntrusted(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cronlock.yaml")
+	require.NoError(t, os.WriteFile(path, []byte(docExample), 0o600))
+	for _, mode := range []os.FileMode{0o620, 0o602, 0o666} {
+		require.NoError(t, os.Chmod(path, mode))
+		_, err := config.Load(path)
+		require.ErrorIs(t, err, config.ErrUntrusted, "mode %04o", mode)
+		assert.Equal(t, fmt.Sprintf("%s: config: not safe to trust: group or others can write it (mode %04o), and whoever writes the config runs commands as this daemon: chmod go-w %s", path, mode, path), err.Error())
+		_, err = config.Load(path, config.Insecure())
+		require.NoError(t, err, "Insecure accepts mode %04o", mode)
+	}
+	require.NoError(t, os.Chmod(path, 0o644))
+	_, err := config.Load(path)
+	require.NoError(t, err, "others may read it")
+
+	if os.Geteuid() != 0 {
+		t.Skip("giving the file to another user needs root")
+	}
+	require.NoError(t, os.Chown(path, 65534, 65534))
+	_, err = config.Load(path)
+	require.ErrorIs(t, err, config.ErrUntrusted)
+	assert.Contains(t, err.Error(), "owned by uid 65534, neither root nor this daemon's user (uid 0)")
+	_, err = config.Load(path, config.Insecure())
+	require.NoError(t, err)
 }

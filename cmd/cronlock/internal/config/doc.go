@@ -23,7 +23,12 @@
 //
 // Secrets are not in the file: a node names the environment variable that holds its password
 // (password_env), and Node.Password reads it when the daemon connects. Nothing in this package
-// prints a password.
+// prints a password, and a job's env: cannot name the variable of a password or of the HTTP
+// token (http_token_env).
+//
+// Whoever can change the file runs commands as the daemon: Load refuses (ErrUntrusted) a file
+// that group or others can write, or that another user than root and the process's own owns,
+// unless given the option Insecure.
 //
 // Anchors, aliases and merge keys ("<<: *defaults") may be used, e.g. to share job settings.
 //

@@ -31,9 +31,29 @@ const maxErrors = 20
 // file of nested aliases cannot make parsing take exponential time.
 const maxExpansions = 10000
 
-// Load reads the file at path and parses it (see Parse).
-func Load(path string) (*Config, error) {
-	data, err := os.ReadFile(path)
+// Load reads the file at path and parses it (see Parse). It refuses, with an error matching
+// ErrUntrusted, a file that group or others can write, or that another user than root and this
+// process's owns, unless the option Insecure is given.
+func Load(path string, opts ...LoadOption) (*Config, error) {
+	var o loadOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat() // of the file read, not of what the path names a moment later
+	if err != nil {
+		return nil, err
+	}
+	if !o.insecure {
+		if err := checkTrusted(path, fi); err != nil {
+			return nil, err
+		}
+	}
+	data, err := io.ReadAll(f)
 	if err != nil {
 		return nil, err
 	}
@@ -507,10 +527,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 			if err := checkHostPort(s, true); err != nil {
 				p.fail(e.val.Line, "http", "%q: %v, e.g. 127.0.0.1:9464 (or \"\" for no HTTP server)", s, err)
 			}
-			if strings.HasPrefix(s, ":") { // no host: localhost, not every interface
-				s = "127.0.0.1" + s
-			}
-			c.HTTP = s
+			c.HTTP = ListenAddr(s)
 		}
 	}
 	if e, ok := m["http_token_env"]; ok {
@@ -586,10 +603,32 @@ func (p *parser) config(root *yaml.Node) *Config {
 				p.fail(killGraceLine, "kill_grace", "%v", err)
 			}
 		}
+		p.secretsInEnv(c)
 	} else {
 		p.fail(0, "jobs", "missing: give at least one job with name:, schedule: and command:")
 	}
 	return c
+}
+
+// secretsInEnv refuses the NAME_env: entries of the jobs' env: that would hand a job the HTTP
+// token or a node's password: the daemon's secrets never reach a job.
+func (p *parser) secretsInEnv(c *Config) {
+	secret := map[string]string{}
+	if c.HTTPTokenEnv != "" {
+		secret[c.HTTPTokenEnv] = "the HTTP server's bearer token (http_token_env)"
+	}
+	for i, n := range c.Nodes {
+		if n.PasswordEnv != "" {
+			secret[n.PasswordEnv] = fmt.Sprintf("the password of nodes[%d] (password_env)", i)
+		}
+	}
+	for _, j := range c.Jobs {
+		for _, v := range j.Env {
+			if what, ok := secret[v.Value]; v.fromEnv && ok {
+				p.fail(v.line, v.path, "%s holds %s, which no job is given: give the job a credential of its own in another variable", v.Value, what)
+			}
+		}
+	}
 }
 
 func (p *parser) tracing(e entry, t *Tracing) {
@@ -859,6 +898,9 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 	}
 	if e, ok := m["name"]; ok {
 		j.Name, _ = p.str(e, path+".name")
+		if j.Name == "." || j.Name == ".." {
+			p.fail(e.val.Line, path+".name", "%q cannot be a segment of the URLs of the job's buttons and history (browsers drop it): give the job a name with letters, e.g. \"backup\"", j.Name)
+		}
 	} else {
 		p.fail(item.Line, path+".name", `missing: give the job a name that is the same on every host, e.g. "backup"`)
 	}
