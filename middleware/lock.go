@@ -40,6 +40,12 @@ func TriggerKey(prefix, name, id string) string { return "{" + prefix + ":" + na
 // requests with one request per node, whatever its number of jobs.
 func TriggersKey(prefix string) string { return "{" + prefix + "}:triggers" }
 
+// AttemptsKey returns the key that counts the runs of one tick across the cluster
+// (LockConfig.MaxAttempts): {prefix:name}:attempts:<unix ms>.
+func AttemptsKey(prefix, name string, tick time.Time) string {
+	return "{" + prefix + ":" + name + "}:attempts:" + strconv.FormatInt(tick.UnixMilli(), 10)
+}
+
 // FenceCounterKey returns the key of a job's fencing counter, shared by all its ticks so that tokens
 // increase from tick to tick: {prefix:name}:fence.
 func FenceCounterKey(prefix, name string) string { return "{" + prefix + ":" + name + "}:fence" }
@@ -55,6 +61,13 @@ type LockConfig struct {
 	// Overlap: with job.Forbid (the default) the run also takes the job's run key, so no two
 	// runs of the job are ever running at once; with job.Allow only the tick key is taken.
 	Overlap job.Overlap
+	// MaxAttempts bounds the runs of one tick across the cluster: every replica's attempts
+	// count (AttemptsKey, taken with the tick's lock), and job.Run.Attempt is the tick's
+	// attempt number across the cluster. An attempt beyond it is not run: the tick is kept as
+	// done, and Lock fails with ErrNoAttemptsLeft (permanent: Retry stops). The scheduler sets
+	// it to the job's Retries + 1. Default 0: not counted (one round trip less per run), and
+	// job.Run.Attempt is left as Retry set it. Manual runs are not counted.
+	MaxAttempts int
 	// KeepDone is how long a tick whose run succeeded is kept as done, so that replicas that
 	// come late (clock skew, retries) see it done instead of running it again. Default 1 min.
 	KeepDone time.Duration
@@ -100,6 +113,11 @@ func (c LockConfig) withDefaults() LockConfig {
 	return c
 }
 
+// ErrNoAttemptsLeft is returned by Lock, wrapped with backoff.Permanent, for an attempt at a
+// tick beyond LockConfig.MaxAttempts across the cluster: the tick was tried that many times
+// already, here or on other replicas.
+var ErrNoAttemptsLeft = errors.New("middleware: the tick's attempts are used up across the cluster (Retries + 1): not run")
+
 // ErrNoRun is returned by Lock when the context carries no job.Run: Lock needs the job's name
 // and tick to name the lock.
 var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handler from a scheduler, or add one with job.NewContext")
@@ -142,6 +160,12 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 			}
 			r := *run
 			r.FencingToken = l.Token()
+			if n := l.Acquisitions(); n > 0 {
+				r.Attempt = int(n)
+				if r.Attempt > cfg.MaxAttempts {
+					return cfg.refuseAttempt(l, &r, p)
+				}
+			}
 			lease, err := l.Lease(p.startRun(ctx, &r), cfg.leaseOptions(p, &r)...)
 			if err != nil {
 				p.endRun(err, false, nil, time.Time{})
@@ -174,7 +198,7 @@ const (
 // acquire takes the tick's lock, reporting each attempt to p.
 func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run, p *lockProbe) (*redlock.Lock, error) {
 	tickKey, runKey := TickKey(c.Prefix, run.Job, run.Tick), RunKey(c.Prefix, run.Job)
-	opts := make([]redlock.AcquireOption, 0, 9) // room for every option below
+	opts := make([]redlock.AcquireOption, 0, 10) // room for every option below
 	opts = append(opts, redlock.FenceKey(FenceCounterKey(c.Prefix, run.Job)), redlock.ResolveSplits(maxSplitRetries))
 	if run.Trigger != "" {
 		tickKey = TriggerKey(c.Prefix, run.Job, run.Trigger) // an operator's run: a pause does not stop it
@@ -193,6 +217,15 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 	}
 	if c.Overlap == job.Forbid {
 		opts = append(opts, redlock.Also(runKey))
+	}
+	if c.MaxAttempts > 0 && run.Trigger == "" {
+		// The count lives as long as the tick may be tried: its window, and the done marker's
+		// life after it.
+		ttl := c.KeepDone + c.TTL
+		if !run.Deadline.IsZero() {
+			ttl += max(run.Deadline.Sub(c.Clock.Now()), 0)
+		}
+		opts = append(opts, redlock.CountAcquisitions(AttemptsKey(c.Prefix, run.Job, run.Tick), ttl))
 	}
 	var (
 		b        backoff.BackOff
@@ -275,6 +308,19 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 			return nil, errors.Join(err, context.Cause(ctx))
 		}
 	}
+}
+
+// refuseAttempt ends an attempt at a tick beyond MaxAttempts, whose lock l was just taken:
+// the tick is kept as done, so that no replica tries it again.
+func (c LockConfig) refuseAttempt(l *redlock.Lock, run *job.Run, p *lockProbe) error {
+	err := fmt.Errorf("tick %s of job %q: attempt %d of %d: %w", run.Tick.Format(time.RFC3339Nano), run.Job, run.Attempt, c.MaxAttempts, ErrNoAttemptsLeft)
+	p.startRelease(true)
+	rerr := l.Release(context.Background(), redlock.KeepDone(c.KeepDone))
+	p.endRelease(rerr)
+	if rerr != nil {
+		c.Logger.Warn("cronlock: could not mark tick done", "job", run.Job, "tick", run.Tick, "token", run.FencingToken, "err", rerr)
+	}
+	return backoff.Permanent(err)
 }
 
 // SkippedMarker is the metadata of a tick kept as done because it was skipped while a previous

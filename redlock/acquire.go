@@ -47,7 +47,10 @@ type request struct {
 	labelArg any // label, boxed once
 	metadata string
 	fenceKey string
-	group    string // primaryGroup of the primary key
+	counter  string        // CountAcquisitions' key, the last of script; "" without
+	counted  any           // "1" with CountAcquisitions, "0" without: the script's ARGV[7]
+	countTTL time.Duration // CountAcquisitions' ttl
+	group    string        // primaryGroup of the primary key
 	hook     func(Attempt)
 	wake     bool
 	every    bool      // AskEveryNode
@@ -144,6 +147,16 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		}
 		script = append(script[:len(script):len(script)], k)
 	}
+	var counted any = "0"
+	if ac.counter != "" {
+		if ac.counterTTL <= 0 {
+			return nil, fmt.Errorf("redlock: lock %s: CountAcquisitions(%q, %v): give a positive ttl for the count", quote(key), ac.counter, ac.counterTTL)
+		}
+		if slices.Contains(script, ac.counter) || ac.counter == keys[0] {
+			return nil, fmt.Errorf("redlock: CountAcquisitions key %q is also a key of lock %q: give a key of its own", ac.counter, key)
+		}
+		script, counted = append(script[:len(script):len(script)], ac.counter), "1"
+	}
 	if err := c.checkSlots(key, script); err != nil {
 		return nil, err
 	}
@@ -155,7 +168,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if len(ac.refuse) > 0 {
 		refuse = strconv.Itoa(len(ac.refuse))
 	}
-	return &request{keys: keys, script: script, refuse: refuse, refusing: ac.refuse, ttl: ttl, ttlms: c.ttlArg(ttl), label: label, labelArg: labelArg, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
+	return &request{keys: keys, script: script, refuse: refuse, refusing: ac.refuse, ttl: ttl, ttlms: c.ttlArg(ttl), label: label, labelArg: labelArg, metadata: ac.metadata, fenceKey: fence, counter: ac.counter, counted: counted, countTTL: ac.counterTTL, group: primaryGroup(key), hook: ac.onAttempt,
 		wake: ac.wake, every: ac.everyNode, splits: ac.splits, before: ac.before, replicas: ac.replicas, hold: c.heldBy(ctx, key)}, nil
 }
 
@@ -420,8 +433,8 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	if t.oks = t.few[:0]; len(c.nodes) > len(t.few) {
 		t.oks = make([]reply, 0, len(c.nodes))
 	}
-	valueArg := any(value)                                                                                                     // boxed once, for the acquisition and the release
-	acquire := acquireScript.call(req.script, valueArg, req.ttlms, c.quarantineMillis, req.labelArg, req.metadata, req.refuse) // shared by every node's request
+	valueArg := any(value)                                                                                                                  // boxed once, for the acquisition and the release
+	acquire := acquireScript.call(req.script, valueArg, req.ttlms, c.quarantineMillis, req.labelArg, req.metadata, req.refuse, req.counted) // shared by every node's request
 	parse := func(i int, cmd *redis.Cmd) reply {
 		res, err := cmd.Slice()
 		if err != nil {
@@ -504,13 +517,19 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	if err != nil {
 		return fail(ErrQuorumUnavailable, err.Error())
 	}
+	var count uint64
+	if req.counter != "" {
+		if count, err = c.count(ctx, req, t.oks); err != nil {
+			return fail(ErrQuorumUnavailable, err.Error())
+		}
+	}
 	validUntil := start.Add(req.ttl - c.drift(req.ttl))
 	if !time.Now().Before(validUntil) {
 		return fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
 	}
 	l := &Lock{
 		c: c, keys: req.lockKeys(), group: req.group, value: value, valueArg: valueArg, label: req.label,
-		ttl: req.ttl, token: token, acquiredAt: start, valid: &validity{until: validUntil}, replicas: req.replicas,
+		ttl: req.ttl, token: token, acquisitions: count, acquiredAt: start, valid: &validity{until: validUntil}, replicas: req.replicas,
 		late: &late,
 	}
 	late.settle(l)
@@ -533,7 +552,11 @@ func parseAcquire(node int, req *request, res []any) reply {
 		if err != nil {
 			return bad()
 		}
-		return reply{node: node, outcome: outcomeOK, token: token}
+		var count int64
+		if len(res) > 2 {
+			count, _ = res[2].(int64)
+		}
+		return reply{node: node, outcome: outcomeOK, token: token, count: uint64(count)}
 	case 1:
 		if len(res) < 6 {
 			return bad()
@@ -573,25 +596,48 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 	for _, r := range oks {
 		top = max(top, r.token)
 	}
-	have := 0
-	need := make([]int, 0, len(c.nodes))
-	isTop := make([]bool, len(c.nodes))
+	have := make([]bool, len(c.nodes))
 	for _, r := range oks {
-		if r.token == top {
-			have++
-			isTop[r.node] = true
-		}
+		have[r.node] = r.token == top
 	}
-	if have >= c.quorum {
-		return top, nil
+	if err := c.raise(ctx, req, req.fenceKey, top, have, fenceScript.call([]string{req.fenceKey}, strconv.FormatUint(top, 10))); err != nil {
+		return 0, fmt.Errorf("fencing token %d %w", top, err)
 	}
-	for i := range c.nodes {
-		if !isTop[i] {
+	return top, nil
+}
+
+// count returns the acquisition's number (CountAcquisitions): one more than the highest count
+// among the quorum's replies, written back to a quorum before the acquisition succeeds, so
+// that the next acquisition on any quorum sees it. Only successful acquisitions write it.
+func (c *Client) count(ctx context.Context, req *request, oks []reply) (uint64, error) {
+	var top uint64
+	for _, r := range oks {
+		top = max(top, r.count)
+	}
+	n := top + 1
+	k := fenceScript.call([]string{req.counter}, strconv.FormatUint(n, 10), formatMillis(req.countTTL))
+	if err := c.raise(ctx, req, req.counter, n, make([]bool, len(c.nodes)), k); err != nil {
+		return 0, fmt.Errorf("acquisition count %d %w", n, err)
+	}
+	return n, nil
+}
+
+// raise sends k, the write-back of value to the counter key, to every node that does not
+// have it yet (have), until a quorum has it.
+func (c *Client) raise(ctx context.Context, req *request, key string, value uint64, have []bool, k *call) error {
+	t := tally{n: len(c.nodes), quorum: c.quorum}
+	need := make([]int, 0, len(c.nodes))
+	for i, ok := range have {
+		if ok {
+			t.ok++
+		} else {
 			need = append(need, i)
 		}
 	}
-	t := tally{n: len(c.nodes), quorum: c.quorum, ok: have}
-	f := &fan{call: fenceScript.call([]string{req.fenceKey}, strconv.FormatUint(top, 10)), replicas: req.replicas,
+	if t.ok >= c.quorum {
+		return nil
+	}
+	f := &fan{call: k, replicas: req.replicas,
 		parse: func(i int, cmd *redis.Cmd) reply {
 			if err := cmd.Err(); err != nil {
 				return reply{node: i, outcome: outcomeError, err: err}
@@ -600,12 +646,12 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 		}}
 	_, err := c.fanout(ctx, f, need, c.nodeTimeout(req.ttl), func(r reply) bool { return t.add(c, r) })
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if t.ok < c.quorum {
-		return 0, fmt.Errorf("fencing token %d could not be written back to a quorum: %w", top, errors.Join(asErrors(t.errs)...))
+		return fmt.Errorf("could not be written back to a quorum (%s): %w", key, errors.Join(asErrors(t.errs)...))
 	}
-	return top, nil
+	return nil
 }
 
 func asErrors(nodes []*NodeError) []error {

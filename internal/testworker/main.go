@@ -88,6 +88,7 @@ func run() error {
 		ttl        = flag.Duration("ttl", 0, "lock TTL (default 30s)")
 		maxTTL     = flag.Duration("max-ttl", 0, "lock client MaxTTL, also the quarantine (default 1m)")
 		catchUp    = flag.Duration("catchup", 0, "catch-up window")
+		retries    = flag.Int("retries", 0, "job.Options.Retries: how many times a failed run of a tick is tried again, across the cluster")
 		nodeTO     = flag.Duration("node-timeout", 0, "per-node request timeout (default: the lock client's, TTL/50)")
 		duration   = flag.Duration("duration", 10*time.Second, "how long to run before stopping")
 		grace      = flag.Duration("grace", 5*time.Second, "how long Stop lets running jobs finish")
@@ -148,7 +149,7 @@ func run() error {
 			return fmt.Errorf("-job %q: overlap %q is unknown, use forbid or allow", j, overlap)
 		}
 		handler := cfg.handler(led, o == job.Forbid)
-		if err := s.Add(job.Job{Name: name, Spec: *spec, Handler: handler, Options: job.Options{LockTTL: *ttl, CatchUp: *catchUp, Overlap: o}}); err != nil {
+		if err := s.Add(job.Job{Name: name, Spec: *spec, Handler: handler, Options: job.Options{LockTTL: *ttl, CatchUp: *catchUp, Overlap: o, Retries: *retries}}); err != nil {
 			return err
 		}
 	}
