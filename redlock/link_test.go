@@ -269,3 +269,34 @@ func TestReleaseBeforeItsAcquisitionIsMadeAgain(t *testing.T) {
 		})
 	}
 }
+
+// The same with a release that keeps the key as done: the node whose acquisition came after
+// its release ends up marked done too, not deleted, whichever reply the Client sees second.
+func TestReleaseBeforeItsAcquisitionKeepsTheDoneMarker(t *testing.T) {
+	for _, replyLast := range []bool{false, true} {
+		t.Run(fmt.Sprint("release reply last=", replyLast), func(t *testing.T) {
+			c := newCluster(t, 3, false)
+			lc := c.client(t, redlock.WithNodeTimeout(2*time.Second))
+			ctx := ctxT(t)
+			key := redistest.Key(t)
+			l, err := lc.TryAcquire(ctx, key+":scripts", 20*time.Second)
+			require.NoError(t, err)
+			require.NoError(t, l.Release(ctx))
+			hook := newReleaseFirst(t, replyLast)
+			c.nodes[2].(*redis.Client).AddHook(onTrip(hook.order))
+			l, err = lc.TryAcquire(ctx, key, 20*time.Second)
+			require.NoError(t, err)
+			<-hook.acquiring
+			require.NoError(t, l.Release(ctx, redlock.KeepDone(time.Minute)))
+			require.NoError(t, lc.Close())
+			for i, s := range c.servers {
+				h, err := s.Client().HGetAll(ctx, key).Result()
+				require.NoError(t, err)
+				assert.Equal(t, "done", h["s"], "node %d keeps the done marker", i)
+				ttl, err := s.Client().PTTL(ctx, key).Result()
+				require.NoError(t, err)
+				assert.Greater(t, ttl, 20*time.Second, "node %d keeps it for KeepDone", i)
+			}
+		})
+	}
+}
