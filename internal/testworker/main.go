@@ -70,6 +70,8 @@ func main() {
 type config struct {
 	ledgerKey, fenced string
 	work, workMax     time.Duration
+	fail              bool       // every run fails (-fail)
+	freeze            *sync.Once // set by -freeze-after-run: the first run stops the process once logged
 }
 
 func run() error {
@@ -88,6 +90,8 @@ func run() error {
 		ttl        = flag.Duration("ttl", 0, "lock TTL (default 30s)")
 		maxTTL     = flag.Duration("max-ttl", 0, "lock client MaxTTL, also the quarantine (default 1m)")
 		catchUp    = flag.Duration("catchup", 0, "catch-up window")
+		fail       = flag.Bool("fail", false, "every run fails (returns an error) once logged")
+		freeze     = flag.Bool("freeze-after-run", false, "the first run stops this process (SIGSTOP) once logged, as its handler returns; SIGCONT resumes it")
 		retries    = flag.Int("retries", 0, "job.Options.Retries: how many times a failed run of a tick is tried again, across the cluster")
 		nodeTO     = flag.Duration("node-timeout", 0, "per-node request timeout (default: the lock client's, TTL/50)")
 		duration   = flag.Duration("duration", 10*time.Second, "how long to run before stopping")
@@ -98,7 +102,10 @@ func run() error {
 	if *nodes == "" || *ledger == "" {
 		return errors.New("-nodes and -ledger are required")
 	}
-	cfg := config{ledgerKey: *ledgerKey, fenced: *fenced, work: *work, workMax: max(*workMax, *work)}
+	cfg := config{ledgerKey: *ledgerKey, fenced: *fenced, work: *work, workMax: max(*workMax, *work), fail: *fail}
+	if *freeze {
+		cfg.freeze = new(sync.Once)
+	}
 
 	var lockNodes []redlock.Node
 	for _, addr := range strings.Split(*nodes, ",") {
@@ -259,8 +266,14 @@ func (cfg config) handler(led *redis.Client, fenced bool) job.Handler {
 		if err := led.RPush(bg, cfg.ledgerKey, rec).Err(); err != nil {
 			return err
 		}
-		if cancelled == 1 {
+		if cfg.freeze != nil {
+			cfg.freeze.Do(func() { _ = syscall.Kill(os.Getpid(), syscall.SIGSTOP) })
+		}
+		switch {
+		case cancelled == 1:
 			return context.Cause(ctx)
+		case cfg.fail:
+			return errors.New("testworker: failing as asked (-fail)")
 		}
 		return nil
 	}
