@@ -53,12 +53,17 @@ type request struct {
 	group    string        // primaryGroup of the primary key
 	hook     func(Attempt)
 	wake     bool
-	every    bool      // AskEveryNode
-	splits   int       // ResolveSplits
-	before   time.Time // StartBefore
-	replicas int       // WaitForReplicas
-	hold     *Lock     // a live hold of the key that the caller's context carries
-	last     Attempt   // the last attempt made
+	every    bool // AskEveryNode
+	sweep    bool // this attempt asks every node (Acquire, see sweepAfter)
+	// refusedBy is the lock value of the holder whose primary node alone refused the last
+	// attempts, and refusals how many in a row; "" and 0 after any other outcome.
+	refusedBy string
+	refusals  int
+	splits    int       // ResolveSplits
+	before    time.Time // StartBefore
+	replicas  int       // WaitForReplicas
+	hold      *Lock     // a live hold of the key that the caller's context carries
+	last      Attempt   // the last attempt made
 }
 
 func (r *request) lockKeys() []string { return r.keys[2:] }
@@ -212,7 +217,10 @@ func (r *request) startsBefore(t time.Time) bool { return r.before.IsZero() || t
 // Acquire acquires the lock named key for ttl, retrying on the client's backoff schedule
 // (WithBackOff) while the lock is held or the nodes are unavailable, until ctx ends or MaxWait
 // has passed. Its error keeps every cause: the last attempt's error, and ctx's error and cause
-// if ctx ended.
+// if ctx ended. When the lock's primary node alone refused three attempts in a row for the
+// same holder, the next attempt asks every node at once (as AskEveryNode does), so that a lock
+// left on the primary node by a release that missed it delays Acquire by a few backoffs, not
+// until its TTL.
 //
 // Acquisitions are reentrant by context. When ctx carries a live hold of key taken from this
 // Client — a lease's context does, and WithHold adds one — Acquire takes a nested hold
@@ -235,6 +243,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		giveUp = req.before
 	}
 	for n := 1; ; n++ {
+		req.sweep = req.refusals >= sweepAfter
 		l, err := c.attempt(ctx, req, n)
 		if err == nil {
 			return l, nil
@@ -266,6 +275,30 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		if !req.startsBefore(time.Now()) {
 			return nil, fmt.Errorf("%w (gave up after %d attempts: StartBefore)", err, n)
 		}
+	}
+}
+
+// sweepAfter makes Acquire ask every node at once (as AskEveryNode does), although the key is
+// contended, after the primary node alone refused that many attempts in a row for one and the
+// same holder. A release that missed the lock's primary node leaves the lock there until its
+// TTL, and a contended attempt takes the primary's refusal as final; the sweep looks past it
+// after a few backoffs (with DefaultBackOff, some 70 ms into the wait) instead of a TTL.
+// Under contention the holder changes from one attempt to the next, and attempts keep the
+// primary-first path, which spares the nodes and does not split the vote; a sweep that finds
+// a live holder (one holding the lock through several attempts) finds it on a quorum, and
+// costs one parallel request and the release of the nodes it took.
+const sweepAfter = 3
+
+// noteRefusal records who refused an attempt: the value of the holder whose primary node alone
+// refused it, or "" for any other outcome.
+func (r *request) noteRefusal(value string) {
+	switch {
+	case value == "":
+		r.refusedBy, r.refusals = "", 0
+	case value == r.refusedBy:
+		r.refusals++
+	default:
+		r.refusedBy, r.refusals = value, 1
 	}
 }
 
@@ -457,7 +490,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		}
 		return err
 	}
-	primaryFirst := !req.every && len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
+	primaryFirst := !req.every && !req.sweep && len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
 	var err error
 	if primaryFirst {
 		err = ask([]int{p})
@@ -480,6 +513,11 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 	if t.refused > 0 {
 		c.contended.mark(req.group, time.Now())
+	}
+	if primaryFirst && t.ok == 0 && t.refused == 1 && t.holder != nil && !t.holder.Done {
+		req.noteRefusal(t.holder.value)
+	} else {
+		req.noteRefusal("")
 	}
 	a := Attempt{Number: number, PrimaryFirst: primaryFirst, Quorum: c.quorum}
 	report := func(l *Lock, err error) (*Lock, error) {
@@ -566,12 +604,16 @@ func parseAcquire(node int, req *request, res []any) reply {
 		meta, _ := res[3].(string)
 		state, _ := res[4].(string)
 		pttl, _ := res[5].(int64)
+		var value string
+		if len(res) > 6 {
+			value, _ = res[6].(string)
+		}
 		key := req.keys[2]
 		if k := 2 + int(idx) - 1; idx >= 1 && k < len(req.keys) {
 			key = req.keys[k]
 		}
 		return reply{node: node, outcome: outcomeRefused, holder: &Holder{
-			Key: key, Label: label, Metadata: meta, Done: state == "done", TTL: time.Duration(pttl) * time.Millisecond,
+			Key: key, Label: label, Metadata: meta, Done: state == "done", TTL: time.Duration(pttl) * time.Millisecond, value: value,
 		}}
 	case 2:
 		ms, _ := res[1].(int64)

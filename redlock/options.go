@@ -337,8 +337,9 @@ func RefuseWhile(key string) AcquireOption {
 // missed the primary node (down, cut off or too slow when the holder released) leaves the lock
 // there until its TTL, and every client's contended attempts, which ask the primary node first
 // and alone, are refused by it meanwhile although no one holds a quorum. Use it to look again
-// at a lock that may be such a leftover. Racers that ask every node may split the vote (see
-// ResolveSplits). Default off.
+// at a lock that may be such a leftover; Acquire does so by itself after the primary refused
+// three attempts in a row for the same holder. Racers
+// that ask every node may split the vote (see ResolveSplits). Default off.
 func AskEveryNode() AcquireOption {
 	return func(c *acquireConfig) { c.everyNode = true }
 }

@@ -14,7 +14,7 @@
 -- ARGV[6]   how many KEYS before the counter are RefuseWhile keys (string keys; 0 if none)
 -- ARGV[7]   1 when the last key is an acquisition counter (absent or 0: none)
 --
--- Returns {0, token, count} when taken (count: the acquisition counter's value, 0 without one), {1, key index, label, metadata, state, pttl} when a key is
+-- Returns {0, token, count} when taken (count: the acquisition counter's value, 0 without one), {1, key index, label, metadata, state, pttl, value} when a key is
 -- held by another value, {2, remaining ms} while the node is in quarantine, {3, index among
 -- the RefuseWhile keys, value} while a RefuseWhile key exists.
 
@@ -43,7 +43,7 @@ end
 for i = first, last do
   local h = redis.call('HMGET', KEYS[i], 'v', 'l', 'm', 's')
   if h[1] and h[1] ~= ARGV[1] then
-    return {1, i - first + 1, h[2] or '', h[3] or '', h[4] or '', redis.call('PTTL', KEYS[i])}
+    return {1, i - first + 1, h[2] or '', h[3] or '', h[4] or '', redis.call('PTTL', KEYS[i]), h[1]}
   end
 end
 
