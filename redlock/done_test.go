@@ -68,7 +68,7 @@ func TestMarkDoneBehindNewerHoldersOnAQuorum(t *testing.T) {
 	for _, s := range c.servers {
 		require.NoError(t, s.Client().Del(ctx, key).Err()) // expired everywhere
 	}
-	other, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	_, err = lc.TryAcquire(ctx, key, 10*time.Second)
 	require.NoError(t, err)
 	require.NoError(t, c.servers[2].Client().Del(ctx, key).Err())
 	done, err := l.MarkDone(ctx, time.Minute)
@@ -78,7 +78,6 @@ func TestMarkDoneBehindNewerHoldersOnAQuorum(t *testing.T) {
 	require.NotEmpty(t, done.Newer)
 	for _, h := range done.Newer {
 		assert.Greater(t, h.Token, l.Token())
-		assert.LessOrEqual(t, h.Token, other.Token())
 	}
 	_, err = l.MarkDone(ctx, 0)
 	require.ErrorContains(t, err, "keep must be positive")
