@@ -61,11 +61,14 @@ type Options struct {
 	RenewEvery time.Duration
 	// Overlap says whether runs of this job may overlap. Default Forbid.
 	Overlap Overlap
-	// Retries is how many times a failed run is tried again (by this replica, or by another
-	// one that finds the tick released), while the tick's window is open: until the next tick,
-	// and at most the scheduler's tick retention minus twice its max clock skew after the
-	// tick. Skips, errors wrapped with backoff.Permanent and runs cancelled by the scheduler
-	// are not retried. Default 0: no retries.
+	// Retries is how many times a failed run of a tick is tried again, across the cluster:
+	// the tick runs at most Retries + 1 times in all, whichever replicas try it (each retries
+	// its own failures, and another one may take the tick once it is released; the attempts
+	// are counted on the lock nodes, with the tick's lock). Retries happen while the tick's
+	// window is open: until the next tick, and at most the scheduler's tick retention minus
+	// twice its max clock skew after the tick. A run that lost its lease counts as an
+	// attempt. Skips, errors wrapped with backoff.Permanent and runs cancelled by the
+	// scheduler are not retried. Default 0: no retries.
 	Retries int
 	// RetryBackOff returns a fresh schedule of waits between retries; it is called once per
 	// tick. Default middleware.DefaultRetryBackOff (1s doubling to 1 min, full jitter).

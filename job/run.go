@@ -18,7 +18,9 @@ type Run struct {
 	// Trigger is the id of the manual run (scheduler.Trigger) that this run is, standing in for
 	// the tick; empty for a scheduled tick.
 	Trigger string
-	// Attempt counts the attempts at this tick on this replica, from 1.
+	// Attempt counts the attempts at this tick, from 1: across the cluster under a scheduler
+	// (every replica's attempts count, see Options.Retries), on this replica with
+	// middleware.Retry alone.
 	Attempt int
 	// FencingToken is the token of the tick's lock: strictly greater than the token of every
 	// earlier run of this job, anywhere. Zero until the lock is taken. Pass it to storage that

@@ -40,6 +40,12 @@ func TriggerKey(prefix, name, id string) string { return "{" + prefix + ":" + na
 // requests with one request per node, whatever its number of jobs.
 func TriggersKey(prefix string) string { return "{" + prefix + "}:triggers" }
 
+// AttemptsKey returns the key that counts the runs of one tick across the cluster
+// (LockConfig.MaxAttempts): {prefix:name}:attempts:<unix ms>.
+func AttemptsKey(prefix, name string, tick time.Time) string {
+	return "{" + prefix + ":" + name + "}:attempts:" + strconv.FormatInt(tick.UnixMilli(), 10)
+}
+
 // FenceCounterKey returns the key of a job's fencing counter, shared by all its ticks so that tokens
 // increase from tick to tick: {prefix:name}:fence.
 func FenceCounterKey(prefix, name string) string { return "{" + prefix + ":" + name + "}:fence" }
@@ -55,6 +61,13 @@ type LockConfig struct {
 	// Overlap: with job.Forbid (the default) the run also takes the job's run key, so no two
 	// runs of the job are ever running at once; with job.Allow only the tick key is taken.
 	Overlap job.Overlap
+	// MaxAttempts bounds the runs of one tick across the cluster: every replica's attempts
+	// count (AttemptsKey, taken with the tick's lock), and job.Run.Attempt is the tick's
+	// attempt number across the cluster. An attempt beyond it is not run: the tick is kept as
+	// done, and Lock fails with ErrNoAttemptsLeft (permanent: Retry stops). The scheduler sets
+	// it to the job's Retries + 1. Default 0: not counted (one round trip less per run), and
+	// job.Run.Attempt is left as Retry set it. Manual runs are not counted.
+	MaxAttempts int
 	// KeepDone is how long a tick whose run succeeded is kept as done, so that replicas that
 	// come late (clock skew, retries) see it done instead of running it again. Default 1 min.
 	KeepDone time.Duration
@@ -100,6 +113,11 @@ func (c LockConfig) withDefaults() LockConfig {
 	return c
 }
 
+// ErrNoAttemptsLeft is returned by Lock, wrapped with backoff.Permanent, for an attempt at a
+// tick beyond LockConfig.MaxAttempts across the cluster: the tick was tried that many times
+// already, here or on other replicas.
+var ErrNoAttemptsLeft = errors.New("middleware: the tick's attempts are used up across the cluster (Retries + 1): not run")
+
 // ErrNoRun is returned by Lock when the context carries no job.Run: Lock needs the job's name
 // and tick to name the lock.
 var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handler from a scheduler, or add one with job.NewContext")
@@ -117,10 +135,15 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // retried on cfg.BackOff until the tick's deadline or ctx's end.
 //
 // The handler runs under the lease's context (cancelled with cause redlock.ErrLeaseLost before
-// the lock could expire anywhere), with a job.Run whose FencingToken is set. On nil the tick is
-// kept as done for cfg.KeepDone; on error it is released for a retry — except a manual run's,
-// which is kept as done either way, and is not stopped by a pause. The error matches
-// redlock.ErrLeaseLost if the lease was lost, unless the tick could still be marked done.
+// the lock could expire anywhere), with a job.Run whose FencingToken is set. On error the tick
+// is released for a retry (the error matches redlock.ErrLeaseLost if the lease was lost) —
+// except a manual run's, which is kept as done either way, and is not stopped by a pause.
+// A handler that returned nil succeeded, whatever happened to the lease afterwards: Lock
+// returns nil, so the run is never tried again, and the tick is kept as done for cfg.KeepDone
+// — where the lock was lost, on every node that no newer holder took (redlock's MarkDone,
+// with the run's fencing token). A newer holder found there ran the tick a second time: it
+// is logged at Warn as a detected duplicate, and recorded as the event
+// "cronlock.duplicate.detected" on the tick's span.
 // Lock records spans and metrics when ctx carries Trace's span or Metrics' instruments.
 func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 	cfg = cfg.withDefaults()
@@ -137,6 +160,12 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 			}
 			r := *run
 			r.FencingToken = l.Token()
+			if n := l.Acquisitions(); n > 0 {
+				r.Attempt = int(n)
+				if r.Attempt > cfg.MaxAttempts {
+					return cfg.refuseAttempt(l, &r, p)
+				}
+			}
 			lease, err := l.Lease(p.startRun(ctx, &r), cfg.leaseOptions(p, &r)...)
 			if err != nil {
 				p.endRun(err, false, nil, time.Time{})
@@ -169,7 +198,7 @@ const (
 // acquire takes the tick's lock, reporting each attempt to p.
 func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run, p *lockProbe) (*redlock.Lock, error) {
 	tickKey, runKey := TickKey(c.Prefix, run.Job, run.Tick), RunKey(c.Prefix, run.Job)
-	opts := make([]redlock.AcquireOption, 0, 9) // room for every option below
+	opts := make([]redlock.AcquireOption, 0, 10) // room for every option below
 	opts = append(opts, redlock.FenceKey(FenceCounterKey(c.Prefix, run.Job)), redlock.ResolveSplits(maxSplitRetries))
 	if run.Trigger != "" {
 		tickKey = TriggerKey(c.Prefix, run.Job, run.Trigger) // an operator's run: a pause does not stop it
@@ -188,6 +217,15 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 	}
 	if c.Overlap == job.Forbid {
 		opts = append(opts, redlock.Also(runKey))
+	}
+	if c.MaxAttempts > 0 && run.Trigger == "" {
+		// The count lives as long as the tick may be tried: its window, and the done marker's
+		// life after it.
+		ttl := c.KeepDone + c.TTL
+		if !run.Deadline.IsZero() {
+			ttl += max(run.Deadline.Sub(c.Clock.Now()), 0)
+		}
+		opts = append(opts, redlock.CountAcquisitions(AttemptsKey(c.Prefix, run.Job, run.Tick), ttl))
 	}
 	var (
 		b        backoff.BackOff
@@ -272,6 +310,19 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 	}
 }
 
+// refuseAttempt ends an attempt at a tick beyond MaxAttempts, whose lock l was just taken:
+// the tick is kept as done, so that no replica tries it again.
+func (c LockConfig) refuseAttempt(l *redlock.Lock, run *job.Run, p *lockProbe) error {
+	err := fmt.Errorf("tick %s of job %q: attempt %d of %d: %w", run.Tick.Format(time.RFC3339Nano), run.Job, run.Attempt, c.MaxAttempts, ErrNoAttemptsLeft)
+	p.startRelease(true)
+	rerr := l.Release(context.Background(), redlock.KeepDone(c.KeepDone))
+	p.endRelease(rerr)
+	if rerr != nil {
+		c.Logger.Warn("cronlock: could not mark tick done", "job", run.Job, "tick", run.Tick, "token", run.FencingToken, "err", rerr)
+	}
+	return backoff.Permanent(err)
+}
+
 // SkippedMarker is the metadata of a tick kept as done because it was skipped while a previous
 // run of its job was running (Overlap Forbid): replicas that come later find it done, with
 // this metadata, and skip it too (skipped_overlap) instead of running it late.
@@ -339,22 +390,22 @@ func (c LockConfig) leaseOptions(p *lockProbe, run *job.Run) []redlock.LeaseOpti
 }
 
 // finish closes the lease after the handler returned herr, and returns the run's error.
+//
+// A run that succeeded is done, whatever happened to the lease after: it returns nil, and the
+// tick is kept as done — by the release if the lock was still ours on a quorum, or else by
+// markDone wherever no newer holder took it.
 func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error, p *lockProbe) error {
 	lost := lease.Err() // nil while the lease holds
 	leaseLost := errors.Is(lost, redlock.ErrLeaseLost)
 	p.endRun(herr, false, lost, lease.Lock().ValidUntil())
 	if herr == nil {
-		cerr := c.release(lease, run, true, p)
-		switch {
-		case cerr == nil:
-			// Marked done on a quorum: our value was on a quorum all along, so the run was
-			// the only one, even if the lease gave up early.
-			return nil
-		case leaseLost:
-			return fmt.Errorf("job %q finished tick %s after its lease was lost (%w); marking it done failed: %w",
-				run.Job, run.Tick.Format(time.RFC3339Nano), lost, cerr)
+		if err := c.release(lease, run, true, p); err != nil {
+			c.markDone(lease.Lock(), run, err, p)
+		} else if leaseLost {
+			c.Logger.Warn("cronlock: tick ran past its lease, which was lost; it is marked done", "job", run.Job, "tick", run.Tick,
+				"token", run.FencingToken, "lease", lost)
 		}
-		return nil // the run succeeded; release logged why the tick could not be marked done
+		return nil
 	}
 	c.release(lease, run, run.Trigger != "", p) // a manual run is done even if it failed
 	if leaseLost && !errors.Is(herr, redlock.ErrLeaseLost) {
@@ -363,7 +414,27 @@ func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error, p *lo
 	return herr
 }
 
-// release closes the lease, keeping the tick as done or not, and logs a failure.
+// markDone marks the tick of a run that succeeded done on the nodes where no newer holder
+// took it, after its release (rerr) could not keep it done on a quorum, and reports each
+// newer holder as a duplicate run.
+func (c LockConfig) markDone(l *redlock.Lock, run *job.Run, rerr error, p *lockProbe) {
+	done, err := l.MarkDone(context.Background(), c.KeepDone)
+	for _, h := range done.Newer {
+		c.Logger.Warn("cronlock: duplicate run detected: another holder took the tick while this run was going on",
+			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "holder", h.Label, "holder_token", h.Token, "holder_done", h.Done)
+		p.duplicate(h)
+	}
+	if err != nil {
+		c.Logger.Warn("cronlock: tick ran, but could not be marked done on a quorum; its lock expires after its TTL",
+			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", done.Marked, "err", errors.Join(rerr, err))
+		return
+	}
+	c.Logger.Warn("cronlock: tick ran past its lock, which was lost; it is marked done where no other holder took it",
+		"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", done.Marked, "release", rerr)
+}
+
+// release closes the lease, keeping the tick as done or not, and logs a release that failed
+// (finish reports the marking of a done tick).
 //
 // The context is a fresh one that is never cancelled: each node's request is bounded by the
 // lock client's node timeout anyway, and Release returns once a quorum answered while the
@@ -379,7 +450,7 @@ func (c LockConfig) release(lease *redlock.Lease, run *job.Run, done bool, p *lo
 		err = lease.Close(ctx)
 	}
 	p.endRelease(err)
-	if err != nil {
+	if err != nil && (!done || run.Trigger != "") {
 		msg := "cronlock: could not release tick; its lock expires after its TTL"
 		if done {
 			msg = "cronlock: could not mark tick done; its lock expires after its TTL"

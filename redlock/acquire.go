@@ -47,15 +47,23 @@ type request struct {
 	labelArg any // label, boxed once
 	metadata string
 	fenceKey string
-	group    string // primaryGroup of the primary key
+	counter  string        // CountAcquisitions' key, the last of script; "" without
+	counted  any           // "1" with CountAcquisitions, "0" without: the script's ARGV[7]
+	countTTL time.Duration // CountAcquisitions' ttl
+	group    string        // primaryGroup of the primary key
 	hook     func(Attempt)
 	wake     bool
-	every    bool      // AskEveryNode
-	splits   int       // ResolveSplits
-	before   time.Time // StartBefore
-	replicas int       // WaitForReplicas
-	hold     *Lock     // a live hold of the key that the caller's context carries
-	last     Attempt   // the last attempt made
+	every    bool // AskEveryNode
+	sweep    bool // this attempt asks every node (Acquire, see sweepAfter)
+	// refusedBy is the lock value of the holder whose primary node alone refused the last
+	// attempts, and refusals how many in a row; "" and 0 after any other outcome.
+	refusedBy string
+	refusals  int
+	splits    int       // ResolveSplits
+	before    time.Time // StartBefore
+	replicas  int       // WaitForReplicas
+	hold      *Lock     // a live hold of the key that the caller's context carries
+	last      Attempt   // the last attempt made
 }
 
 func (r *request) lockKeys() []string { return r.keys[2:] }
@@ -147,6 +155,16 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		}
 		script = append(script[:len(script):len(script)], k)
 	}
+	var counted any = "0"
+	if ac.counter != "" {
+		if ac.counterTTL <= 0 {
+			return nil, fmt.Errorf("redlock: lock %s: CountAcquisitions(%q, %v): give a positive ttl for the count", quote(key), ac.counter, ac.counterTTL)
+		}
+		if slices.Contains(script, ac.counter) || ac.counter == keys[0] {
+			return nil, fmt.Errorf("redlock: CountAcquisitions key %q is also a key of lock %q: give a key of its own", ac.counter, key)
+		}
+		script, counted = append(script[:len(script):len(script)], ac.counter), "1"
+	}
 	if err := c.checkSlots(key, script); err != nil {
 		return nil, err
 	}
@@ -158,7 +176,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if len(ac.refuse) > 0 {
 		refuse = strconv.Itoa(len(ac.refuse))
 	}
-	return &request{keys: keys, script: script, refuse: refuse, refusing: ac.refuse, ttl: ttl, ttlms: c.ttlArg(ttl), label: label, labelArg: labelArg, metadata: ac.metadata, fenceKey: fence, group: primaryGroup(key), hook: ac.onAttempt,
+	return &request{keys: keys, script: script, refuse: refuse, refusing: ac.refuse, ttl: ttl, ttlms: c.ttlArg(ttl), label: label, labelArg: labelArg, metadata: ac.metadata, fenceKey: fence, counter: ac.counter, counted: counted, countTTL: ac.counterTTL, group: primaryGroup(key), hook: ac.onAttempt,
 		wake: ac.wake, every: ac.everyNode, splits: ac.splits, before: ac.before, replicas: ac.replicas, hold: c.heldBy(ctx, key)}, nil
 }
 
@@ -202,7 +220,10 @@ func (r *request) startsBefore(t time.Time) bool { return r.before.IsZero() || t
 // Acquire acquires the lock named key for ttl, retrying on the client's backoff schedule
 // (WithBackOff) while the lock is held or the nodes are unavailable, until ctx ends or MaxWait
 // has passed. Its error keeps every cause: the last attempt's error, and ctx's error and cause
-// if ctx ended.
+// if ctx ended. When the lock's primary node alone refused three attempts in a row for the
+// same holder, the next attempt asks every node at once (as AskEveryNode does), so that a lock
+// left on the primary node by a release that missed it delays Acquire by a few backoffs, not
+// until its TTL.
 //
 // Acquisitions are reentrant by context. When ctx carries a live hold of key taken from this
 // Client — a lease's context does, and WithHold adds one — Acquire takes a nested hold
@@ -225,6 +246,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		giveUp = req.before
 	}
 	for n := 1; ; n++ {
+		req.sweep = req.refusals >= sweepAfter
 		l, err := c.attempt(ctx, req, n)
 		if err == nil {
 			return l, nil
@@ -256,6 +278,30 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		if !req.startsBefore(time.Now()) {
 			return nil, fmt.Errorf("%w (gave up after %d attempts: StartBefore)", err, n)
 		}
+	}
+}
+
+// sweepAfter makes Acquire ask every node at once (as AskEveryNode does), although the key is
+// contended, after the primary node alone refused that many attempts in a row for one and the
+// same holder. A release that missed the lock's primary node leaves the lock there until its
+// TTL, and a contended attempt takes the primary's refusal as final; the sweep looks past it
+// after a few backoffs (with DefaultBackOff, some 70 ms into the wait) instead of a TTL.
+// Under contention the holder changes from one attempt to the next, and attempts keep the
+// primary-first path, which spares the nodes and does not split the vote; a sweep that finds
+// a live holder (one holding the lock through several attempts) finds it on a quorum, and
+// costs one parallel request and the release of the nodes it took.
+const sweepAfter = 3
+
+// noteRefusal records who refused an attempt: the value of the holder whose primary node alone
+// refused it, or "" for any other outcome.
+func (r *request) noteRefusal(value string) {
+	switch {
+	case value == "":
+		r.refusedBy, r.refusals = "", 0
+	case value == r.refusedBy:
+		r.refusals++
+	default:
+		r.refusedBy, r.refusals = value, 1
 	}
 }
 
@@ -423,8 +469,8 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	if t.oks = t.few[:0]; len(c.nodes) > len(t.few) {
 		t.oks = make([]reply, 0, len(c.nodes))
 	}
-	valueArg := any(value)                                                                                                     // boxed once, for the acquisition and the release
-	acquire := acquireScript.call(req.script, valueArg, req.ttlms, c.quarantineMillis, req.labelArg, req.metadata, req.refuse) // shared by every node's request
+	valueArg := any(value)                                                                                                                  // boxed once, for the acquisition and the release
+	acquire := acquireScript.call(req.script, valueArg, req.ttlms, c.quarantineMillis, req.labelArg, req.metadata, req.refuse, req.counted) // shared by every node's request
 	parse := func(i int, cmd *redis.Cmd) reply {
 		res, err := cmd.Slice()
 		if err != nil {
@@ -447,7 +493,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		}
 		return err
 	}
-	primaryFirst := !req.every && len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
+	primaryFirst := !req.every && !req.sweep && len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
 	var err error
 	if primaryFirst {
 		err = ask([]int{p})
@@ -470,6 +516,11 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	}
 	if t.refused > 0 {
 		c.contended.mark(req.group, time.Now())
+	}
+	if primaryFirst && t.ok == 0 && t.refused == 1 && t.holder != nil && !t.holder.Done {
+		req.noteRefusal(t.holder.value)
+	} else {
+		req.noteRefusal("")
 	}
 	a := Attempt{Number: number, PrimaryFirst: primaryFirst, Quorum: c.quorum}
 	report := func(l *Lock, err error) (*Lock, error) {
@@ -507,13 +558,19 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	if err != nil {
 		return fail(ErrQuorumUnavailable, err.Error())
 	}
+	var count uint64
+	if req.counter != "" {
+		if count, err = c.count(ctx, req, t.oks); err != nil {
+			return fail(ErrQuorumUnavailable, err.Error())
+		}
+	}
 	validUntil := start.Add(req.ttl - c.drift(req.ttl))
 	if !time.Now().Before(validUntil) {
 		return fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
 	}
 	l := &Lock{
 		c: c, keys: req.lockKeys(), group: req.group, value: value, valueArg: valueArg, label: req.label,
-		ttl: req.ttl, token: token, acquiredAt: start, valid: &validity{until: validUntil}, replicas: req.replicas,
+		ttl: req.ttl, token: token, acquisitions: count, acquiredAt: start, valid: &validity{until: validUntil}, replicas: req.replicas,
 		late: &late,
 	}
 	late.settle(l)
@@ -536,7 +593,11 @@ func parseAcquire(node int, req *request, res []any) reply {
 		if err != nil {
 			return bad()
 		}
-		return reply{node: node, outcome: outcomeOK, token: token}
+		var count int64
+		if len(res) > 2 {
+			count, _ = res[2].(int64)
+		}
+		return reply{node: node, outcome: outcomeOK, token: token, count: uint64(count)}
 	case 1:
 		if len(res) < 6 {
 			return bad()
@@ -546,12 +607,16 @@ func parseAcquire(node int, req *request, res []any) reply {
 		meta, _ := res[3].(string)
 		state, _ := res[4].(string)
 		pttl, _ := res[5].(int64)
+		var value string
+		if len(res) > 6 {
+			value, _ = res[6].(string)
+		}
 		key := req.keys[2]
 		if k := 2 + int(idx) - 1; idx >= 1 && k < len(req.keys) {
 			key = req.keys[k]
 		}
 		return reply{node: node, outcome: outcomeRefused, holder: &Holder{
-			Key: key, Label: label, Metadata: meta, Done: state == "done", TTL: time.Duration(pttl) * time.Millisecond,
+			Key: key, Label: label, Metadata: meta, Done: state == "done", TTL: time.Duration(pttl) * time.Millisecond, value: value,
 		}}
 	case 2:
 		ms, _ := res[1].(int64)
@@ -576,25 +641,48 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 	for _, r := range oks {
 		top = max(top, r.token)
 	}
-	have := 0
-	need := make([]int, 0, len(c.nodes))
-	isTop := make([]bool, len(c.nodes))
+	have := make([]bool, len(c.nodes))
 	for _, r := range oks {
-		if r.token == top {
-			have++
-			isTop[r.node] = true
-		}
+		have[r.node] = r.token == top
 	}
-	if have >= c.quorum {
-		return top, nil
+	if err := c.raise(ctx, req, req.fenceKey, top, have, fenceScript.call([]string{req.fenceKey}, strconv.FormatUint(top, 10))); err != nil {
+		return 0, fmt.Errorf("fencing token %d %w", top, err)
 	}
-	for i := range c.nodes {
-		if !isTop[i] {
+	return top, nil
+}
+
+// count returns the acquisition's number (CountAcquisitions): one more than the highest count
+// among the quorum's replies, written back to a quorum before the acquisition succeeds, so
+// that the next acquisition on any quorum sees it. Only successful acquisitions write it.
+func (c *Client) count(ctx context.Context, req *request, oks []reply) (uint64, error) {
+	var top uint64
+	for _, r := range oks {
+		top = max(top, r.count)
+	}
+	n := top + 1
+	k := fenceScript.call([]string{req.counter}, strconv.FormatUint(n, 10), formatMillis(req.countTTL))
+	if err := c.raise(ctx, req, req.counter, n, make([]bool, len(c.nodes)), k); err != nil {
+		return 0, fmt.Errorf("acquisition count %d %w", n, err)
+	}
+	return n, nil
+}
+
+// raise sends k, the write-back of value to the counter key, to every node that does not
+// have it yet (have), until a quorum has it.
+func (c *Client) raise(ctx context.Context, req *request, key string, value uint64, have []bool, k *call) error {
+	t := tally{n: len(c.nodes), quorum: c.quorum}
+	need := make([]int, 0, len(c.nodes))
+	for i, ok := range have {
+		if ok {
+			t.ok++
+		} else {
 			need = append(need, i)
 		}
 	}
-	t := tally{n: len(c.nodes), quorum: c.quorum, ok: have}
-	f := &fan{call: fenceScript.call([]string{req.fenceKey}, strconv.FormatUint(top, 10)), replicas: req.replicas,
+	if t.ok >= c.quorum {
+		return nil
+	}
+	f := &fan{call: k, replicas: req.replicas,
 		parse: func(i int, cmd *redis.Cmd) reply {
 			if err := cmd.Err(); err != nil {
 				return reply{node: i, outcome: outcomeError, err: err}
@@ -603,12 +691,12 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 		}}
 	_, err := c.fanout(ctx, f, need, c.nodeTimeout(req.ttl), func(r reply) bool { return t.add(c, r) })
 	if err != nil {
-		return 0, err
+		return err
 	}
 	if t.ok < c.quorum {
-		return 0, fmt.Errorf("fencing token %d could not be written back to a quorum: %w", top, errors.Join(asErrors(t.errs)...))
+		return fmt.Errorf("could not be written back to a quorum (%s): %w", key, errors.Join(asErrors(t.errs)...))
 	}
-	return top, nil
+	return nil
 }
 
 func asErrors(nodes []*NodeError) []error {

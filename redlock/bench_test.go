@@ -161,6 +161,22 @@ func reportLatencies(b *testing.B, acq, rel []time.Duration) {
 // benchHold, then releases it. One op is one successful acquisition; acquisitions/s is the
 // throughput of the lock, and attempts/op how many tries it took. Two holders at once fail it.
 func BenchmarkContendedTryLock(b *testing.B) {
+	contend(b, func(ctx context.Context, lc *redlock.Client, key string, attempts *atomic.Int64) (*redlock.Lock, error) {
+		attempts.Add(1)
+		return lc.TryAcquire(ctx, key, benchTTL)
+	})
+}
+
+// BenchmarkContendedAcquire is BenchmarkContendedTryLock with Acquire: each racer waits for
+// the lock on the client's backoff schedule (every attempt counts in attempts/op).
+func BenchmarkContendedAcquire(b *testing.B) {
+	contend(b, func(ctx context.Context, lc *redlock.Client, key string, attempts *atomic.Int64) (*redlock.Lock, error) {
+		return lc.Acquire(ctx, key, benchTTL, redlock.OnAttempt(func(redlock.Attempt) { attempts.Add(1) }))
+	})
+}
+
+// contend races 32 clients for one key on 5 nodes, each taking it with take in a loop.
+func contend(b *testing.B, take func(ctx context.Context, lc *redlock.Client, key string, attempts *atomic.Int64) (*redlock.Lock, error)) {
 	c := newCluster(b, 5, false)
 	clients := make([]*redlock.Client, racers)
 	for i := range clients {
@@ -192,8 +208,7 @@ func BenchmarkContendedTryLock(b *testing.B) {
 					return
 				default:
 				}
-				attempts.Add(1)
-				l, err := lc.TryAcquire(ctx, key, benchTTL)
+				l, err := take(ctx, lc, key, &attempts)
 				if err != nil {
 					if !errors.Is(err, redlock.ErrNotAcquired) {
 						failures.Add(1)

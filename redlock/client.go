@@ -215,6 +215,7 @@ type reply struct {
 	node    int
 	outcome outcome
 	token   uint64
+	count   uint64 // the acquisition counter's value (CountAcquisitions)
 	holder  *Holder
 	refusal *Refusal
 	value   any // Broadcast's reply

@@ -110,6 +110,12 @@ type Holder struct {
 	Done bool
 	// TTL is the time the key had left on that node.
 	TTL time.Duration
+	// Token is the node's fencing counter when the holder took the key there, as MarkDone
+	// reports it (see Done.Newer); zero in an AcquireError.
+	Token uint64
+	// value is the holder's lock value, which Acquire compares from attempt to attempt;
+	// never shown.
+	value string
 }
 
 // Refusal is a node's refusal of a lock because a RefuseWhile key exists on it.

@@ -242,30 +242,58 @@ func scriptSHA(t *testing.T, name string) string {
 	return fmt.Sprintf("%x", sha1.Sum(src))
 }
 
+// releaseBeforeAcquisition acquires a lock whose acquisition reaches node 2 only after the
+// lock's release (Release with opts) did, and closes the Client, which waits for node 2's
+// requests and what they start. replyLast says whether the Client sees the release's reply
+// from node 2 after the acquisition's. It returns the cluster and the lock's key.
+func releaseBeforeAcquisition(t *testing.T, replyLast bool, opts ...redlock.ReleaseOption) (*cluster, string) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t, redlock.WithNodeTimeout(2*time.Second))
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+	// The nodes cache the scripts first: the hook orders EVALSHAs.
+	l, err := lc.TryAcquire(ctx, key+":scripts", 20*time.Second)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+	hook := newReleaseFirst(t, replyLast)
+	c.nodes[2].(*redis.Client).AddHook(onTrip(hook.order))
+	l, err = lc.TryAcquire(ctx, key, 20*time.Second)
+	require.NoError(t, err)
+	<-hook.acquiring // node 2's acquisition was sent on its own, and waits
+	require.NoError(t, l.Release(ctx, opts...))
+	require.NoError(t, lc.Close())
+	return c, key
+}
+
 // A node whose acquisition is still on its way when the lock is released may get the release
 // first: the release finds nothing, the acquisition then takes the lock, and the node is
 // released again — whichever of the two replies the Client sees second. Nothing is left.
 func TestReleaseBeforeItsAcquisitionIsMadeAgain(t *testing.T) {
 	for _, replyLast := range []bool{false, true} {
 		t.Run(fmt.Sprint("release reply last=", replyLast), func(t *testing.T) {
-			c := newCluster(t, 3, false)
-			lc := c.client(t, redlock.WithNodeTimeout(2*time.Second))
-			ctx := ctxT(t)
-			key := redistest.Key(t)
-			// The nodes cache the scripts first: the hook orders EVALSHAs.
-			l, err := lc.TryAcquire(ctx, key+":scripts", 20*time.Second)
-			require.NoError(t, err)
-			require.NoError(t, l.Release(ctx))
-			hook := newReleaseFirst(t, replyLast)
-			c.nodes[2].(*redis.Client).AddHook(onTrip(hook.order))
-			l, err = lc.TryAcquire(ctx, key, 20*time.Second)
-			require.NoError(t, err)
-			<-hook.acquiring // node 2's acquisition was sent on its own, and waits
-			require.NoError(t, l.Release(ctx))
-			require.NoError(t, lc.Close()) // waits for node 2's requests and what they start
-			n, err := c.servers[2].Client().Exists(ctx, key).Result()
+			c, key := releaseBeforeAcquisition(t, replyLast)
+			n, err := c.servers[2].Client().Exists(ctxT(t), key).Result()
 			require.NoError(t, err)
 			assert.Zero(t, n, "the released lock is left on the node whose release came first")
+		})
+	}
+}
+
+// The same with a release that keeps the key as done: the node whose acquisition came after
+// its release ends up marked done too, not deleted, whichever reply the Client sees second.
+func TestReleaseBeforeItsAcquisitionKeepsTheDoneMarker(t *testing.T) {
+	for _, replyLast := range []bool{false, true} {
+		t.Run(fmt.Sprint("release reply last=", replyLast), func(t *testing.T) {
+			c, key := releaseBeforeAcquisition(t, replyLast, redlock.KeepDone(time.Minute))
+			ctx := ctxT(t)
+			for i, s := range c.servers {
+				h, err := s.Client().HGetAll(ctx, key).Result()
+				require.NoError(t, err)
+				assert.Equal(t, "done", h["s"], "node %d keeps the done marker", i)
+				ttl, err := s.Client().PTTL(ctx, key).Result()
+				require.NoError(t, err)
+				assert.Greater(t, ttl, 20*time.Second, "node %d keeps it for KeepDone", i)
+			}
 		})
 	}
 }

@@ -21,8 +21,10 @@ type Lock struct {
 	label    string
 	ttl      time.Duration
 	token    uint64
-	late     *lateOKs // the acquisition's replies still to come; nil for a nested hold
-	replicas int      // WaitForReplicas
+	// acquisitions is the acquisition's number with CountAcquisitions; 0 without.
+	acquisitions uint64
+	late         *lateOKs // the acquisition's replies still to come; nil for a nested hold
+	replicas     int      // WaitForReplicas
 	// acquiredAt is when the successful attempt started.
 	acquiredAt time.Time
 	// depth is 0 for a lock, n for the n-th nested hold of it (see Acquire).
@@ -71,6 +73,10 @@ func (l *Lock) Value() string { return l.value }
 // every earlier holder of the same key. Overlapping acquisitions sharing the fence key may get
 // equal tokens, or the later a lower one (see the package documentation).
 func (l *Lock) Token() uint64 { return l.token }
+
+// Acquisitions returns the number of acquisitions counted under the CountAcquisitions key this
+// lock was acquired with, this one included (1 for the first); 0 without that option.
+func (l *Lock) Acquisitions() uint64 { return l.acquisitions }
 
 // TTL returns the TTL the lock was acquired with; Extend renews it for as long again.
 func (l *Lock) TTL() time.Duration { return l.ttl }

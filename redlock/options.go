@@ -217,17 +217,19 @@ func (j *fullJitter) Reset() { j.b.Reset() }
 type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
-	also      []string
-	fenceKey  string
-	metadata  string
-	label     string
-	onAttempt func(Attempt)
-	wake      bool
-	splits    int
-	before    time.Time
-	replicas  int
-	refuse    []string
-	everyNode bool
+	also       []string
+	fenceKey   string
+	metadata   string
+	label      string
+	onAttempt  func(Attempt)
+	wake       bool
+	splits     int
+	before     time.Time
+	replicas   int
+	refuse     []string
+	everyNode  bool
+	counter    string        // CountAcquisitions
+	counterTTL time.Duration // CountAcquisitions
 }
 
 // Also takes these keys together with the primary key, atomically on each node: the lock is
@@ -235,6 +237,17 @@ type acquireConfig struct {
 // is a Redis Cluster, every key must share the primary key's hash tag.
 func Also(keys ...string) AcquireOption {
 	return func(c *acquireConfig) { c.also = append(c.also, keys...) }
+}
+
+// CountAcquisitions counts the successful acquisitions made with this option and counter key,
+// across every client: Lock.Acquisitions returns the count, this acquisition included. Use it
+// to bound the attempts at one piece of work wherever they are made (a cron tick's retries
+// across replicas). The count is kept on the nodes under key for ttl after each acquisition,
+// and written back to a quorum before the acquisition succeeds (one more round trip), so the
+// next acquisition sees it however the quorums differ. Only acquisitions that succeed count.
+// Where a node is a Redis Cluster, key must share the lock key's hash tag.
+func CountAcquisitions(key string, ttl time.Duration) AcquireOption {
+	return func(c *acquireConfig) { c.counter, c.counterTTL = key, ttl }
 }
 
 // FenceKey sets the key of the fencing counter. Default: one counter per hash tag — a key
@@ -326,8 +339,9 @@ func RefuseWhile(key string) AcquireOption {
 // missed the primary node (down, cut off or too slow when the holder released) leaves the lock
 // there until its TTL, and every client's contended attempts, which ask the primary node first
 // and alone, are refused by it meanwhile although no one holds a quorum. Use it to look again
-// at a lock that may be such a leftover. Racers that ask every node may split the vote (see
-// ResolveSplits). Default off.
+// at a lock that may be such a leftover; Acquire does so by itself after the primary refused
+// three attempts in a row for the same holder. Racers
+// that ask every node may split the vote (see ResolveSplits). Default off.
 func AskEveryNode() AcquireOption {
 	return func(c *acquireConfig) { c.everyNode = true }
 }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -218,4 +219,54 @@ func TestAskEveryNodeLooksPastALeftoverOnThePrimary(t *testing.T) {
 		unleave()
 	}
 	assert.Equal(t, 1, primaries, "the lock left on the primary node refused the contended attempts")
+}
+
+// Plain Acquire looks past a lock left on the primary node alone: its contended attempts ask
+// the primary first and take its refusal as final, but after three refusals in a row by the
+// same holder the next attempt asks every node.
+func TestAcquireLooksPastALeftoverOnThePrimary(t *testing.T) {
+	c := newCluster(t, 5, false)
+	// Eight attempts at most, at once: without the sweep, all are refused by the primary.
+	lc := c.client(t, redlock.WithBackOff(func() backoff.BackOff { return backoff.WithMaxRetries(&backoff.ZeroBackOff{}, 7) }))
+	ctx := ctxT(t)
+	key := t.Name()
+	leave := func(nodes ...int) {
+		for _, i := range nodes {
+			require.NoError(t, c.servers[i].Client().HSet(ctx, key, "v", "gone-value", "l", "gone").Err())
+		}
+	}
+	// Held on every node: refused, and the key is contended from now on.
+	leave(0, 1, 2, 3, 4)
+	_, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	for _, s := range c.servers {
+		require.NoError(t, s.Client().Del(ctx, key).Err())
+	}
+	// The primary is the node whose leftover alone refuses a contended attempt.
+	primary := -1
+	for i := range c.servers {
+		leave(i)
+		var a redlock.Attempt
+		l, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.OnAttempt(func(at redlock.Attempt) { a = at }))
+		if err == nil {
+			require.NoError(t, l.Release(ctx))
+			c.waitReleased(t, key, "gone-value")
+		} else if a.PrimaryFirst && a.Refused == 1 {
+			primary = i
+		}
+		require.NoError(t, c.servers[i].Client().Del(ctx, key).Err())
+	}
+	require.GreaterOrEqual(t, primary, 0)
+	leave(primary)
+	var attempts []redlock.Attempt
+	l, err := lc.Acquire(ctx, key, 10*time.Second, redlock.OnAttempt(func(a redlock.Attempt) { attempts = append(attempts, a) }))
+	require.NoError(t, err, "attempts: %+v", attempts)
+	require.NoError(t, l.Release(ctx))
+	require.Len(t, attempts, 4)
+	for _, a := range attempts[:3] {
+		assert.True(t, a.PrimaryFirst)
+		assert.Equal(t, 1, a.Refused, "the primary refused alone")
+	}
+	assert.False(t, attempts[3].PrimaryFirst, "the fourth attempt asks every node")
+	assert.GreaterOrEqual(t, attempts[3].OK, attempts[3].Quorum)
 }

@@ -182,7 +182,8 @@ func TestExactlyOnceAcrossProcesses(t *testing.T) {
 
 // A worker frozen with SIGSTOP past its lock's TTL loses its lease: when it resumes, its job's
 // context is cancelled with ErrLeaseLost, and its lease had ended before another worker took
-// the tick, with a larger fencing token.
+// the tick, with a larger fencing token. (The frozen run counts as the tick's first attempt:
+// the job has a retry to give.)
 func TestStoppedWorkerLosesItsLeaseBeforeTakeover(t *testing.T) {
 	bin := buildWorker(t)
 	c, ledger, nodes := processCluster(t)
@@ -191,7 +192,7 @@ func TestStoppedWorkerLosesItsLeaseBeforeTakeover(t *testing.T) {
 	now := time.Now()
 	offset := now.Truncate(10 * time.Minute).Add(10*time.Minute + time.Second).Sub(now)
 	args := []string{"-nodes", nodes, "-ledger", ledger.Addr(), "-job", "frozen", "-spec", "@every 10m",
-		"-offset", offset.String(), "-ttl", "1s", "-node-timeout", "100ms", "-catchup", "1m", "-duration", "1m"}
+		"-offset", offset.String(), "-ttl", "1s", "-node-timeout", "100ms", "-catchup", "1m", "-duration", "1m", "-retries", "1"}
 
 	a := startWorker(t, bin, "a", append(args, "-work", "1m")...)
 	started := waitLedger(t, ledger.Client(), "ledger:started", "a's run to start", func(r record) bool { return r.Replica == "a" })

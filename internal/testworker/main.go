@@ -70,6 +70,8 @@ func main() {
 type config struct {
 	ledgerKey, fenced string
 	work, workMax     time.Duration
+	fail              bool       // every run fails (-fail)
+	freeze            *sync.Once // set by -freeze-after-run: the first run stops the process once logged
 }
 
 func run() error {
@@ -88,6 +90,9 @@ func run() error {
 		ttl        = flag.Duration("ttl", 0, "lock TTL (default 30s)")
 		maxTTL     = flag.Duration("max-ttl", 0, "lock client MaxTTL, also the quarantine (default 1m)")
 		catchUp    = flag.Duration("catchup", 0, "catch-up window")
+		fail       = flag.Bool("fail", false, "every run fails (returns an error) once logged")
+		freeze     = flag.Bool("freeze-after-run", false, "the first run stops this process (SIGSTOP) once logged, as its handler returns; SIGCONT resumes it")
+		retries    = flag.Int("retries", 0, "job.Options.Retries: how many times a failed run of a tick is tried again, across the cluster")
 		nodeTO     = flag.Duration("node-timeout", 0, "per-node request timeout (default: the lock client's, TTL/50)")
 		duration   = flag.Duration("duration", 10*time.Second, "how long to run before stopping")
 		grace      = flag.Duration("grace", 5*time.Second, "how long Stop lets running jobs finish")
@@ -97,7 +102,10 @@ func run() error {
 	if *nodes == "" || *ledger == "" {
 		return errors.New("-nodes and -ledger are required")
 	}
-	cfg := config{ledgerKey: *ledgerKey, fenced: *fenced, work: *work, workMax: max(*workMax, *work)}
+	cfg := config{ledgerKey: *ledgerKey, fenced: *fenced, work: *work, workMax: max(*workMax, *work), fail: *fail}
+	if *freeze {
+		cfg.freeze = new(sync.Once)
+	}
 
 	var lockNodes []redlock.Node
 	for _, addr := range strings.Split(*nodes, ",") {
@@ -148,7 +156,7 @@ func run() error {
 			return fmt.Errorf("-job %q: overlap %q is unknown, use forbid or allow", j, overlap)
 		}
 		handler := cfg.handler(led, o == job.Forbid)
-		if err := s.Add(job.Job{Name: name, Spec: *spec, Handler: handler, Options: job.Options{LockTTL: *ttl, CatchUp: *catchUp, Overlap: o}}); err != nil {
+		if err := s.Add(job.Job{Name: name, Spec: *spec, Handler: handler, Options: job.Options{LockTTL: *ttl, CatchUp: *catchUp, Overlap: o, Retries: *retries}}); err != nil {
 			return err
 		}
 	}
@@ -258,8 +266,14 @@ func (cfg config) handler(led *redis.Client, fenced bool) job.Handler {
 		if err := led.RPush(bg, cfg.ledgerKey, rec).Err(); err != nil {
 			return err
 		}
-		if cancelled == 1 {
+		if cfg.freeze != nil {
+			cfg.freeze.Do(func() { _ = syscall.Kill(os.Getpid(), syscall.SIGSTOP) })
+		}
+		switch {
+		case cancelled == 1:
 			return context.Cause(ctx)
+		case cfg.fail:
+			return errors.New("testworker: failing as asked (-fail)")
 		}
 		return nil
 	}

@@ -4,15 +4,17 @@
 -- KEYS[1]   boot marker (quarantine after memory loss): the node's, or on a Redis Cluster the
 --           one of the lock's slot; absent when ARGV[3] is 0, and the keys below move up by one
 -- KEYS[2]   fencing counter
--- KEYS[3..] lock keys; KEYS[3] is the primary key; then the ARGV[6] RefuseWhile keys
+-- KEYS[3..] lock keys; KEYS[3] is the primary key; then the ARGV[6] RefuseWhile keys; then,
+--           when ARGV[7] is 1, the acquisition counter (CountAcquisitions)
 -- ARGV[1]   lock value (random, unique per attempt)
 -- ARGV[2]   TTL in milliseconds
 -- ARGV[3]   quarantine length in milliseconds (0: quarantine off, and no boot marker is given)
 -- ARGV[4]   holder label (shown to others, never trusted)
 -- ARGV[5]   metadata (e.g. a trace context), shown to others
--- ARGV[6]   how many of the last KEYS are RefuseWhile keys (string keys; 0 if none)
+-- ARGV[6]   how many KEYS before the counter are RefuseWhile keys (string keys; 0 if none)
+-- ARGV[7]   1 when the last key is an acquisition counter (absent or 0: none)
 --
--- Returns {0, token} when taken, {1, key index, label, metadata, state, pttl} when a key is
+-- Returns {0, token, count} when taken (count: the acquisition counter's value, 0 without one), {1, key index, label, metadata, state, pttl, value} when a key is
 -- held by another value, {2, remaining ms} while the node is in quarantine, {3, index among
 -- the RefuseWhile keys, value} while a RefuseWhile key exists.
 
@@ -23,9 +25,14 @@ if q > 0 then
 end
 local fence, first = boot + 1, boot + 2 -- the fencing counter, the primary key
 
--- RefuseWhile keys come last; a refusal because one exists comes before everything else.
-local last = #KEYS - tonumber(ARGV[6])
-for i = last + 1, #KEYS do
+-- RefuseWhile keys come last (before the counter); a refusal because one exists comes before
+-- everything else.
+local counter, refusing = 0, #KEYS -- the acquisition counter's index (if given), the last RefuseWhile key's
+if ARGV[7] == '1' then
+  counter, refusing = #KEYS, #KEYS - 1
+end
+local last = refusing - tonumber(ARGV[6])
+for i = last + 1, refusing do
   local v = redis.call('GET', KEYS[i])
   if v then
     return {3, i - last, v}
@@ -36,7 +43,7 @@ end
 for i = first, last do
   local h = redis.call('HMGET', KEYS[i], 'v', 'l', 'm', 's')
   if h[1] and h[1] ~= ARGV[1] then
-    return {1, i - first + 1, h[2] or '', h[3] or '', h[4] or '', redis.call('PTTL', KEYS[i])}
+    return {1, i - first + 1, h[2] or '', h[3] or '', h[4] or '', redis.call('PTTL', KEYS[i]), h[1]}
   end
 end
 
@@ -67,4 +74,8 @@ for i = first, last do
   redis.call('HSET', KEYS[i], 'v', ARGV[1], 'l', ARGV[4], 'm', ARGV[5], 'f', token)
   redis.call('PEXPIRE', KEYS[i], ARGV[2])
 end
-return {0, token}
+local count = 0
+if counter > 0 then
+  count = tonumber(redis.call('GET', KEYS[counter]) or '0')
+end
+return {0, token, count}

@@ -1,0 +1,47 @@
+package redlock_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// CountAcquisitions numbers the successful acquisitions under one counter, across clients,
+// whatever the quorums: refusals do not count, and a node that missed the count (or lost it)
+// does not lower it.
+func TestCountAcquisitions(t *testing.T) {
+	c := newCluster(t, 3, false)
+	a, b := c.client(t), c.client(t)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+	counter := redlock.CountAcquisitions(key+":count", time.Minute)
+	for i, lc := range []*redlock.Client{a, b, a} {
+		l, err := lc.TryAcquire(ctx, key, 10*time.Second, counter)
+		require.NoError(t, err)
+		assert.Equal(t, uint64(i+1), l.Acquisitions())
+		_, err = b.TryAcquire(ctx, key, 10*time.Second, counter)
+		require.ErrorIs(t, err, redlock.ErrNotAcquired, "a refusal does not count")
+		require.NoError(t, l.Release(ctx))
+		// One node loses the count each time: the next quorum still sees it.
+		require.NoError(t, c.servers[i].Client().Del(ctx, key+":count").Err())
+	}
+	l, err := b.TryAcquire(ctx, key, 10*time.Second, counter)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(4), l.Acquisitions())
+	ttl, err := c.servers[0].Client().PTTL(ctx, key+":count").Result()
+	require.NoError(t, err)
+	assert.Greater(t, ttl, 10*time.Second, "the count lives for its ttl")
+	l, err = b.TryAcquire(ctx, key+":other", 10*time.Second)
+	require.NoError(t, err)
+	assert.Zero(t, l.Acquisitions(), "not counted without the option")
+
+	_, err = a.TryAcquire(ctx, key, time.Second, redlock.CountAcquisitions(key+":count", 0))
+	require.ErrorContains(t, err, "give a positive ttl")
+	_, err = a.TryAcquire(ctx, key, time.Second, redlock.CountAcquisitions(key, time.Minute))
+	require.ErrorContains(t, err, "give a key of its own")
+}
