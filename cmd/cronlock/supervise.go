@@ -37,6 +37,9 @@ import (
 //	stopped       the command was signalled while it ran
 //	exit CODE TEXT  the command's exit code (-1 when killed by a signal) and how it ended
 //
+// If the supervisor dies before its exit line (kill -9 of it or of the daemon's process group),
+// the daemon ends the process group of the pid line itself (endOrphans).
+//
 // The supervisor ignores SIGINT, SIGTERM and SIGHUP (they reach it with the daemon's process
 // group, e.g. from a terminal): only its pipe and the deadline end the run.
 const superviseMode = "__supervise"
@@ -153,7 +156,7 @@ func (g *group) supervise(orders <-chan string, exited <-chan error) error {
 	defer timer.Stop()
 	for {
 		now := monoNow()
-		if done && !groupAlive(g.cmd) {
+		if done && !groupAlive(g.cmd.Process.Pid) {
 			return waitErr
 		}
 		if done && g.termAt == 0 {
@@ -241,7 +244,7 @@ func (g *group) term(now int64, running bool) {
 		g.kill(running)
 		return
 	}
-	signalGroup(g.cmd, syscall.SIGTERM)
+	signalGroup(g.cmd.Process.Pid, syscall.SIGTERM)
 }
 
 func (g *group) kill(running bool) {
@@ -249,7 +252,7 @@ func (g *group) kill(running bool) {
 		g.report("stopped")
 	}
 	g.killed = true
-	signalGroup(g.cmd, syscall.SIGKILL)
+	signalGroup(g.cmd.Process.Pid, syscall.SIGKILL)
 }
 
 // supervisorReport is what a supervisor said about its run.

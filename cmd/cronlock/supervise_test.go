@@ -101,7 +101,38 @@ func requireNoOverlap(t *testing.T, ledger string, gone time.Time) {
 	assert.True(t, runs[1].start.After(gone), "b's run started at %v, a's run was gone at %v", runs[1].start, gone)
 }
 
-// The supervisor bounds a run's processes by its lease, whatever happens to the daemon.
+// procStat returns the fields of /proc/PID/stat that follow the command's name: state, ppid,
+// pgrp, …; nil when pid is gone.
+func procStat(pid int) []string {
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return nil
+	}
+	s := string(stat)
+	return strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+}
+
+// killGroupExceptLeader sends SIGKILL to every process of the process group pgid but its
+// leader: what `kill -9 -- -PGID` does to the group of a daemon that survives it.
+func killGroupExceptLeader(t *testing.T, pgid int) {
+	t.Helper()
+	entries, err := os.ReadDir("/proc")
+	require.NoError(t, err)
+	killed := 0
+	for _, e := range entries {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == pgid {
+			continue
+		}
+		if f := procStat(pid); len(f) > 2 && f[2] == strconv.Itoa(pgid) && syscall.Kill(pid, syscall.SIGKILL) == nil {
+			killed++
+		}
+	}
+	require.Positive(t, killed, "no process in the daemon's group but the daemon")
+}
+
+// The supervisor bounds a run's processes by its lease, whatever happens to the daemon; the
+// daemon bounds them when the supervisor dies.
 func TestSupervisor(t *testing.T) {
 	bin := buildBinary(t, t.TempDir())
 
@@ -165,4 +196,38 @@ jobs:
 		a.waitLog(t, "the lease's deadline is kill_grace away and not extended: SIGTERM to the process group")
 		a.waitLog(t, "SIGKILL to the process group")
 	})
+	// The runs' command sleeps 60 s in a process group of its own; every second a tick comes,
+	// which a second run would take as soon as the first run's locks were released. The
+	// ledger's flock sees any second run that starts while a process of the first one lives.
+	for name, kill := range map[string]func(t *testing.T, a *proc, pgid int){
+		"kill -9 of the run's supervisor": func(t *testing.T, _ *proc, pgid int) {
+			supervisor, err := strconv.Atoi(procStat(pgid)[1])
+			require.NoError(t, err)
+			require.NoError(t, syscall.Kill(supervisor, syscall.SIGKILL))
+		},
+		"kill -9 of the daemon's process group, but the daemon": func(t *testing.T, a *proc, _ int) {
+			killGroupExceptLeader(t, a.cmd.Process.Pid)
+		},
+	} {
+		t.Run(name+": the daemon ends the orphans before it releases the run", func(t *testing.T) {
+			t.Parallel()
+			nodes := redistest.StartN(t, 3, redistest.Config{})
+			a, _, ledger := twoReplicas(t, bin, nodes, nil, `jobs:
+  - name: long
+    schedule: "@every 1s"
+    lock_ttl: 3s
+    retries: 3
+    command: `+ledgerJob("LEDGER", "sleep 60")+"\n")
+			pgid := a.runGroup(t)
+			kill(t, a, pgid)
+			eventually(t, "the orphaned process group to be gone", func() bool { return groupGone(pgid) })
+			eventually(t, "the next run", func() bool { return len(readLedger(t, ledger)) >= 2 })
+			a.waitLog(t, "the run's supervisor died and left its process group: SIGKILL to the group")
+			select {
+			case <-a.done:
+				t.Fatalf("the daemon died: %v", a.err)
+			default:
+			}
+		})
+	}
 }
