@@ -117,10 +117,15 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // retried on cfg.BackOff until the tick's deadline or ctx's end.
 //
 // The handler runs under the lease's context (cancelled with cause redlock.ErrLeaseLost before
-// the lock could expire anywhere), with a job.Run whose FencingToken is set. On nil the tick is
-// kept as done for cfg.KeepDone; on error it is released for a retry — except a manual run's,
-// which is kept as done either way, and is not stopped by a pause. The error matches
-// redlock.ErrLeaseLost if the lease was lost, unless the tick could still be marked done.
+// the lock could expire anywhere), with a job.Run whose FencingToken is set. On error the tick
+// is released for a retry (the error matches redlock.ErrLeaseLost if the lease was lost) —
+// except a manual run's, which is kept as done either way, and is not stopped by a pause.
+// A handler that returned nil succeeded, whatever happened to the lease afterwards: Lock
+// returns nil, so the run is never tried again, and the tick is kept as done for cfg.KeepDone
+// — where the lock was lost, on every node that no newer holder took (redlock's MarkDone,
+// with the run's fencing token). A newer holder found there ran the tick a second time: it
+// is logged at Warn as a detected duplicate, and recorded as the event
+// "cronlock.duplicate.detected" on the tick's span.
 // Lock records spans and metrics when ctx carries Trace's span or Metrics' instruments.
 func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 	cfg = cfg.withDefaults()
@@ -339,22 +344,22 @@ func (c LockConfig) leaseOptions(p *lockProbe, run *job.Run) []redlock.LeaseOpti
 }
 
 // finish closes the lease after the handler returned herr, and returns the run's error.
+//
+// A run that succeeded is done, whatever happened to the lease after: it returns nil, and the
+// tick is kept as done — by the release if the lock was still ours on a quorum, or else by
+// markDone wherever no newer holder took it.
 func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error, p *lockProbe) error {
 	lost := lease.Err() // nil while the lease holds
 	leaseLost := errors.Is(lost, redlock.ErrLeaseLost)
 	p.endRun(herr, false, lost, lease.Lock().ValidUntil())
 	if herr == nil {
-		cerr := c.release(lease, run, true, p)
-		switch {
-		case cerr == nil:
-			// Marked done on a quorum: our value was on a quorum all along, so the run was
-			// the only one, even if the lease gave up early.
-			return nil
-		case leaseLost:
-			return fmt.Errorf("job %q finished tick %s after its lease was lost (%w); marking it done failed: %w",
-				run.Job, run.Tick.Format(time.RFC3339Nano), lost, cerr)
+		if err := c.release(lease, run, true, p); err != nil {
+			c.markDone(lease.Lock(), run, err, p)
+		} else if leaseLost {
+			c.Logger.Warn("cronlock: tick ran past its lease, which was lost; it is marked done", "job", run.Job, "tick", run.Tick,
+				"token", run.FencingToken, "lease", lost)
 		}
-		return nil // the run succeeded; release logged why the tick could not be marked done
+		return nil
 	}
 	c.release(lease, run, run.Trigger != "", p) // a manual run is done even if it failed
 	if leaseLost && !errors.Is(herr, redlock.ErrLeaseLost) {
@@ -363,7 +368,27 @@ func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error, p *lo
 	return herr
 }
 
-// release closes the lease, keeping the tick as done or not, and logs a failure.
+// markDone marks the tick of a run that succeeded done on the nodes where no newer holder
+// took it, after its release (rerr) could not keep it done on a quorum, and reports each
+// newer holder as a duplicate run.
+func (c LockConfig) markDone(l *redlock.Lock, run *job.Run, rerr error, p *lockProbe) {
+	done, err := l.MarkDone(context.Background(), c.KeepDone)
+	for _, h := range done.Newer {
+		c.Logger.Warn("cronlock: duplicate run detected: another holder took the tick while this run was going on",
+			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "holder", h.Label, "holder_token", h.Token, "holder_done", h.Done)
+		p.duplicate(h)
+	}
+	if err != nil {
+		c.Logger.Warn("cronlock: tick ran, but could not be marked done on a quorum; its lock expires after its TTL",
+			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", done.Marked, "err", errors.Join(rerr, err))
+		return
+	}
+	c.Logger.Warn("cronlock: tick ran past its lock, which was lost; it is marked done where no other holder took it",
+		"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", done.Marked, "release", rerr)
+}
+
+// release closes the lease, keeping the tick as done or not, and logs a release that failed
+// (finish reports the marking of a done tick).
 //
 // The context is a fresh one that is never cancelled: each node's request is bounded by the
 // lock client's node timeout anyway, and Release returns once a quorum answered while the
@@ -379,7 +404,7 @@ func (c LockConfig) release(lease *redlock.Lease, run *job.Run, done bool, p *lo
 		err = lease.Close(ctx)
 	}
 	p.endRelease(err)
-	if err != nil {
+	if err != nil && (!done || run.Trigger != "") {
 		msg := "cronlock: could not release tick; its lock expires after its TTL"
 		if done {
 			msg = "cronlock: could not mark tick done; its lock expires after its TTL"

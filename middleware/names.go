@@ -16,6 +16,7 @@ const (
 	eventRenewed       = "cronlock.lease.renewed"
 	eventRenewalFailed = "cronlock.lease.renewal_failed"
 	eventLost          = "cronlock.lease.lost"
+	eventDuplicate     = "cronlock.duplicate.detected"
 )
 
 // Attribute keys, of spans, events and measurements.

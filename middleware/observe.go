@@ -300,6 +300,15 @@ func (p *lockProbe) endRelease(err error) {
 	}
 }
 
+// duplicate records, as an event on the tick's span, a newer holder of the tick found when a
+// run that succeeded marked it done: the tick ran a second time.
+func (p *lockProbe) duplicate(h redlock.Holder) {
+	if p == nil || p.tick == nil {
+		return
+	}
+	p.tick.AddEvent(eventDuplicate, trace.WithAttributes(attrHolder.String(h.Label), attrToken.Int64(int64(h.Token)), attrHolderDone.Bool(h.Done)))
+}
+
 // done measures the run's duration once Lock decided its outcome (err, Lock's result).
 func (p *lockProbe) done(err error) {
 	if p == nil || p.m == nil || p.runStart.IsZero() {

@@ -106,6 +106,9 @@ type Holder struct {
 	Done bool
 	// TTL is the time the key had left on that node.
 	TTL time.Duration
+	// Token is the node's fencing counter when the holder took the key there, as MarkDone
+	// reports it (see Done.Newer); zero in an AcquireError.
+	Token uint64
 }
 
 // Refusal is a node's refusal of a lock because a RefuseWhile key exists on it.
