@@ -155,6 +155,13 @@ func (g *group) supervise(orders <-chan string, exited <-chan error) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		if !done {
+			select { // a command that exited is not "stopped" by a signal that was due meanwhile
+			case waitErr = <-exited:
+				done, exited = true, nil
+			default:
+			}
+		}
 		now := monoNow()
 		if done && !groupAlive(g.cmd.Process.Pid) {
 			return waitErr

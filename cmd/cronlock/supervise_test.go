@@ -3,6 +3,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -18,6 +19,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/middleware"
 )
 
 // ledgerJob is the command of a job that records each run in the ledger file: a line "start
@@ -227,6 +229,114 @@ jobs:
 			case <-a.done:
 				t.Fatalf("the daemon died: %v", a.err)
 			default:
+			}
+		})
+	}
+}
+
+// tickScript is a job's command that records its run in the ledger $1 — "start TICK ATTEMPT
+// REPLICA" once it holds an exclusive flock on $1.lock, "end …" a second later — and exits
+// with status $2; "overlap …" if a process of another run still holds the flock.
+const tickScript = `exec 9>>"$1.lock"
+run="$CRONLOCK_TICK_UNIX_MS $CRONLOCK_ATTEMPT $CRONLOCK_REPLICA"
+flock -n 9 || { echo "overlap $run" >>"$1"; exit 0; }
+echo "start $run" >>"$1"
+sleep 1
+echo "end $run" >>"$1"
+exit "$2"
+`
+
+// tickLine is a line of tickScript's ledger.
+type tickLine struct {
+	kind, replica string
+	tick          int64
+	attempt       int
+}
+
+func readTickLedger(t *testing.T, path string) []tickLine {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	require.NoError(t, err)
+	var lines []tickLine
+	for line := range strings.Lines(string(data)) {
+		f := strings.Fields(line)
+		require.Len(t, f, 4, "ledger line %q", line)
+		require.NotEqual(t, "overlap", f[0], "two runs were alive at once:\n%s", data)
+		tick, err := strconv.ParseInt(f[1], 10, 64)
+		require.NoError(t, err)
+		attempt, err := strconv.Atoi(f[2])
+		require.NoError(t, err)
+		lines = append(lines, tickLine{kind: f[0], tick: tick, attempt: attempt, replica: f[3]})
+	}
+	return lines
+}
+
+// A daemon frozen while its command runs, past the run's lease: a command that exited 0
+// inside its lease is a success, never run again; one that failed is retried, after it ended.
+func TestFrozenDaemonRunOutcome(t *testing.T) {
+	bin := buildBinary(t, t.TempDir())
+	for _, tc := range []struct {
+		name     string
+		exit     int
+		attempts []int
+	}{
+		{"exit 0: the tick runs once", 0, []int{1}},
+		{"exit 1: the tick is retried, never beside another run", 1, []int{1, 2, 3, 4}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			nodes := redistest.StartN(t, 3, redistest.Config{})
+			endQuarantine(t, nodes...)
+			dir := t.TempDir()
+			ledger := dir + "/ledger"
+			script := writeFile(t, dir, "job.sh", tickScript)
+			cfg := writeFile(t, dir, "c.yaml", nodesConfig(nodes)+fmt.Sprintf(`kill_grace: 500ms
+jobs:
+  - name: once
+    schedule: "@every 10s"
+    lock_ttl: 4s
+    renew_every: 1s
+    retries: 3
+    command: [sh, %q, %q, "%d"]
+`, script, ledger, tc.exit))
+			procs := map[string]*proc{
+				"a": startProc(t, bin, "a", nil, "run", "--config", cfg, "--replica", "a"),
+				"b": startProc(t, bin, "b", nil, "run", "--config", cfg, "--replica", "b"),
+			}
+			eventually(t, "a first run", func() bool { return len(readTickLedger(t, ledger)) > 0 })
+			first := readTickLedger(t, ledger)[0]
+			holder := procs[first.replica]
+			holder.signal(t, syscall.SIGSTOP)
+			t.Cleanup(func() { _ = holder.cmd.Process.Signal(syscall.SIGCONT) })
+			require.Len(t, readTickLedger(t, ledger), 1, "the command ended before its daemon was frozen")
+
+			eventually(t, "the command's end, its daemon frozen", func() bool { return len(readTickLedger(t, ledger)) == 2 })
+			key := middleware.TickKey(middleware.DefaultPrefix, "once", time.UnixMilli(first.tick))
+			eventually(t, "the run's lock to expire on every node", func() bool {
+				for _, n := range nodes {
+					if n.Client().Exists(context.Background(), key).Val() != 0 {
+						return false
+					}
+				}
+				return true
+			})
+			holder.signal(t, syscall.SIGCONT)
+			eventually(t, "a run of a later tick", func() bool {
+				lines := readTickLedger(t, ledger)
+				return lines[len(lines)-1].tick > first.tick
+			})
+			var attempts []int
+			for _, l := range readTickLedger(t, ledger) {
+				if l.kind == "start" && l.tick == first.tick {
+					attempts = append(attempts, l.attempt)
+				}
+			}
+			require.Equal(t, tc.attempts, attempts, "runs of the first tick, by attempt")
+			if tc.exit == 0 {
+				holder.waitLog(t, "command exited 0 before its lease's deadline")
 			}
 		})
 	}
