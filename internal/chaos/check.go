@@ -43,12 +43,12 @@ type Result struct {
 	Ran   int // of them, ticks with a run that finished with its context live
 	Runs  int // runs started (any tick, any outcome)
 
-	Duplicates    int // ticks with more than one run finished with its context live
+	Duplicates int // ticks with more than one run finished with its context live
 	// RunAfterSuccess counts ticks run again after one of their runs had succeeded (finished
 	// with its context live): a run that succeeded is done.
 	RunAfterSuccess int
 	// TooManyRuns counts ticks with more runs than Retries+1.
-	TooManyRuns int
+	TooManyRuns   int
 	Overlaps      int // runs that started before an earlier conflicting run's context ended
 	StaleAccepted int // writes the fenced store accepted with a token not above the last one
 	// FencingBroken counts writes the store refused from runs whose context was live before
