@@ -184,8 +184,9 @@ func (c *commandJob) run(ctx context.Context) error {
 	case rep.code != 0:
 		return fmt.Errorf("command %s", status)
 	case ctx.Err() != nil:
-		// The supervisor saw the exit before any signal, so before the deadline it had, on its
-		// own clock: a success, even though the daemon learned it late (frozen, slow).
+		// Not stopped: the command exited before SIGKILL, which comes at the deadline the
+		// supervisor had, on its own clock: a success, even though the daemon learned it late
+		// (frozen, slow).
 		log.Warn("the command exited 0 before its lease's deadline, which passed before the daemon heard of it: the run counts as a success",
 			"tick", run.Tick, "token", run.FencingToken, "cause", context.Cause(ctx))
 	}

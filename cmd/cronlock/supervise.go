@@ -34,7 +34,9 @@ import (
 //	pid PID       the command started, as process PID (also its process group's id)
 //	error TEXT    the command could not start
 //	warn TEXT     something the daemon logs at Warn
-//	stopped       the command was signalled while it ran
+//	stopped       the command was stopped while it ran: the daemon ordered it, or SIGKILL
+//	              reached it (a command that exits 0 after the SIGTERM that comes
+//	              kill_grace before the deadline, and before the deadline, is not stopped)
 //	exit CODE TEXT  the command's exit code (-1 when killed by a signal) and how it ended
 //
 // If the supervisor dies before its exit line (kill -9 of it or of the daemon's process group),
@@ -141,8 +143,9 @@ type group struct {
 	deadline int64 // monoNow ns of the lease's end; 0 for none
 	report   func(format string, a ...any)
 
-	termAt int64 // when SIGTERM was sent; 0 before
-	killed bool
+	termAt  int64 // when SIGTERM was sent; 0 before
+	killed  bool
+	stopped bool // "stopped" was reported
 }
 
 // supervise waits for the command and its group, following the daemon's orders, and returns
@@ -201,6 +204,9 @@ func (g *group) supervise(orders <-chan string, exited <-chan error) error {
 					g.kill(!done)
 				}
 			case order == "stop":
+				if !done {
+					g.stop()
+				}
 				if g.termAt == 0 {
 					g.term(monoNow(), !done)
 				}
@@ -242,11 +248,17 @@ func (g *group) next() int64 {
 	return g.killTime()
 }
 
-func (g *group) term(now int64, running bool) {
-	g.termAt = now
-	if running {
+// stop reports, once, that the command was stopped while it ran.
+func (g *group) stop() {
+	if !g.stopped {
+		g.stopped = true
 		g.report("stopped")
 	}
+}
+
+// term sends SIGTERM to the group (SIGKILL with no grace); running says the command runs.
+func (g *group) term(now int64, running bool) {
+	g.termAt = now
 	if g.grace == 0 {
 		g.kill(running)
 		return
@@ -255,8 +267,8 @@ func (g *group) term(now int64, running bool) {
 }
 
 func (g *group) kill(running bool) {
-	if running && g.termAt == 0 {
-		g.report("stopped")
+	if running {
+		g.stop()
 	}
 	g.killed = true
 	signalGroup(g.cmd.Process.Pid, syscall.SIGKILL)

@@ -38,19 +38,30 @@ type ledgerRun struct {
 	start   time.Time
 }
 
-// readLedger returns the runs in the ledger, and fails the test at an "overlap" line.
-func readLedger(t *testing.T, path string) []ledgerRun {
+// ledgerLines returns the fields of each line of the ledger at path, four each, and fails the
+// test at an "overlap" line.
+func ledgerLines(t *testing.T, path string) [][]string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
 		return nil
 	}
 	require.NoError(t, err)
-	var runs []ledgerRun
+	var lines [][]string
 	for line := range strings.Lines(string(data)) {
 		f := strings.Fields(line)
-		require.NotEqual(t, "overlap", f[0], "two runs of a forbid job were alive at once:\n%s", data)
+		require.NotEqual(t, "overlap", f[0], "two runs were alive at once:\n%s", data)
 		require.Len(t, f, 4, "ledger line %q", line)
+		lines = append(lines, f)
+	}
+	return lines
+}
+
+// readLedger returns the runs in the ledger, and fails the test at an "overlap" line.
+func readLedger(t *testing.T, path string) []ledgerRun {
+	t.Helper()
+	var runs []ledgerRun
+	for _, f := range ledgerLines(t, path) {
 		ns, err := strconv.ParseInt(f[3], 10, 64)
 		require.NoError(t, err)
 		runs = append(runs, ledgerRun{replica: f[1], start: time.Unix(0, ns)})
@@ -255,16 +266,8 @@ type tickLine struct {
 
 func readTickLedger(t *testing.T, path string) []tickLine {
 	t.Helper()
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
-		return nil
-	}
-	require.NoError(t, err)
 	var lines []tickLine
-	for line := range strings.Lines(string(data)) {
-		f := strings.Fields(line)
-		require.Len(t, f, 4, "ledger line %q", line)
-		require.NotEqual(t, "overlap", f[0], "two runs were alive at once:\n%s", data)
+	for _, f := range ledgerLines(t, path) {
 		tick, err := strconv.ParseInt(f[1], 10, 64)
 		require.NoError(t, err)
 		attempt, err := strconv.Atoi(f[2])

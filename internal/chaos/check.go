@@ -48,7 +48,11 @@ type Result struct {
 	// with its context live): a run that succeeded is done.
 	RunAfterSuccess int
 	// TooManyRuns counts ticks with more runs than Retries+1.
-	TooManyRuns   int
+	TooManyRuns int
+	// SuccessNotRan counts runs that succeeded whose replica reported another outcome than
+	// ran for their tick (lease_lost, say, when the lease was lost after the work ended).
+	SuccessNotRan int
+
 	Overlaps      int // runs that started before an earlier conflicting run's context ended
 	StaleAccepted int // writes the fenced store accepted with a token not above the last one
 	// FencingBroken counts writes the store refused from runs whose context was live before
@@ -108,7 +112,7 @@ const StoppedCause = "stopped before its work was done"
 //
 //   - no tick ran twice: at most one run per tick finished with its context live, no run of
 //     a tick started after one of its runs had succeeded, and no tick had more runs than
-//     Retries+1;
+//     Retries+1; a replica whose run of a tick succeeded reports the tick ran;
 //   - runs that exclude each other (of one tick; of one Forbid job) never overlapped, unless
 //     the older run's context had ended (its exclusive section ends at the earlier of its
 //     end and its context's deadline; a killed run's at the kill);
@@ -236,6 +240,21 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 		if again := runsAfterSuccess(runs); again != "" {
 			r.RunAfterSuccess++
 			violate("tick %s of %s ran again after a run of it succeeded: %s", fmtTime(time.UnixMilli(id.tick)), id.job, again)
+		}
+		for _, run := range runs {
+			if !run.Finished || run.Cancelled {
+				continue
+			}
+			var reported []Outcome
+			for _, o := range outcomes[id] {
+				if o.Replica == run.Replica {
+					reported = append(reported, o)
+				}
+			}
+			if len(reported) > 0 && !slices.ContainsFunc(reported, func(o Outcome) bool { return o.Outcome == "ran" }) {
+				r.SuccessNotRan++
+				violate("run %s succeeded but its replica reported %s", describe(run), describeOutcomes(reported))
+			}
 		}
 		if len(runs) > p.Retries+1 {
 			r.TooManyRuns++

@@ -466,3 +466,16 @@ func TestCheckFindsMoreRunsOfATickThanRetries(t *testing.T) {
 	r = Check(p, tl, d)
 	assert.Zero(t, r.TooManyRuns, "%v", r.Violations)
 }
+
+func TestCheckFindsASuccessNotReportedRan(t *testing.T) {
+	d := clean()
+	// w1's run of tick 1 succeeded; its lease was lost after, while w1 was paused.
+	d.Outcomes = []Outcome{{Job: "f", Replica: "w1", Tick: at(time.Second), Outcome: "lease_lost"}}
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.SuccessNotRan, "%v", r.Violations)
+	assert.Contains(t, strings.Join(r.Violations, "\n"), "succeeded but its replica reported w1:lease_lost")
+
+	d.Outcomes[0].Outcome = "ran"
+	r = Check(params(3), timeline(), d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+}

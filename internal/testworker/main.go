@@ -38,6 +38,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -70,6 +71,9 @@ func main() {
 type config struct {
 	ledgerKey, fenced string
 	work, workMax     time.Duration
+	// freeze, once set (SIGUSR1; SIGUSR2 clears it), makes the next run that succeeds stop
+	// this process with SIGSTOP right after it logged its end, before its handler returns.
+	freeze *atomic.Bool
 }
 
 func run() error {
@@ -88,6 +92,7 @@ func run() error {
 		ttl        = flag.Duration("ttl", 0, "lock TTL (default 30s)")
 		maxTTL     = flag.Duration("max-ttl", 0, "lock client MaxTTL, also the quarantine (default 1m)")
 		catchUp    = flag.Duration("catchup", 0, "catch-up window")
+		retries    = flag.Int("retries", 0, "each job's Retries")
 		nodeTO     = flag.Duration("node-timeout", 0, "per-node request timeout (default: the lock client's, TTL/50)")
 		duration   = flag.Duration("duration", 10*time.Second, "how long to run before stopping")
 		grace      = flag.Duration("grace", 5*time.Second, "how long Stop lets running jobs finish")
@@ -97,7 +102,7 @@ func run() error {
 	if *nodes == "" || *ledger == "" {
 		return errors.New("-nodes and -ledger are required")
 	}
-	cfg := config{ledgerKey: *ledgerKey, fenced: *fenced, work: *work, workMax: max(*workMax, *work)}
+	cfg := config{ledgerKey: *ledgerKey, fenced: *fenced, work: *work, workMax: max(*workMax, *work), freeze: new(atomic.Bool)}
 
 	var lockNodes []redlock.Node
 	for _, addr := range strings.Split(*nodes, ",") {
@@ -148,7 +153,7 @@ func run() error {
 			return fmt.Errorf("-job %q: overlap %q is unknown, use forbid or allow", j, overlap)
 		}
 		handler := cfg.handler(led, o == job.Forbid)
-		if err := s.Add(job.Job{Name: name, Spec: *spec, Handler: handler, Options: job.Options{LockTTL: *ttl, CatchUp: *catchUp, Overlap: o}}); err != nil {
+		if err := s.Add(job.Job{Name: name, Spec: *spec, Handler: handler, Options: job.Options{LockTTL: *ttl, CatchUp: *catchUp, Overlap: o, Retries: *retries}}); err != nil {
 			return err
 		}
 	}
@@ -160,6 +165,19 @@ func run() error {
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	usr := make(chan os.Signal, 2)
+	signal.Notify(usr, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(usr)
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case sig := <-usr:
+				cfg.freeze.Store(sig == syscall.SIGUSR1)
+			}
+		}
+	})
 	if *offsetFile != "" {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
@@ -260,6 +278,9 @@ func (cfg config) handler(led *redis.Client, fenced bool) job.Handler {
 		}
 		if cancelled == 1 {
 			return context.Cause(ctx)
+		}
+		if cfg.freeze.CompareAndSwap(true, false) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
 		}
 		return nil
 	}
