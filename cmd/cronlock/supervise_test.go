@@ -264,6 +264,7 @@ type tickLine struct {
 	attempt       int
 }
 
+// readTickLedger returns the lines of tickScript's ledger, and fails the test at an "overlap" line.
 func readTickLedger(t *testing.T, path string) []tickLine {
 	t.Helper()
 	var lines []tickLine
