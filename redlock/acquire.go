@@ -104,7 +104,7 @@ func (r *request) mayBeSplit(err error, nodes int) bool {
 }
 
 func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*request, error) {
-	var ac acquireConfig
+	ac := acquireConfig{replicas: c.cfg.replicas}
 	for _, o := range opts {
 		o(&ac)
 	}

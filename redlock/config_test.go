@@ -47,6 +47,7 @@ func TestBadConfigIsRefused(t *testing.T) {
 		{"node timeout", three, []redlock.Option{redlock.WithNodeTimeout(0)}, "node timeout 0s"},
 		{"max TTL", three, []redlock.Option{redlock.WithMaxTTL(-time.Second)}, "max TTL -1s"},
 		{"max wait", three, []redlock.Option{redlock.WithMaxWait(0)}, "max wait 0s"},
+		{"wait for replicas", three, []redlock.Option{redlock.WithWaitForReplicas(-1)}, "WithWaitForReplicas(-1)"},
 		{"boot key", three, []redlock.Option{redlock.WithBootKey("")}, "boot key is empty"},
 		{"backoff", three, []redlock.Option{redlock.WithBackOff(nil)}, "backoff factory is nil"},
 		{"contention window", three, []redlock.Option{redlock.WithContentionWindow(-1)}, "contention window"},

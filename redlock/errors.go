@@ -35,7 +35,7 @@ var (
 	// ErrNotReplicated is matched by a node's error when the node did what was asked but
 	// fewer of its replicas than WaitForReplicas asks for acknowledged it in time: the node's
 	// yes does not count, since a failover to a replica that missed it would forget it.
-	ErrNotReplicated = errors.New("redlock: not acknowledged by the node's replicas")
+	ErrNotReplicated = errors.New("redlock: not replicated: the node's replicas did not acknowledge it")
 )
 
 // TTLError is the refusal of a lock TTL, before any node is asked (see Client.CheckTTL). It

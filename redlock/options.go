@@ -26,6 +26,7 @@ type config struct {
 	maxWait          time.Duration
 	label            string
 	contentionWindow time.Duration
+	replicas         int // WithWaitForReplicas
 }
 
 // Defaults of the options.
@@ -104,6 +105,19 @@ func WithMaxTTL(d time.Duration) Option {
 			return fmt.Errorf("redlock: max TTL %v: must be positive", d)
 		}
 		c.maxTTL = d
+		return nil
+	}
+}
+
+// WithWaitForReplicas makes every acquisition of the client wait for n replicas of each node,
+// as if it were given WaitForReplicas(n) (an acquisition's own WaitForReplicas overrides it).
+// Default 0: do not wait.
+func WithWaitForReplicas(n int) Option {
+	return func(c *config) error {
+		if n < 0 {
+			return fmt.Errorf("redlock: WithWaitForReplicas(%d): give how many replicas of each node must acknowledge, or 0 not to wait", n)
+		}
+		c.replicas = n
 		return nil
 	}
 }

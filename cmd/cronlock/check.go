@@ -19,8 +19,9 @@ import (
 const checkUsage = `Usage: cronlock check --config FILE [--end-quarantine]
 
 Checks every node of the config: whether it answers and how fast (PING), its Redis version,
-its persistence settings, its maxmemory-policy, its boot marker (quarantine), and the offset
-of its clock from this host's. Each problem found comes with a warning that says how to fix
+its persistence settings, its maxmemory-policy, its connected replicas (against
+wait_for_replicas), its boot marker (quarantine), and the offset of its clock from this
+host's. Each problem found comes with a warning that says how to fix
 it. A node that is a Redis Cluster answers when its cluster_state is ok and every primary
 answers; each member is checked as a server, with its role and the slots it serves, and each
 primary's boot markers (one per hash slot) are summed up: how many of its slots are out of
@@ -84,7 +85,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			reports[i] = checkCluster(ctx, cc, name, cfg, cf.path)
 		} else {
 			reports[i] = &nodeReport{addr: name}
-			checkNode(ctx, c.(*redis.Client), reports[i], func(ctx context.Context, r *nodeReport) {
+			checkNode(ctx, c.(*redis.Client), cfg.WaitForReplicas, reports[i], func(ctx context.Context, r *nodeReport) {
 				checkQuarantine(ctx, c, cfg, cf.path, r)
 			})
 		}
@@ -164,8 +165,8 @@ func (r *nodeReport) allWarnings(prefix string) []string {
 }
 
 // checkNode runs every check on one server into r, with quarantine the check of its boot
-// markers.
-func checkNode(ctx context.Context, c *redis.Client, r *nodeReport, quarantine func(context.Context, *nodeReport)) {
+// markers; wantReplicas is the config's wait_for_replicas.
+func checkNode(ctx context.Context, c *redis.Client, wantReplicas int, r *nodeReport, quarantine func(context.Context, *nodeReport)) {
 	t0 := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {
 		r.err = err
@@ -175,8 +176,9 @@ func checkNode(ctx context.Context, c *redis.Client, r *nodeReport, quarantine f
 	}
 	r.add("answers", "yes, PING %v", time.Since(t0).Round(10*time.Microsecond))
 
-	server, _ := infoSection(ctx, c, "server")
-	version := server["redis_version"]
+	// One INFO (its default sections: server, persistence, replication…) for every check.
+	info, infoErr := infoSection(ctx, c, "default")
+	version := info["redis_version"]
 	r.add("version", "%s", dash(version))
 	if major, _, _ := strings.Cut(version, "."); version != "" {
 		if m, err := strconv.Atoi(major); err == nil && m < 5 {
@@ -184,13 +186,14 @@ func checkNode(ctx context.Context, c *redis.Client, r *nodeReport, quarantine f
 		}
 	}
 
-	checkPersistence(ctx, c, r)
+	checkPersistence(ctx, c, info, infoErr, r)
 	checkEviction(ctx, c, r)
+	checkReplication(info, infoErr, wantReplicas, r)
 	quarantine(ctx, r)
 	checkClock(ctx, c, r)
 }
 
-// infoSection returns the fields of one INFO section.
+// infoSection returns the fields of one INFO section ("default": the default sections).
 func infoSection(ctx context.Context, c *redis.Client, section string) (map[string]string, error) {
 	s, err := c.Info(ctx, section).Result()
 	if err != nil {
@@ -224,8 +227,8 @@ func configGet(ctx context.Context, c *redis.Client, name string) (string, error
 	return v, nil
 }
 
-func checkPersistence(ctx context.Context, c *redis.Client, r *nodeReport) {
-	info, err := infoSection(ctx, c, "persistence")
+// checkPersistence reads the persistence fields of info, the node's INFO (err: why not read).
+func checkPersistence(ctx context.Context, c *redis.Client, info map[string]string, err error, r *nodeReport) {
 	if err != nil {
 		r.add("persistence", "unknown: INFO persistence: %v", err)
 		return
@@ -264,6 +267,28 @@ func checkEviction(ctx context.Context, c *redis.Client, r *nodeReport) {
 		r.warn("maxmemory-policy is %s: under memory pressure the node may evict fencing counters and boot markers, which have no TTL, and break the order of fencing tokens. Fix: CONFIG SET maxmemory-policy noeviction, and put maxmemory-policy noeviction in redis.conf", policy)
 	default:
 		r.add("eviction", "maxmemory-policy noeviction")
+	}
+}
+
+// checkReplication reports the server's role and its connected replicas from info, the
+// node's INFO (err: why not read), and warns when fewer are connected than wait_for_replicas
+// asks to acknowledge each lock.
+func checkReplication(info map[string]string, err error, want int, r *nodeReport) {
+	if err != nil {
+		r.add("replicas", "unknown: INFO replication: %v", err)
+		if want > 0 {
+			r.warn("could not read its replicas (%v), and wait_for_replicas is %d: make sure the node has that many replicas", err, want)
+		}
+		return
+	}
+	if role := info["role"]; role != "master" {
+		r.add("replicas", "none: the server is a replica (role %s)", dash(role))
+		return
+	}
+	connected, _ := strconv.Atoi(info["connected_slaves"])
+	r.add("replicas", "%d connected, wait_for_replicas %d", connected, want)
+	if connected < want {
+		r.warn("%d replicas connected, fewer than wait_for_replicas %d: no lock counts on this node until %d acknowledge it (the tick ends quorum_unavailable when a quorum of nodes cannot). Fix: start or reconnect its replicas, or lower wait_for_replicas", connected, want, want)
 	}
 }
 

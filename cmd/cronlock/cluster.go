@@ -316,7 +316,7 @@ func checkCluster(ctx context.Context, cc *redis.ClusterClient, name string, cfg
 	v.eachMember(ctx, func(ctx context.Context, m clusterMember, c *redis.Client) {
 		mr := &nodeReport{addr: "member " + m.addr}
 		mr.add("role", "%s", m.describe())
-		checkNode(ctx, c, mr, func(ctx context.Context, mr *nodeReport) {
+		checkNode(ctx, c, cfg.WaitForReplicas, mr, func(ctx context.Context, mr *nodeReport) {
 			if m.primary {
 				counts := checkSlotQuarantine(ctx, c, m.slots(), cfg, path, mr)
 				mu.Lock()

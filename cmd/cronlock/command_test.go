@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -145,4 +146,23 @@ func TestTruncate(t *testing.T) {
 
 func TestDescribeExitWithoutState(t *testing.T) {
 	assert.Equal(t, "boom", describeExit(nil, errors.New("boom")))
+}
+
+// A command that gets the SIGTERM that comes kill_grace before its lease's deadline, and exits
+// 0 before the deadline, ended inside its lease: its run succeeded.
+func TestCommandExitZeroAfterTheGraceSIGTERM(t *testing.T) {
+	node := redistest.Start(t, redistest.Config{})
+	locks, err := redlock.New([]redlock.Node{node.Client()}, redlock.WithoutQuarantine())
+	require.NoError(t, err)
+	defer locks.Close()
+	l, err := locks.Acquire(context.Background(), redistest.Key(t), 3*time.Second)
+	require.NoError(t, err)
+	lease, err := l.Lease(context.Background())
+	require.NoError(t, err)
+	defer func() { _ = lease.Close(context.Background()) }()
+	require.NoError(t, node.Stop()) // no renewal moves the deadline any more
+	c, logs := newCommand("sh", "-c", `trap 'exit 0' TERM; while :; do sleep 0.05; done`)
+	c.killGrace = 2 * time.Second // SIGTERM 2 s before the deadline, SIGKILL at it
+	require.NoError(t, c.run(job.NewContext(lease.Context(), &job.Run{Job: "test-job", Tick: time.Now()})))
+	assert.Contains(t, logs.String(), "the lease's deadline is kill_grace away and not extended: SIGTERM to the process group")
 }

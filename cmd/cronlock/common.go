@@ -148,7 +148,8 @@ func lockClient(cfg *config.Config, clients []redis.UniversalClient, label strin
 	for i, c := range clients {
 		nodes[i] = c
 	}
-	opts := []redlock.Option{redlock.WithLabel(label), redlock.WithBootKey(cfg.BootKey), redlock.WithMaxTTL(cfg.MaxTTL)}
+	opts := []redlock.Option{redlock.WithLabel(label), redlock.WithBootKey(cfg.BootKey), redlock.WithMaxTTL(cfg.MaxTTL),
+		redlock.WithWaitForReplicas(cfg.WaitForReplicas)}
 	if cfg.AllowEvenNodes {
 		opts = append(opts, redlock.WithEvenNodes())
 	}

@@ -152,9 +152,9 @@ func TestLogReaderGoesAway(t *testing.T) {
 	require.NotEmpty(t, base, "no HTTP address in the log")
 	require.NoError(t, r.Close())
 
-	runs := len(ledgerLines(t, ledger))
-	eventually(t, "three more runs", func() bool { return len(ledgerLines(t, ledger)) >= runs+3 })
-	for _, l := range ledgerLines(t, ledger) {
+	runs := len(fileLines(t, ledger))
+	eventually(t, "three more runs", func() bool { return len(fileLines(t, ledger)) >= runs+3 })
+	for _, l := range fileLines(t, ledger) {
 		mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(l, "SigIgn:")), 16, 64)
 		require.NoError(t, err, l)
 		assert.Zero(t, mask&(1<<(syscall.SIGPIPE-1)), "the command ignores SIGPIPE: %s", l)
@@ -174,8 +174,8 @@ func TestLogReaderGoesAway(t *testing.T) {
 	assert.Equal(t, 0, cmd.ProcessState.ExitCode(), cmd.ProcessState.String())
 }
 
-// ledgerLines returns the lines of the file at path.
-func ledgerLines(t *testing.T, path string) []string {
+// fileLines returns the lines of the file at path.
+func fileLines(t *testing.T, path string) []string {
 	t.Helper()
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)

@@ -3,6 +3,7 @@
 package main
 
 import (
+	"os"
 	"os/exec"
 	"syscall"
 	"time"
@@ -14,14 +15,15 @@ import (
 
 func inNewGroup(*exec.Cmd) {}
 
-func signalGroup(cmd *exec.Cmd, sig syscall.Signal) bool {
+func signalGroup(pid int, sig syscall.Signal) bool {
 	if sig == 0 {
 		return false
 	}
-	return cmd.Process.Kill() == nil
+	p, err := os.FindProcess(pid)
+	return err == nil && p.Kill() == nil
 }
 
-func groupAlive(*exec.Cmd) bool { return false }
+func groupAlive(int) bool { return false }
 
 func monoNow() int64 { return time.Now().UnixNano() }
 

@@ -16,18 +16,19 @@ func inNewGroup(cmd *exec.Cmd) {
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 }
 
-// signalGroup sends sig to every process in the process group of cmd (started with
-// inNewGroup); false when the group is empty.
-func signalGroup(cmd *exec.Cmd, sig syscall.Signal) bool {
-	err := syscall.Kill(-cmd.Process.Pid, sig)
+// signalGroup sends sig to every process in the process group pgid (the pid of a command
+// started with inNewGroup); false when the group is empty.
+func signalGroup(pgid int, sig syscall.Signal) bool {
+	err := syscall.Kill(-pgid, sig)
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// groupAlive reports whether the process group of cmd still has a process that runs. Call it
-// only after cmd was waited for. Zombies do not count where onlyZombies can tell: an orphan
-// that exited waits for the system's reaper, which in a container may be slow or absent.
-func groupAlive(cmd *exec.Cmd) bool {
-	return signalGroup(cmd, 0) && !onlyZombies(cmd.Process.Pid)
+// groupAlive reports whether the process group pgid still has a process that runs. Call it
+// only after its leader was waited for, if it is a child. Zombies do not count where
+// onlyZombies can tell: an orphan that exited waits for the system's reaper, which in a
+// container may be slow or absent.
+func groupAlive(pgid int) bool {
+	return signalGroup(pgid, 0) && !onlyZombies(pgid)
 }
 
 // monoNow reads CLOCK_MONOTONIC, in nanoseconds: one clock for every process of the host,

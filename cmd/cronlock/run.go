@@ -548,6 +548,7 @@ func sameSettings(running, next *config.Config) error {
 		{"tracing", running.Tracing, next.Tracing},
 		{"boot_key", running.BootKey, next.BootKey},
 		{"max_ttl", running.MaxTTL, next.MaxTTL},
+		{"wait_for_replicas", running.WaitForReplicas, next.WaitForReplicas},
 	} {
 		if !reflect.DeepEqual(s.was, s.now) {
 			return fmt.Errorf("%s: %s changed: only jobs: and kill_grace: change on SIGHUP; restart the daemon for %s", next.File, s.key, s.key)

@@ -145,6 +145,9 @@ func (c *commandJob) run(ctx context.Context) error {
 	waitErr := cmd.Wait()
 	close(finished)
 	feeder.Wait()
+	if !rep.exited && rep.pid != 0 {
+		endOrphans(log, rep.pid)
+	}
 
 	read := make(chan struct{})
 	go func() { readers.Wait(); close(read) }()
@@ -180,8 +183,40 @@ func (c *commandJob) run(ctx context.Context) error {
 		return fmt.Errorf("command stopped at its lease's deadline (%s)", status)
 	case rep.code != 0:
 		return fmt.Errorf("command %s", status)
+	case ctx.Err() != nil:
+		// Not stopped: the command exited before SIGKILL, which comes at the deadline the
+		// supervisor had, on its own clock: a success, even though the daemon learned it late
+		// (frozen, slow).
+		log.Warn("the command exited 0 before its lease's deadline, which passed before the daemon heard of it: the run counts as a success",
+			"tick", run.Tick, "token", run.FencingToken, "cause", context.Cause(ctx))
 	}
 	return nil
+}
+
+// orphanWait bounds how long the daemon waits, after SIGKILL, for the process group of a run
+// whose supervisor died; the run keeps its locks meanwhile.
+const orphanWait = 10 * time.Second
+
+// endOrphans ends the process group pgid of a run whose supervisor died before it reported the
+// command's end (kill -9 of the supervisor, or of the daemon's process group): SIGKILL, then a
+// wait until no process of the group runs, at most orphanWait. The run's handler has not
+// returned, so its lease keeps the tick and the run key meanwhile: no other run starts beside
+// the orphans.
+func endOrphans(log *slog.Logger, pgid int) {
+	if !groupAlive(pgid) {
+		return
+	}
+	log.Warn("the run's supervisor died and left its process group: SIGKILL to the group; the run keeps its locks until the group is gone", "pgid", pgid)
+	limit := time.Now().Add(orphanWait)
+	poll := time.NewTicker(groupPoll)
+	defer poll.Stop()
+	for signalGroup(pgid, syscall.SIGKILL) && groupAlive(pgid) {
+		if time.Now().After(limit) {
+			log.Error("the run's process group is still there after SIGKILL: releasing the run's locks", "pgid", pgid, "waited", orphanWait)
+			return
+		}
+		<-poll.C
+	}
 }
 
 // leaseDeadline is when the lease of the run under ctx ends unless renewed (zero: no lease).

@@ -34,8 +34,13 @@ import (
 //	pid PID       the command started, as process PID (also its process group's id)
 //	error TEXT    the command could not start
 //	warn TEXT     something the daemon logs at Warn
-//	stopped       the command was signalled while it ran
+//	stopped       the command was stopped while it ran: the daemon ordered it, or SIGKILL
+//	              reached it (a command that exits 0 after the SIGTERM that comes
+//	              kill_grace before the deadline, and before the deadline, is not stopped)
 //	exit CODE TEXT  the command's exit code (-1 when killed by a signal) and how it ended
+//
+// If the supervisor dies before its exit line (kill -9 of it or of the daemon's process group),
+// the daemon ends the process group of the pid line itself (endOrphans).
 //
 // The supervisor ignores SIGINT, SIGTERM and SIGHUP (they reach it with the daemon's process
 // group, e.g. from a terminal): only its pipe and the deadline end the run.
@@ -138,8 +143,9 @@ type group struct {
 	deadline int64 // monoNow ns of the lease's end; 0 for none
 	report   func(format string, a ...any)
 
-	termAt int64 // when SIGTERM was sent; 0 before
-	killed bool
+	termAt  int64 // when SIGTERM was sent; 0 before
+	killed  bool
+	stopped bool // "stopped" was reported
 }
 
 // supervise waits for the command and its group, following the daemon's orders, and returns
@@ -152,8 +158,15 @@ func (g *group) supervise(orders <-chan string, exited <-chan error) error {
 	timer := time.NewTimer(time.Hour)
 	defer timer.Stop()
 	for {
+		if !done {
+			select { // a command that exited is not "stopped" by a signal that was due meanwhile
+			case waitErr = <-exited:
+				done, exited = true, nil
+			default:
+			}
+		}
 		now := monoNow()
-		if done && !groupAlive(g.cmd) {
+		if done && !groupAlive(g.cmd.Process.Pid) {
 			return waitErr
 		}
 		if done && g.termAt == 0 {
@@ -191,6 +204,9 @@ func (g *group) supervise(orders <-chan string, exited <-chan error) error {
 					g.kill(!done)
 				}
 			case order == "stop":
+				if !done {
+					g.stop()
+				}
 				if g.termAt == 0 {
 					g.term(monoNow(), !done)
 				}
@@ -232,24 +248,30 @@ func (g *group) next() int64 {
 	return g.killTime()
 }
 
-func (g *group) term(now int64, running bool) {
-	g.termAt = now
-	if running {
+// stop reports, once, that the command was stopped while it ran.
+func (g *group) stop() {
+	if !g.stopped {
+		g.stopped = true
 		g.report("stopped")
 	}
+}
+
+// term sends SIGTERM to the group (SIGKILL with no grace); running says the command runs.
+func (g *group) term(now int64, running bool) {
+	g.termAt = now
 	if g.grace == 0 {
 		g.kill(running)
 		return
 	}
-	signalGroup(g.cmd, syscall.SIGTERM)
+	signalGroup(g.cmd.Process.Pid, syscall.SIGTERM)
 }
 
 func (g *group) kill(running bool) {
-	if running && g.termAt == 0 {
-		g.report("stopped")
+	if running {
+		g.stop()
 	}
 	g.killed = true
-	signalGroup(g.cmd, syscall.SIGKILL)
+	signalGroup(g.cmd.Process.Pid, syscall.SIGKILL)
 }
 
 // supervisorReport is what a supervisor said about its run.

@@ -18,6 +18,8 @@ type Params struct {
 	Replicas map[string]int
 	// Daemons are the replicas that are daemon workers.
 	Daemons map[string]bool
+	// Retries is the jobs' Retries: a tick has at most Retries+1 runs, over every replica.
+	Retries int
 }
 
 // JobSpec is one job the workers run.
@@ -41,7 +43,16 @@ type Result struct {
 	Ran   int // of them, ticks with a run that finished with its context live
 	Runs  int // runs started (any tick, any outcome)
 
-	Duplicates    int // ticks with more than one run finished with its context live
+	Duplicates int // ticks with more than one run finished with its context live
+	// RunAfterSuccess counts ticks run again after one of their runs had succeeded (finished
+	// with its context live): a run that succeeded is done.
+	RunAfterSuccess int
+	// TooManyRuns counts ticks with more runs than Retries+1.
+	TooManyRuns int
+	// SuccessNotRan counts runs that succeeded whose replica reported another outcome than
+	// ran for their tick (lease_lost, say, when the lease was lost after the work ended).
+	SuccessNotRan int
+
 	Overlaps      int // runs that started before an earlier conflicting run's context ended
 	StaleAccepted int // writes the fenced store accepted with a token not above the last one
 	// FencingBroken counts writes the store refused from runs whose context was live before
@@ -99,7 +110,9 @@ const StoppedCause = "stopped before its work was done"
 
 // Check verifies the guarantees of docs/guarantees.md on one chaos run:
 //
-//   - no tick ran twice: at most one run per tick finished with its context live;
+//   - no tick ran twice: at most one run per tick finished with its context live, no run of
+//     a tick started after one of its runs had succeeded, and no tick had more runs than
+//     Retries+1; a replica whose run of a tick succeeded reports the tick ran;
 //   - runs that exclude each other (of one tick; of one Forbid job) never overlapped, unless
 //     the older run's context had ended (its exclusive section ends at the earlier of its
 //     end and its context's deadline; a killed run's at the kill);
@@ -224,6 +237,29 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 			r.Duplicates++
 			violate("tick %s of %s ran %d times: %s", fmtTime(time.UnixMilli(id.tick)), id.job, live, describeAll(runs))
 		}
+		if again := runsAfterSuccess(runs); again != "" {
+			r.RunAfterSuccess++
+			violate("tick %s of %s ran again after a run of it succeeded: %s", fmtTime(time.UnixMilli(id.tick)), id.job, again)
+		}
+		for _, run := range runs {
+			if !run.Finished || run.Cancelled {
+				continue
+			}
+			var reported []Outcome
+			for _, o := range outcomes[id] {
+				if o.Replica == run.Replica {
+					reported = append(reported, o)
+				}
+			}
+			if len(reported) > 0 && !slices.ContainsFunc(reported, func(o Outcome) bool { return o.Outcome == "ran" }) {
+				r.SuccessNotRan++
+				violate("run %s succeeded but its replica reported %s", describe(run), describeOutcomes(reported))
+			}
+		}
+		if len(runs) > p.Retries+1 {
+			r.TooManyRuns++
+			violate("tick %s of %s had %d runs, more than retries+1 (%d): %s", fmtTime(time.UnixMilli(id.tick)), id.job, len(runs), p.Retries+1, describeAll(runs))
+		}
 		checkExclusive("tick "+fmtTime(time.UnixMilli(id.tick))+" of "+id.job, runs)
 	}
 	for _, j := range p.Jobs {
@@ -281,6 +317,30 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 		}
 	}
 	return r
+}
+
+// runsAfterSuccess describes the first run of a tick that succeeded and the runs of the tick
+// that started after it ended ("" if none did).
+func runsAfterSuccess(runs []*JobRun) string {
+	var first *JobRun
+	for _, run := range runs {
+		if run.Finished && !run.Cancelled && (first == nil || run.End.Before(first.End)) {
+			first = run
+		}
+	}
+	if first == nil {
+		return ""
+	}
+	var after []*JobRun
+	for _, run := range runs {
+		if run.Start.After(first.End) {
+			after = append(after, run)
+		}
+	}
+	if len(after) == 0 {
+		return ""
+	}
+	return describe(first) + " then " + describeAll(after)
 }
 
 // explainMiss returns why tick of j has no finished run, or "" if nothing explains it.

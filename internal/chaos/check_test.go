@@ -419,3 +419,63 @@ func TestReplayCommand(t *testing.T) {
 	cfg.Faults, cfg.Daemons = []Class{Pause, NodeClock}, 2
 	assert.True(t, strings.HasSuffix(ReplayCommand(cfg), "FAULTS=pause,node-clock DAEMONS=2"))
 }
+
+func TestCheckFindsATickRunAgainAfterASuccess(t *testing.T) {
+	p := params(3)
+	p.Retries = 2
+	d := clean()
+	// Tick 1 succeeded at 1.2s; a retry that failed (its context ended) started after it.
+	again := run(1, "w1", 4, 1300*ms, 1400*ms)
+	again.Cancelled, again.Cause = true, "redlock: lease lost"
+	d.Runs = append(d.Runs, again)
+	r := Check(p, timeline(), d)
+	assert.Equal(t, 1, r.RunAfterSuccess, "%v", r.Violations)
+	assert.Contains(t, strings.Join(r.Violations, "\n"), "ran again after a run of it succeeded")
+
+	// A run that failed before the success is a retry, not a run after it.
+	d = clean()
+	before := run(1, "w0", 2, 1005*ms, 1008*ms)
+	before.Cancelled, before.Cause = true, "redlock: lease lost"
+	d.Runs = append(d.Runs, before)
+	d.Runs[1].Token = 5
+	tl := timeline()
+	tl.add(effect{kind: workerPaused, worker: 0, node: -1, from: at(1000 * ms), to: at(1010 * ms)})
+	r = Check(p, tl, d)
+	assert.Zero(t, r.RunAfterSuccess, "%v", r.Violations)
+}
+
+func TestCheckFindsMoreRunsOfATickThanRetries(t *testing.T) {
+	p := params(3)
+	p.Retries = 1
+	d := clean()
+	// Tick 1: two failed runs (each lost its lease while its worker was paused), then the
+	// success: three runs, one more than retries+1.
+	for i, start := range []time.Duration{1005 * ms, 1020 * ms} {
+		f := run(1, "w0", uint64(10+i), start, start+5*ms)
+		f.Cancelled, f.Cause = true, "redlock: lease lost"
+		d.Runs = append(d.Runs, f)
+	}
+	d.Runs[1].Token = 20
+	tl := timeline()
+	tl.add(effect{kind: workerPaused, worker: 0, node: -1, from: at(1000 * ms), to: at(1030 * ms)})
+	r := Check(p, tl, d)
+	assert.Equal(t, 1, r.TooManyRuns, "%v", r.Violations)
+	assert.Contains(t, strings.Join(r.Violations, "\n"), "had 3 runs, more than retries+1 (2)")
+
+	p.Retries = 2
+	r = Check(p, tl, d)
+	assert.Zero(t, r.TooManyRuns, "%v", r.Violations)
+}
+
+func TestCheckFindsASuccessNotReportedRan(t *testing.T) {
+	d := clean()
+	// w1's run of tick 1 succeeded; its lease was lost after, while w1 was paused.
+	d.Outcomes = []Outcome{{Job: "f", Replica: "w1", Tick: at(time.Second), Outcome: "lease_lost"}}
+	r := Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.SuccessNotRan, "%v", r.Violations)
+	assert.Contains(t, strings.Join(r.Violations, "\n"), "succeeded but its replica reported w1:lease_lost")
+
+	d.Outcomes[0].Outcome = "ran"
+	r = Check(params(3), timeline(), d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+}

@@ -48,7 +48,9 @@ import (
 // lease's deadline ends it in time. With CHAOS_FENCED_SHA, a run then writes its token to the
 // fenced store (package fencedstore, with EVALSHA) as the testworkers' Forbid runs do. A run
 // that worked to the end leaves NAME.done, with the store's answer and when it was asked
-// (answer|unix ns; "|0" without a write).
+// (answer|unix ns; "|0" without a write); then, if it can take the file CHAOS_FREEZE
+// (FreezeAfterSuccess), it stops its daemon (its supervisor's parent) with SIGSTOP and exits
+// 0.
 const runScript = `start=$(date +%s%N)
 run="$CRONLOCK_JOB|$CRONLOCK_TICK_UNIX_MS|$CRONLOCK_REPLICA|$CRONLOCK_FENCING_TOKEN"
 name="$CRONLOCK_JOB.$CRONLOCK_TICK_UNIX_MS.$CRONLOCK_REPLICA.$CRONLOCK_FENCING_TOKEN"
@@ -70,6 +72,9 @@ if [ -n "$CHAOS_FENCED_SHA" ]; then
   case $ok in 1) write="accepted|$at" ;; 0) write="rejected|$at" ;; *) exit 1 ;; esac
 fi
 echo "$write" >"$name.done"
+if mv "$CHAOS_FREEZE" "$CHAOS_FREEZE.taken" 2>/dev/null; then
+  read -r _ _ _ daemon _ </proc/$PPID/stat && kill -STOP "$daemon"
+fi
 `
 
 // longEvery is how often (by token) a run of the daemon workers' Forbid job works 2·TTL.
@@ -88,6 +93,7 @@ type daemonJob struct {
 	Command    []string          `json:"command"`
 	LockTTL    string            `json:"lock_ttl"` // renewed every third of it, as the testworkers' locks
 	Overlap    string            `json:"overlap"`
+	Retries    int               `json:"retries"`
 	WorkingDir string            `json:"working_dir"`
 	Env        map[string]string `json:"env"`
 }
@@ -112,11 +118,12 @@ func (h *harness) writeDaemonConfig(w *worker) (string, error) {
 	for _, j := range jobs {
 		dj := daemonJob{
 			Name: j.Name, Schedule: "@every " + h.s.interval.String(), Command: []string{"sh", "-c", runScript},
-			LockTTL: h.s.ttl.String(), Overlap: "allow", WorkingDir: h.runsDir(),
+			LockTTL: h.s.ttl.String(), Overlap: "allow", Retries: h.s.retries, WorkingDir: h.runsDir(),
 			Env: map[string]string{
 				"CHAOS_LEDGER_HOST": host, "CHAOS_LEDGER_PORT": port, "CHAOS_LEDGER_KEY": ledgerKey,
 				"CHAOS_WORK_MIN_MS": ms(h.s.workMin), "CHAOS_WORK_MAX_MS": ms(h.s.workMax),
 				"CHAOS_LONG_EVERY": "0", "CHAOS_LONG_MS": ms(2 * h.s.ttl), "CHAOS_IGNORE_TERM": "0",
+				"CHAOS_FREEZE": w.freezeFile(),
 			},
 		}
 		if j.Forbid {

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -117,7 +118,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 	}
-	rep.Result = Check(Params{Jobs: jobs, Interval: s.interval, From: from, To: to, TTL: s.ttl, Replicas: replicas, Daemons: daemons}, h.tl, d)
+	rep.Result = Check(Params{Jobs: jobs, Interval: s.interval, From: from, To: to, TTL: s.ttl, Replicas: replicas, Daemons: daemons, Retries: s.retries}, h.tl, d)
 	return rep, nil
 }
 
@@ -431,6 +432,8 @@ func (h *harness) begin(e planned) (string, func() error, error) {
 			h.tl.effects[i].to = time.Now()
 			return w.start()
 		}, nil
+	case FreezeAfterSuccess:
+		return h.freezeAfterSuccess()
 	case Skew:
 		w := h.workers[e.workers[0]]
 		return fmt.Sprintf("%s to %v", w.name, e.offset), func() error { return nil }, w.setOffset(e.offset)
@@ -442,6 +445,41 @@ func (h *harness) begin(e planned) (string, func() error, error) {
 		return fmt.Sprintf("node %d by %v", e.nodes[0], e.offset), func() error { return n.SetClockOffset(0) }, nil
 	}
 	return "", nil, fmt.Errorf("unknown fault class %q", e.class)
+}
+
+// freezeWait bounds how long a FreezeAfterSuccess episode waits for its worker's next success.
+const freezeWait = 5 * time.Second
+
+// freezeAfterSuccess asks a worker, picked as busyWorker does, to stop itself right after its
+// next run that succeeds (see FreezeAfterSuccess), waits until it did, and returns a func that
+// continues it once it was stopped for longer than the TTL. If no run succeeds within
+// freezeWait, the ask is withdrawn and the episode is empty.
+func (h *harness) freezeAfterSuccess() (string, func() error, error) {
+	w, _ := h.busyWorker()
+	if err := w.armFreeze(true); err != nil {
+		return "", nil, err
+	}
+	seenRunning := time.Now()
+	for limit := seenRunning.Add(freezeWait); !w.stopped(); seenRunning = time.Now() {
+		if time.Now().After(limit) {
+			if err := w.armFreeze(false); err != nil {
+				return "", nil, err
+			}
+			if !w.stopped() { // it stopped between the last look and the withdrawal
+				return w.name + " (no run succeeded: not frozen)", func() error { return nil }, nil
+			}
+			break
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+	i := len(h.tl.effects)
+	h.tl.add(effect{kind: workerPaused, worker: w.idx, node: -1, from: seenRunning})
+	return w.name + " (frozen after a success)", func() error {
+		sleepCtx(context.Background(), time.Until(seenRunning.Add(h.s.ttl+500*time.Millisecond)))
+		err := w.signal(syscall.SIGCONT)
+		h.tl.effects[i].to = time.Now()
+		return err
+	}, nil
 }
 
 // busyWorker returns a worker, picked at random, among those running a job (a run started
@@ -605,6 +643,7 @@ func (w *worker) command() ([]string, error) {
 		"-replica", w.name, "-offset", string(data), "-offset-file", w.offsetFile(),
 		"-work", h.s.workMin.String(), "-work-max", h.s.workMax.String(),
 		"-ttl", h.s.ttl.String(), "-max-ttl", h.s.maxTTL.String(), "-node-timeout", h.s.nodeTimeout.String(),
+		"-retries", strconv.Itoa(h.s.retries),
 		"-duration", (h.s.warmup + h.cfg.Duration + h.s.settle + 10*time.Minute).String(), "-grace", "5s", "-check-leaks", "-v"}, nil
 }
 
@@ -671,6 +710,45 @@ func (w *worker) signal(sig syscall.Signal) error {
 		return fmt.Errorf("worker %s never started", w.name)
 	}
 	return cmd.Process.Signal(sig)
+}
+
+// armFreeze asks the worker to stop itself (SIGSTOP) right after its next run that succeeds,
+// or withdraws the ask: a testworker with SIGUSR1 and SIGUSR2, a daemon worker's commands with
+// the file freezeFile.
+func (w *worker) armFreeze(on bool) error {
+	switch {
+	case !w.daemon && on:
+		return w.signal(syscall.SIGUSR1)
+	case !w.daemon:
+		return w.signal(syscall.SIGUSR2)
+	case on:
+		return os.WriteFile(w.freezeFile(), nil, 0o644)
+	}
+	if err := os.Remove(w.freezeFile()); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return err
+	}
+	return nil
+}
+
+// freezeFile is the file whose presence asks a daemon worker's next successful command to
+// stop its daemon; the command takes it by renaming it.
+func (w *worker) freezeFile() string { return filepath.Join(w.h.cfg.Dir, w.name+".freeze") }
+
+// stopped reports whether the worker's process is stopped (state T in /proc).
+func (w *worker) stopped() bool {
+	w.mu.Lock()
+	cmd := w.cmd
+	w.mu.Unlock()
+	if cmd == nil {
+		return false
+	}
+	stat, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", cmd.Process.Pid))
+	if err != nil {
+		return false
+	}
+	s := string(stat)
+	i := strings.LastIndexByte(s, ')')
+	return i > 0 && i+2 < len(s) && s[i+2] == 'T'
 }
 
 // kill kills the worker and waits until it is reaped.

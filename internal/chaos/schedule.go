@@ -33,6 +33,11 @@ const (
 	Pause Class = "pause"
 	// WorkerKill kills the worker running a job with SIGKILL and starts it again later.
 	WorkerKill Class = "worker-kill"
+	// FreezeAfterSuccess stops a worker with SIGSTOP right after one of its runs succeeded
+	// (a testworker stops itself as its handler returns nil; a daemon worker's command stops
+	// its daemon as it exits 0), for longer than the lock TTL, then continues it: the run's
+	// lease is lost after its work ended, and the tick must not run again.
+	FreezeAfterSuccess Class = "freeze-after-success"
 	// Skew steps a worker's clock to a new offset within ±0.5s while it runs.
 	Skew Class = "skew"
 	// NodeClock steps one node's wall clock 1–5s forward or back with libfaketime while it
@@ -41,7 +46,7 @@ const (
 )
 
 // Classes lists every fault class, in the order of the report.
-var Classes = []Class{NodeKill, MajorityKill, Latency, Blackhole, Reset, Pause, WorkerKill, Skew, NodeClock}
+var Classes = []Class{NodeKill, MajorityKill, Latency, Blackhole, Reset, Pause, WorkerKill, Skew, NodeClock, FreezeAfterSuccess}
 
 // ParseClasses parses a comma-separated list of fault classes; "all" means every class.
 func ParseClasses(s string) ([]Class, error) {
@@ -70,6 +75,7 @@ type settings struct {
 	interval               time.Duration // every job runs @every interval
 	workMin, workMax       time.Duration
 	maxOffset              time.Duration // worker clocks are within ±maxOffset
+	retries                int           // every job's Retries
 	warmup, settle         time.Duration
 	grace                  time.Duration // see Timeline.Grace
 	aofNodes               int           // nodes 0..aofNodes-1 keep their data across kills
@@ -80,6 +86,7 @@ var defaults = settings{
 	ttl: 3 * time.Second, maxTTL: 10 * time.Second, nodeTimeout: 150 * time.Millisecond,
 	interval: time.Second, workMin: 20 * time.Millisecond, workMax: 1200 * time.Millisecond,
 	maxOffset: 500 * time.Millisecond,
+	retries:   2,
 	warmup:    5 * time.Second, settle: 15 * time.Second, // settle > maxTTL: a last quarantine ends
 	grace:    time.Second,
 	aofNodes: 2,
@@ -120,7 +127,9 @@ func (p planned) String() string {
 func (p planned) exclusive() bool { return p.class == MajorityKill || p.class == NodeClock }
 
 // absence classes take a worker away; one at a time, so that some workers always remain.
-func (p planned) absence() bool { return p.class == Pause || p.class == WorkerKill }
+func (p planned) absence() bool {
+	return p.class == Pause || p.class == WorkerKill || p.class == FreezeAfterSuccess
+}
 
 // plan draws a fault schedule for d from seed. Episodes start 1–4s apart, or when the
 // episodes under way let them, and may overlap,
@@ -172,7 +181,7 @@ func plan(seed uint64, d time.Duration, classes []Class, s settings) []planned {
 					e.latency = between(100*time.Millisecond, 300*time.Millisecond)
 				}
 			}
-		case Pause:
+		case Pause, FreezeAfterSuccess:
 			e.len = s.ttl + between(500*time.Millisecond, 3*time.Second)
 		case WorkerKill:
 			e.len = between(time.Second, 4*time.Second)

@@ -38,6 +38,7 @@ import (
 	"os/signal"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -70,8 +71,11 @@ func main() {
 type config struct {
 	ledgerKey, fenced string
 	work, workMax     time.Duration
-	fail              bool       // every run fails (-fail)
-	freeze            *sync.Once // set by -freeze-after-run: the first run stops the process once logged
+	fail              bool // every run fails (-fail)
+	// freeze, once set (-freeze-after-run, or SIGUSR1; SIGUSR2 clears it), makes the next run
+	// that was not cancelled stop this process with SIGSTOP right after it logged its end,
+	// before its handler returns.
+	freeze *atomic.Bool
 }
 
 func run() error {
@@ -102,10 +106,8 @@ func run() error {
 	if *nodes == "" || *ledger == "" {
 		return errors.New("-nodes and -ledger are required")
 	}
-	cfg := config{ledgerKey: *ledgerKey, fenced: *fenced, work: *work, workMax: max(*workMax, *work), fail: *fail}
-	if *freeze {
-		cfg.freeze = new(sync.Once)
-	}
+	cfg := config{ledgerKey: *ledgerKey, fenced: *fenced, work: *work, workMax: max(*workMax, *work), fail: *fail, freeze: new(atomic.Bool)}
+	cfg.freeze.Store(*freeze)
 
 	var lockNodes []redlock.Node
 	for _, addr := range strings.Split(*nodes, ",") {
@@ -168,6 +170,19 @@ func run() error {
 	defer stop()
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	usr := make(chan os.Signal, 2)
+	signal.Notify(usr, syscall.SIGUSR1, syscall.SIGUSR2)
+	defer signal.Stop(usr)
+	wg.Go(func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case sig := <-usr:
+				cfg.freeze.Store(sig == syscall.SIGUSR1)
+			}
+		}
+	})
 	if *offsetFile != "" {
 		hup := make(chan os.Signal, 1)
 		signal.Notify(hup, syscall.SIGHUP)
@@ -266,13 +281,13 @@ func (cfg config) handler(led *redis.Client, fenced bool) job.Handler {
 		if err := led.RPush(bg, cfg.ledgerKey, rec).Err(); err != nil {
 			return err
 		}
-		if cfg.freeze != nil {
-			cfg.freeze.Do(func() { _ = syscall.Kill(os.Getpid(), syscall.SIGSTOP) })
-		}
-		switch {
-		case cancelled == 1:
+		if cancelled == 1 {
 			return context.Cause(ctx)
-		case cfg.fail:
+		}
+		if cfg.freeze.CompareAndSwap(true, false) {
+			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+		}
+		if cfg.fail {
 			return errors.New("testworker: failing as asked (-fail)")
 		}
 		return nil

@@ -55,6 +55,9 @@ type Config struct {
 	// MaxTTL is the longest lock TTL, and each node's quarantine after it lost its memory.
 	// Default 1m.
 	MaxTTL time.Duration
+	// WaitForReplicas is how many replicas of each node must acknowledge a lock (and each
+	// renewal) before the node's yes counts (redlock.WaitForReplicas). Default 0: do not wait.
+	WaitForReplicas int
 	// MinInterval is the shortest time allowed between two ticks of a job. Default 1s.
 	MinInterval time.Duration
 	// Jobs are the jobs, in file order.

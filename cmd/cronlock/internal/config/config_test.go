@@ -145,6 +145,7 @@ tracing: {otlp_endpoint: "http://127.0.0.1:4318", service_name: cron, ui_url: "h
 kill_grace: 3s
 boot_key: "prod:boot"
 max_ttl: 2m
+wait_for_replicas: 1
 jobs:
   - name: a
     schedule: "*/5 * * * *"
@@ -167,9 +168,10 @@ jobs:
 			assert.Equal(t, 3*time.Second, c.KillGrace)
 			assert.Equal(t, "prod:boot", c.BootKey)
 			assert.Equal(t, 2*time.Minute, c.MaxTTL)
+			assert.Equal(t, 1, c.WaitForReplicas)
 			assert.Equal(t, config.Job{Name: "a", Schedule: "*/5 * * * *", Command: []string{"sh", "-c", "echo $CRONLOCK_TICK"},
 				Timeout: time.Hour, LockTTL: 90 * time.Second, RenewEvery: 20 * time.Second, Overlap: job.Allow,
-				Retries: 3, CatchUp: 10 * time.Minute, OutputLevel: slog.LevelDebug, OutputLimit: 1 << 20, KillGrace: 3 * time.Second, Line: 11}, c.Jobs[0])
+				Retries: 3, CatchUp: 10 * time.Minute, OutputLevel: slog.LevelDebug, OutputLimit: 1 << 20, KillGrace: 3 * time.Second, Line: 12}, c.Jobs[0])
 		}},
 		{"null values mean the default", "nodes: [a:1]\nprefix:\nreplica: ~\njobs: [{name: j, schedule: '@every 1s', command: [true], timeout: null}]\n", func(t *testing.T, c *config.Config) {
 			assert.Equal(t, "cronlock", c.Prefix)
@@ -288,7 +290,7 @@ func TestParseBad(t *testing.T) {
 		{"duration without unit", good + "    lock_ttl: 30\n", `c.yaml:6: jobs[0].lock_ttl: 30 is not a duration: give a unit, e.g. 30s or 30m`},
 		{"duration as a list", good + "    timeout: [1s]\n", `c.yaml:6: jobs[0].timeout: must be a duration (e.g. 10m, 90s), not a list`},
 		{"unknown top-level key", "nodes: [a:1]\nnode: [b:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
-			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, http_token_env, tracing, kill_grace, boot_key, max_ttl, min_interval, jobs)`},
+			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, http_token_env, tracing, kill_grace, boot_key, max_ttl, wait_for_replicas, min_interval, jobs)`},
 		{"unknown job key", good + "    timout: 1m\n",
 			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, env, working_dir)`},
 		{"unknown key far from any", good + "    owner: ops\n",
@@ -364,6 +366,8 @@ func TestParseBad(t *testing.T) {
 			`c.yaml:1: tracing: must be a mapping (otlp_endpoint:, service_name:), not the string "on"`},
 		{"negative kill grace", "kill_grace: -1s\n" + good,
 			`c.yaml:1: kill_grace: -1s is negative: give how long a job's processes have between SIGTERM and SIGKILL, e.g. 10s (0: SIGKILL at once)`},
+		{"negative wait_for_replicas", "wait_for_replicas: -1\n" + good,
+			`c.yaml:1: wait_for_replicas: -1 is negative: give how many replicas of each node must acknowledge a lock, e.g. 1 (0: do not wait)`},
 		{"zero max ttl", "max_ttl: 0s\n" + good,
 			`c.yaml:1: max_ttl: 0s: must be positive, e.g. 1m (the longest lock TTL, and how long a node that lost its memory refuses locks)`},
 		{"lock ttl above max ttl", good + "    lock_ttl: 2m\n",

@@ -488,7 +488,7 @@ func (p *parser) size(e entry, path string) (int64, bool) {
 	return 0, false
 }
 
-var topKeys = []string{"nodes", "allow_even_nodes", "prefix", "replica", "http", "http_token_env", "tracing", "kill_grace", "boot_key", "max_ttl", "min_interval", "jobs"}
+var topKeys = []string{"nodes", "allow_even_nodes", "prefix", "replica", "http", "http_token_env", "tracing", "kill_grace", "boot_key", "max_ttl", "wait_for_replicas", "min_interval", "jobs"}
 
 func (p *parser) config(root *yaml.Node) *Config {
 	c := &Config{
@@ -572,6 +572,15 @@ func (p *parser) config(root *yaml.Node) *Config {
 			p.fail(e.val.Line, "max_ttl", "%v: must be positive, e.g. 1m (the longest lock TTL, and how long a node that lost its memory refuses locks)", d)
 		default:
 			c.MaxTTL = d
+		}
+	}
+	if e, ok := m["wait_for_replicas"]; ok {
+		if n, ok := p.integer(e, "wait_for_replicas"); ok {
+			if n < 0 {
+				p.fail(e.val.Line, "wait_for_replicas", "%d is negative: give how many replicas of each node must acknowledge a lock, e.g. 1 (0: do not wait)", n)
+			} else {
+				c.WaitForReplicas = n
+			}
 		}
 	}
 	if e, ok := m["min_interval"]; ok {

@@ -1,0 +1,95 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"net"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// connectedReplicas is the primary's count of connected replicas (INFO replication).
+func connectedReplicas(t *testing.T, primary *redistest.Server) string {
+	t.Helper()
+	info, err := primary.Client().Info(context.Background(), "replication").Result()
+	if err != nil {
+		return ""
+	}
+	return parseInfo(info)["connected_slaves"]
+}
+
+// wait_for_replicas: a lock counts on a node only once its replicas acknowledged it.
+func TestWaitForReplicas(t *testing.T) {
+	bin := buildBinary(t, t.TempDir())
+	primaries := redistest.StartN(t, 3, redistest.Config{})
+	replicas := make([]*redistest.Server, len(primaries))
+	for i, p := range primaries {
+		host, port, err := net.SplitHostPort(p.Addr())
+		require.NoError(t, err)
+		replicas[i] = redistest.Start(t, redistest.Config{Args: []string{"--replicaof", host, port}})
+	}
+	allConnected := func(want string, ps ...*redistest.Server) func() bool {
+		return func() bool {
+			for _, p := range ps {
+				if connectedReplicas(t, p) != want {
+					return false
+				}
+			}
+			return true
+		}
+	}
+	eventually(t, "every primary's replica to connect", allConnected("1", primaries...))
+	endQuarantine(t, primaries...)
+	dir := t.TempDir()
+	ledger := dir + "/ledger"
+	cfg := writeFile(t, dir, "c.yaml", nodesConfig(primaries)+`wait_for_replicas: 1
+jobs:
+  - name: tick
+    schedule: "@every 1s"
+    command: [sh, -c, 'echo "$CRONLOCK_TICK" >> "$0"', `+ledger+`]
+`)
+	runs := func() int {
+		data, err := os.ReadFile(ledger)
+		if os.IsNotExist(err) {
+			return 0
+		}
+		require.NoError(t, err)
+		return strings.Count(string(data), "\n")
+	}
+
+	code, out := runBin(t, bin, nil, "check", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	require.Equal(t, 3, strings.Count(out, "replicas    1 connected, wait_for_replicas 1"), out)
+
+	d := startProc(t, bin, "daemon", nil, "run", "--config", cfg, "--replica", "a")
+	eventually(t, "ticks to run with every replica up", func() bool { return runs() >= 2 })
+
+	for _, r := range replicas[:2] {
+		require.NoError(t, r.Stop())
+	}
+	eventually(t, "two primaries to see their replica gone", allConnected("0", primaries[:2]...))
+	code, out = runBin(t, bin, nil, "check", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	require.Equal(t, 2, strings.Count(out, "0 replicas connected, fewer than wait_for_replicas 1"), out)
+	// A run that took its lock before the replicas stopped may still write: count from the
+	// first tick that ended unreplicated, then see two more end so, with no run between.
+	unreplicated := func() int { return strings.Count(d.out.String(), "outcome=quorum_unavailable") }
+	eventually(t, "a tick to end quorum_unavailable", func() bool { return unreplicated() >= 1 })
+	before, seen := runs(), unreplicated()
+	eventually(t, "two more ticks to end quorum_unavailable", func() bool { return unreplicated() >= seen+2 })
+	require.Equal(t, before, runs(), "a tick ran while two of three nodes had no replica to acknowledge it")
+	d.waitLog(t, "not replicated")
+
+	for _, r := range replicas[:2] {
+		require.NoError(t, r.Restart())
+	}
+	eventually(t, "the replicas to connect again", allConnected("1", primaries...))
+	before = runs()
+	eventually(t, "ticks to run again", func() bool { return runs() >= before+2 })
+}
