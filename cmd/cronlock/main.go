@@ -50,6 +50,9 @@ Exit codes: 0 success, 1 runtime failure, 2 bad config or usage.
 `
 
 func main() {
+	if code, ran := runAsPID1(); ran {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
