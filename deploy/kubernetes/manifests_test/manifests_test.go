@@ -214,8 +214,12 @@ func TestDeploymentMatchesConfig(t *testing.T) {
 	if cfg.KillGrace != "" {
 		grace = duration(t, cfg.KillGrace)
 	}
-	if pod.TerminationGracePeriodSeconds == nil || time.Duration(*pod.TerminationGracePeriodSeconds)*time.Second <= drain+grace {
-		t.Errorf("terminationGracePeriodSeconds %v: want more than --drain %v + kill_grace %v", pod.TerminationGracePeriodSeconds, drain, grace)
+	var period time.Duration
+	if p := pod.TerminationGracePeriodSeconds; p != nil {
+		period = time.Duration(*p) * time.Second
+	}
+	if period <= drain+grace {
+		t.Errorf("terminationGracePeriodSeconds %v: want more than --drain %v + kill_grace %v", period, drain, grace)
 	}
 
 	// The config's secrets come from the Secret.
