@@ -51,6 +51,10 @@ e2e:
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
 COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# Expanded once: every archive, stamp and check of one make run names the same build.
+VERSION := $(VERSION)
+COMMIT := $(COMMIT)
+BUILD_DATE := $(BUILD_DATE)
 GOBUILD = CGO_ENABLED=0 go build -trimpath -tags timetzdata \
 	-ldflags '-s -w -X main.stampVersion=$(VERSION) -X main.stampCommit=$(COMMIT) -X main.stampDate=$(BUILD_DATE)'
 
