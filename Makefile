@@ -1,8 +1,8 @@
 # The whole test suite: tools the tests need, static checks, every test with the race detector
 # against real redis-server processes, then a short seeded run of the fault-injection suite.
-.PHONY: test deps lint unit chaos bench demo e2e
+.PHONY: test deps lint unit packaging chaos bench demo e2e image dist systemd-verify manifests
 
-test: deps lint unit
+test: deps lint unit packaging
 	@$(MAKE) --no-print-directory chaos DURATION=90s SEED=1 FAULTS=all DAEMONS=1 CHAOS_TIMEOUT=15m
 
 deps:
@@ -44,3 +44,62 @@ bench:
 # CRONLOCK_JAEGER so that `make test` runs it too).
 e2e:
 	CRONLOCK_JAEGER="$$(scripts/jaeger.sh)" go test -race -count=1 -run TestJaeger -v ./internal/e2e/
+
+# Release builds: static binaries (no cgo; the time zone database embedded, for CRON_TZ on
+# hosts and images without one) stamped with the version, commit and build date that
+# `cronlock version` prints.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo devel)
+COMMIT ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
+# Expanded once: every archive, stamp and check of one make run names the same build.
+VERSION := $(VERSION)
+COMMIT := $(COMMIT)
+BUILD_DATE := $(BUILD_DATE)
+GOBUILD = CGO_ENABLED=0 go build -trimpath -tags timetzdata \
+	-ldflags '-s -w -X main.stampVersion=$(VERSION) -X main.stampCommit=$(COMMIT) -X main.stampDate=$(BUILD_DATE)'
+
+# The container image (Dockerfile): the binary for the host's architecture (IMAGE_ARCH) and
+# the host's CA certificates in build/image/, then podman or docker (CONTAINER=) builds
+# FROM scratch with them. Nothing is pulled from a registry.
+CONTAINER ?= $(shell command -v podman >/dev/null 2>&1 && echo podman || echo docker)
+IMAGE ?= cronlock:dev
+IMAGE_ARCH ?= $(shell go env GOARCH)
+CA_CERTS ?= /etc/ssl/certs/ca-certificates.crt
+image:
+	@mkdir -p build/image
+	GOOS=linux GOARCH=$(IMAGE_ARCH) $(GOBUILD) -o build/image/cronlock ./cmd/cronlock
+	cp $(CA_CERTS) build/image/ca-certificates.crt
+	$(CONTAINER) build --platform linux/$(IMAGE_ARCH) --build-arg VERSION=$(VERSION) --build-arg COMMIT=$(COMMIT) \
+		--build-arg CREATED=$(BUILD_DATE) -t $(IMAGE) -f Dockerfile .
+
+# Release archives: dist/cronlock_<version>_<os>_<arch>.tar.gz (the binary, README, LICENSE)
+# and dist/SHA256SUMS; then the linux/amd64 binary must print its stamped version.
+PLATFORMS ?= linux/amd64 linux/arm64 darwin/amd64 darwin/arm64
+dist:
+	@rm -rf dist && mkdir -p dist
+	@set -e; for p in $(PLATFORMS); do \
+		name=cronlock_$(VERSION)_$${p%/*}_$${p#*/}; echo "dist/$$name.tar.gz"; \
+		mkdir -p dist/$$name; \
+		GOOS=$${p%/*} GOARCH=$${p#*/} $(GOBUILD) -o dist/$$name/cronlock ./cmd/cronlock; \
+		cp README.md LICENSE dist/$$name/; \
+		tar -C dist --sort=name --owner=0 --group=0 --numeric-owner -czf dist/$$name.tar.gz $$name; \
+		rm -r dist/$$name; \
+	done
+	cd dist && sha256sum *.tar.gz > SHA256SUMS
+	@case "$(PLATFORMS) $$(go env GOHOSTOS)/$$(go env GOHOSTARCH)" in *linux/amd64*linux/amd64) \
+		out="$$(tar -xzOf dist/cronlock_$(VERSION)_linux_amd64.tar.gz cronlock_$(VERSION)_linux_amd64/cronlock > dist/.version-check \
+			&& chmod +x dist/.version-check && dist/.version-check version)"; rm -f dist/.version-check; echo "$$out"; \
+		echo "$$out" | grep -qx 'cronlock $(VERSION)' && echo "$$out" | grep -qx 'commit: $(COMMIT)' \
+			|| { echo "dist: the linux/amd64 binary does not print version $(VERSION), commit $(COMMIT)"; exit 1; };; \
+	esac
+
+# The deployment files: deploy/systemd verified by systemd-analyze, deploy/kubernetes decoded
+# strictly with the Kubernetes API types (a module of its own, outside go.work, so that
+# cronlock's module does not take on Kubernetes' dependencies), and the release archives.
+packaging: systemd-verify manifests dist
+
+systemd-verify:
+	scripts/systemd-verify.sh deploy/systemd/cronlock.service
+
+manifests:
+	cd deploy/kubernetes/manifests_test && GOWORK=off go vet ./... && GOWORK=off go test -count=1 ./...

@@ -20,7 +20,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"runtime/debug"
 	"syscall"
 )
 
@@ -51,6 +50,9 @@ Exit codes: 0 success, 1 runtime failure, 2 bad config or usage.
 `
 
 func main() {
+	if code, ran := runAsPID1(); ran {
+		os.Exit(code)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -107,12 +109,4 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	fmt.Fprint(stderr, usage)
 	return usageError{fmt.Errorf("unknown command %q", args[0])}
-}
-
-// version is the module version the binary was built from, or "devel".
-func version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "devel"
 }
