@@ -53,31 +53,52 @@ func (w *waker) start() {
 	}
 }
 
-// listen subscribes w to channel on the given nodes, in parallel, each confirmation awaited
-// for timeout, and reports whether any subscription was confirmed.
+// listen subscribes w to channel on the given nodes, in parallel, each subscription bounded by
+// timeout and by ctx's deadline, and reports whether any was confirmed. It returns when every
+// node confirmed or failed, or as soon as ctx ends; a subscription confirmed after that is
+// closed. The requests belong to the Client (Close waits for them): go-redis does not
+// interrupt a read when a context is cancelled, so a node that never answers holds its request
+// until the timeout or ctx's deadline, whichever comes first.
 func (c *Client) listen(ctx context.Context, channel string, timeout time.Duration, w *waker, nodes []int) bool {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	var subs []subscriber
 	for _, i := range nodes {
-		s, ok := c.nodes[i].(subscriber)
-		if !ok {
-			continue
+		if s, ok := c.nodes[i].(subscriber); ok && c.start() {
+			subs = append(subs, s)
 		}
-		wg.Go(func() {
-			ps := s.Subscribe(ctx, channel)
-			rctx, cancel := context.WithTimeout(ctx, timeout)
-			_, err := ps.Receive(rctx) // the subscription's confirmation
-			cancel()
-			if err != nil {
-				_ = ps.Close()
-				return
-			}
-			mu.Lock()
-			w.subs = append(w.subs, ps)
-			mu.Unlock()
-		})
 	}
-	wg.Wait()
+	if len(subs) == 0 {
+		return false
+	}
+	var mu sync.Mutex
+	pending, gaveUp, all := len(subs), false, make(chan struct{})
+	for _, s := range subs {
+		go func() {
+			defer c.done()
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			ps := s.Subscribe(sctx, channel)
+			_, err := ps.Receive(sctx) // the subscription's confirmation
+			cancel()
+			mu.Lock()
+			keep := err == nil && !gaveUp
+			if keep {
+				w.subs = append(w.subs, ps)
+			}
+			if pending--; pending == 0 {
+				close(all)
+			}
+			mu.Unlock()
+			if !keep {
+				_ = ps.Close()
+			}
+		}()
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	gaveUp = true
 	return len(w.subs) > 0
 }
 
@@ -110,10 +131,15 @@ type Notifications struct{ w *waker }
 // changed. Messages are coalesced: C tells that at least one came since the last receive, not
 // how many, and a message may be lost (a node down, a reconnection), so a caller must also
 // look on its own now and then. It returns nil when no node could be subscribed to; the
-// methods of a nil *Notifications are no-ops. ctx bounds the subscribing only.
+// methods of a nil *Notifications are no-ops.
+//
+// Subscribe returns once every node confirmed or failed, each within max(NodeTimeout(MaxTTL),
+// 1s), or as soon as ctx ends, with the subscriptions confirmed by then (nil if none). ctx
+// bounds the subscribing only: the subscriptions last until Close. A node that never answers
+// keeps its request, owned by the Client, until that bound or ctx's deadline.
 func (c *Client) Subscribe(ctx context.Context, channel string) *Notifications {
 	w := &waker{wake: make(chan struct{}, 1)}
-	if !c.listen(context.WithoutCancel(ctx), channel, max(c.nodeTimeout(c.cfg.maxTTL), time.Second), w, c.all()) {
+	if !c.listen(ctx, channel, max(c.nodeTimeout(c.cfg.maxTTL), time.Second), w, c.all()) {
 		return nil
 	}
 	w.start()
