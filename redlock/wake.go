@@ -56,9 +56,7 @@ func (w *waker) start() {
 // listen subscribes w to channel on the given nodes, in parallel, each subscription bounded by
 // timeout and by ctx's deadline, and reports whether any was confirmed. It returns when every
 // node confirmed or failed, or as soon as ctx ends; a subscription confirmed after that is
-// closed. The requests belong to the Client (Close waits for them): go-redis does not
-// interrupt a read when a context is cancelled, so a node that never answers holds its request
-// until the timeout or ctx's deadline, whichever comes first.
+// closed. The requests belong to the Client: Close cancels them and waits for them.
 func (c *Client) listen(ctx context.Context, channel string, timeout time.Duration, w *waker, nodes []int) bool {
 	var subs []subscriber
 	for _, i := range nodes {
@@ -75,8 +73,10 @@ func (c *Client) listen(ctx context.Context, channel string, timeout time.Durati
 		go func() {
 			defer c.done()
 			sctx, cancel := context.WithTimeout(ctx, timeout)
+			unhook := context.AfterFunc(c.bg, cancel) // Close ends it too
 			ps := s.Subscribe(sctx, channel)
 			_, err := ps.Receive(sctx) // the subscription's confirmation
+			unhook()
 			cancel()
 			mu.Lock()
 			keep := err == nil && !gaveUp
@@ -135,8 +135,9 @@ type Notifications struct{ w *waker }
 //
 // Subscribe returns once every node confirmed or failed, each within max(NodeTimeout(MaxTTL),
 // 1s), or as soon as ctx ends, with the subscriptions confirmed by then (nil if none). ctx
-// bounds the subscribing only: the subscriptions last until Close. A node that never answers
-// keeps its request, owned by the Client, until that bound or ctx's deadline.
+// bounds the subscribing only: the subscriptions last until Close. A request still waiting
+// for a node when Subscribe returns belongs to the Client, which ends it with the bound above,
+// ctx's deadline or the Client's Close.
 func (c *Client) Subscribe(ctx context.Context, channel string) *Notifications {
 	w := &waker{wake: make(chan struct{}, 1)}
 	if !c.listen(ctx, channel, max(c.nodeTimeout(c.cfg.maxTTL), time.Second), w, c.all()) {
