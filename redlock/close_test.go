@@ -4,71 +4,23 @@ import (
 	"context"
 	"errors"
 	"hash/fnv"
-	"net"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/cronlock/cronlock/internal/locktest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
 )
 
 // bound is how long a test waits for a call that must not wait for a blackholed node, whose
-// client waits a minute (slowNode): not a timing assertion, the calls return much sooner.
+// client waits a minute (locktest.SlowNode): not a timing assertion, the calls return much sooner.
 const bound = 10 * time.Second
-
-// blackhole returns the address of a node that accepts connections and never answers, and a
-// channel that receives a value for each connection accepted.
-func blackhole(t *testing.T) (string, <-chan struct{}) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	accepted := make(chan struct{}, 100)
-	wg.Go(func() {
-		for {
-			cn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, cn)
-			mu.Unlock()
-			select {
-			case accepted <- struct{}{}:
-			default:
-			}
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, cn := range conns {
-			_ = cn.Close()
-		}
-	})
-	return ln.Addr().String(), accepted
-}
-
-// slowNode returns a node client that waits a minute to dial, read and write: only the
-// Client's own bounds end its requests to a node that never answers.
-func slowNode(t *testing.T, addr string) *redis.Client {
-	rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true,
-		DialTimeout: time.Minute, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
-	t.Cleanup(func() { _ = rc.Close() })
-	return rc
-}
 
 // blackholedNodes returns two real nodes and a blackholed one at index hole, the servers, and
 // the blackhole's accepted connections (see blackhole).
@@ -76,10 +28,10 @@ func blackholedNodes(t *testing.T, hole int) ([]redlock.Node, []*redistest.Serve
 	servers := redistest.StartN(t, 2, redistest.Config{})
 	var nodes []redlock.Node
 	for _, s := range servers {
-		nodes = append(nodes, slowNode(t, s.Addr()))
+		nodes = append(nodes, locktest.SlowNode(t, s.Addr()))
 	}
-	addr, accepted := blackhole(t)
-	nodes = append(nodes[:hole], append([]redlock.Node{slowNode(t, addr)}, nodes[hole:]...)...)
+	addr, accepted := locktest.Blackhole(t)
+	nodes = append(nodes[:hole], append([]redlock.Node{locktest.SlowNode(t, addr)}, nodes[hole:]...)...)
 	return nodes, servers, accepted
 }
 

@@ -6,19 +6,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
-	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/locktest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -141,37 +140,6 @@ func TestStopStartsNoRetry(t *testing.T) {
 	assert.ErrorContains(t, outcomes[0].Err, "flaky", "the last attempt's error is kept")
 }
 
-// blackhole is a node that accepts connections and never answers.
-func blackhole(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	require.NoError(t, err)
-	var wg sync.WaitGroup
-	var mu sync.Mutex
-	var conns []net.Conn
-	wg.Go(func() {
-		for {
-			cn, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			conns = append(conns, cn)
-			mu.Unlock()
-		}
-	})
-	t.Cleanup(func() {
-		_ = ln.Close()
-		wg.Wait()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, cn := range conns {
-			_ = cn.Close()
-		}
-	})
-	return ln.Addr().String()
-}
-
 // With no handler running, Stop returns nil at once, with a context that already ended,
 // whatever the lock nodes do: in quarantine (every tick waits for them), two of three down,
 // one that never answers (the trigger poller is subscribing to it). The node clients wait a
@@ -192,7 +160,8 @@ func TestStopWithNothingRunningReturnsNilAtOnce(t *testing.T) {
 		}, false},
 		{"one blackholed", func(t *testing.T) []string {
 			a := addrs(newCluster(t, 2, false))
-			return append([]string{blackhole(t)}, a...)
+			hole, _ := locktest.Blackhole(t)
+			return append([]string{hole}, a...)
 		}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -244,10 +213,7 @@ func slowNodesClient(t *testing.T, addrs []string, end bool) *redlock.Client {
 	t.Helper()
 	var nodes []redlock.Node
 	for _, a := range addrs {
-		rc := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true,
-			DialTimeout: time.Minute, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
-		t.Cleanup(func() { _ = rc.Close() })
-		nodes = append(nodes, rc)
+		nodes = append(nodes, locktest.SlowNode(t, a))
 	}
 	lc, err := redlock.New(nodes, redlock.WithNodeTimeout(100*time.Millisecond))
 	require.NoError(t, err)
