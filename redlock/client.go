@@ -26,8 +26,8 @@ import (
 // less in a new connection's handshake). After a request to a node fails, go-redis opens a
 // new connection whose handshake (HELLO, and CLIENT SETINFO unless DisableIdentity) it sends
 // within the next request's deadline; so the Client opens connections to that node in the
-// background first, with the node's DialTimeout as deadline, and the next requests find them
-// ready.
+// background first, with a deadline of the node's DialTimeout but at most 4 node timeouts
+// (WithNodeTimeout), and the next requests find them ready.
 type Node = redis.Scripter
 
 var (
@@ -209,8 +209,9 @@ func (c *Client) Nodes() int { return len(c.nodes) }
 //     the node timeout; Lease.Close afterwards returns that release's result);
 //   - the releases that nodes missed are no longer retried (those locks expire by their TTL);
 //   - it waits for the node requests still running after their calls returned, each bounded
-//     by the node timeout, and for its background requests (a Subscribe still confirming, a
-//     connection being opened), which it cancels.
+//     by the node timeout, and for its background requests, which it cancels: a Subscribe
+//     still confirming, and the opening of a connection, which go-redis may finish only at
+//     its deadline (at most 4 node timeouts, see WithNodeTimeout).
 //
 // Calls after Close fail with ErrClientClosed. Close does not close the nodes' go-redis
 // clients: they belong to the caller.

@@ -61,8 +61,8 @@ func within(t *testing.T, what string, f func()) {
 }
 
 // Close does not wait for a node that never answers longer than the Client's own bounds: the
-// request that failed on it asked for a connection in the background, which go-redis would
-// wait for until its minute-long timeouts.
+// requests that failed on it asked for a connection in the background, whose handshake go-redis
+// would wait for until its minute-long dial timeout, whatever the context's cancellation.
 func TestCloseIsBoundedWithABlackholedNode(t *testing.T) {
 	nodes, _, accepted := blackholedNodes(t, 0)
 	ignore := goleak.IgnoreCurrent()
@@ -71,7 +71,7 @@ func TestCloseIsBoundedWithABlackholedNode(t *testing.T) {
 	l, err := lc.TryAcquire(ctx, redistest.Key(t), 10*time.Second)
 	require.NoError(t, err, "two of three nodes answer")
 	require.NoError(t, l.Release(ctx))
-	for range 2 { // the request's connection, then the background one
+	for range 3 { // the acquisition's and the release's, then at least one in the background
 		select {
 		case <-accepted:
 		case <-time.After(bound):
@@ -114,7 +114,8 @@ func primaryOf(key string, n int) int {
 }
 
 // With WakeOnRelease, an acquisition whose key's primary node never answers listens on the
-// other nodes: the release wakes it, instead of its minute-long backoff step.
+// other nodes: the release wakes it, instead of its minute-long backoff step. Then both
+// clients close without waiting for the blackholed node.
 func TestWakeOnReleaseWithABlackholedPrimary(t *testing.T) {
 	nodes, _, _ := blackholedNodes(t, 0)
 	key := redistest.Key(t)
@@ -152,6 +153,12 @@ func TestWakeOnReleaseWithABlackholedPrimary(t *testing.T) {
 	case <-time.After(bound):
 		t.Fatal("the release did not wake the acquisition")
 	}
+	// The requests that failed on the blackholed node asked for connections in the
+	// background: Close does not wait for their handshakes past its own bound.
+	within(t, "Close", func() {
+		require.NoError(t, waiter.Close())
+		require.NoError(t, holder.Close())
+	})
 }
 
 // Close wakes the Acquire calls that wait in their backoff.
