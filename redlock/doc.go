@@ -132,7 +132,8 @@
 //     ErrClientClosed, lock released in parallel, each release bounded by the node timeout;
 //     Lease.Close afterwards returns that release's result, nil when it succeeded), stops
 //     retrying missed releases, cancels its background requests and waits for every goroutine
-//     it started. Calls after Close fail with ErrClientClosed.
+//     it started — a connection being opened to a node that never answers for at most 4 node
+//     timeouts (see WithNodeTimeout). Calls after Close fail with ErrClientClosed.
 //
 // Close does not close the nodes' go-redis clients, which belong to the caller.
 //
