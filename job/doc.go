@@ -24,8 +24,9 @@
 // the tick), "skipped_done" (the tick already ran somewhere), "skipped_overlap" (a previous
 // run of the job is still running and Overlap is Forbid), "skipped_late" (the tick's window
 // closed before an attempt could start), "lease_lost" (the run's lock could not be kept, its
-// context was cancelled) and "quorum_unavailable" (too many lock nodes down until the tick's
-// window closed). Skips are errors matching ErrSkipped, of type *SkipError with the reason
+// context was cancelled), "quorum_unavailable" (too many lock nodes down until the tick's
+// window closed) and "stopped" (the scheduler is stopping: the tick was given up before its
+// handler started, or the run was cut short; the error matches ErrStopped). Skips are errors matching ErrSkipped, of type *SkipError with the reason
 // and, when known, who holds the tick.
 //
 // # What it does not do

@@ -93,3 +93,10 @@ func (e *SkipError) Is(target error) bool { return target == ErrSkipped }
 
 // Unwrap returns the underlying error.
 func (e *SkipError) Unwrap() error { return e.Err }
+
+// ErrStopped is matched (errors.Is) by the error of a tick that this replica gave up because
+// its scheduler is stopping: a tick whose handler had not started yet (it was waiting for its
+// lock, for the lock nodes or for a retry), or a run whose context the scheduler cancelled
+// when Stop's context ended. Such a tick is released, not kept as done, so another replica
+// may still run it within its window.
+var ErrStopped = errors.New("job: stopped: the scheduler is stopping")

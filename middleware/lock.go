@@ -86,6 +86,12 @@ type LockConfig struct {
 	// Logger receives the abnormal events, one line each at Warn: a lease renewal that failed,
 	// a lock that could not be released or marked done. Default: slog.Default().
 	Logger *slog.Logger
+	// Stop, once closed, stops Lock from starting handlers: a wait for a limiter slot, the
+	// nodes or a racing replica is given up at once, and a lock taken as Stop closes is
+	// released without running the handler (checked after the lock is taken, right before the
+	// handler), each with an error matching job.ErrStopped. Handlers already running are not
+	// affected. The scheduler closes it when it is stopping. Default nil: never.
+	Stop <-chan struct{}
 }
 
 func (c LockConfig) withDefaults() LockConfig {
@@ -144,6 +150,7 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // with the run's fencing token). A newer holder found there ran the tick a second time: it
 // is logged at Warn as a detected duplicate, and recorded as the event
 // "cronlock.duplicate.detected" on the tick's span.
+// Once cfg.Stop is closed, no handler starts (see LockConfig.Stop).
 // Lock records spans and metrics when ctx carries Trace's span or Metrics' instruments.
 func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 	cfg = cfg.withDefaults()
@@ -154,8 +161,13 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 				return ErrNoRun
 			}
 			p := newLockProbe(ctx) // nil unless traced or measured
-			l, err := cfg.acquire(ctx, locks, run, p)
+			actx, free := untilStop(ctx, cfg.Stop)
+			l, err := cfg.acquire(actx, locks, run, p)
+			free()
 			if err != nil {
+				if stopped(cfg.Stop) && !errors.Is(err, job.ErrSkipped) && !errors.Is(err, job.ErrStopped) {
+					err = errors.Join(err, job.ErrStopped) // given up, whichever wait noticed first
+				}
 				return err
 			}
 			r := *run
@@ -178,7 +190,10 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 					cfg.release(lease, &r, false, p)
 				}
 			}()
-			herr := next(job.NewContext(lease.Context(), &r))
+			herr := errNotStarted
+			if !stopped(cfg.Stop) { // checked last: no handler starts once Stop is closed
+				herr = next(job.NewContext(lease.Context(), &r))
+			}
 			finished = true
 			err = cfg.finish(lease, &r, herr, p)
 			p.done(err)
@@ -186,6 +201,9 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 		}
 	}
 }
+
+// errNotStarted is the error of a tick whose lock was taken as LockConfig.Stop closed.
+var errNotStarted = fmt.Errorf("%w: the tick's lock was released without running the handler", job.ErrStopped)
 
 // maxSplitRetries bounds the attempts that redlock makes again after a split vote
 // (redlock.ResolveSplits), and maxOverlapRechecks those made again after the run key was found

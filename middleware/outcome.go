@@ -18,10 +18,12 @@ const (
 	OutcomeSkippedPaused     = "skipped_paused"
 	OutcomeLeaseLost         = "lease_lost"
 	OutcomeQuorumUnavailable = "quorum_unavailable"
+	OutcomeStopped           = "stopped"
 )
 
 // Outcome names the outcome of a tick on one replica from the error its handler chain
-// returned: OutcomeRan for nil, a skipped_* outcome for a *job.SkipError, OutcomeLeaseLost
+// returned: OutcomeRan for nil, a skipped_* outcome for a *job.SkipError, OutcomeStopped when
+// the error matches job.ErrStopped (the scheduler is stopping), OutcomeLeaseLost
 // when the error matches redlock.ErrLeaseLost, OutcomeQuorumUnavailable when it matches
 // redlock.ErrQuorumUnavailable, and OutcomeFailed otherwise.
 func Outcome(err error) string {
@@ -43,6 +45,8 @@ func Outcome(err error) string {
 		}
 	}
 	switch {
+	case errors.Is(err, job.ErrStopped):
+		return OutcomeStopped
 	case errors.Is(err, redlock.ErrLeaseLost):
 		return OutcomeLeaseLost
 	case errors.Is(err, redlock.ErrQuorumUnavailable):

@@ -1,6 +1,7 @@
 package middleware_test
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"testing"
@@ -28,6 +29,8 @@ func TestOutcome(t *testing.T) {
 		{&job.SkipError{Reason: job.SkipPaused, Pause: &job.Pause{Reason: "r"}}, middleware.OutcomeSkippedPaused},
 		{fmt.Errorf("ctx: %w", redlock.ErrLeaseLost), middleware.OutcomeLeaseLost},
 		{&redlock.AcquireError{Reason: redlock.ErrQuorumUnavailable}, middleware.OutcomeQuorumUnavailable},
+		{errors.Join(errors.New("x"), job.ErrStopped), middleware.OutcomeStopped},
+		{fmt.Errorf("cut short: %w (%w)", context.Canceled, job.ErrStopped), middleware.OutcomeStopped},
 	} {
 		assert.Equal(t, tc.want, middleware.Outcome(tc.err), "%v", tc.err)
 	}

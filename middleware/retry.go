@@ -22,6 +22,10 @@ type RetryPolicy struct {
 	BackOff func() backoff.BackOff
 	// Clock is used to wait and to check the tick's deadline. Default SystemClock.
 	Clock Clock
+	// Stop, once closed, ends the retries: no attempt starts after it, and a wait for the
+	// next attempt is given up at once, with an error matching job.ErrStopped (and the last
+	// attempt's error). The scheduler closes it when it is stopping. Default nil: never.
+	Stop <-chan struct{}
 }
 
 // DefaultRetryBackOff returns a fresh retry schedule: exponential from 1s, doubling up to
@@ -55,10 +59,12 @@ func (j *fullJitter) Reset() { j.b.Reset() }
 // Retry calls the handler again when it fails, up to p.Retries times, waiting on p.BackOff
 // between attempts. Each attempt gets a copy of the job.Run with Attempt set (1 for the first).
 //
-// It does not retry manual runs (job.Run.Trigger: they run once), skips (job.ErrSkipped: the tick is someone else's, or done), errors
-// wrapped with backoff.Permanent (returned unwrapped), or a run whose context has ended. It
-// stops when the next wait would end at or after the tick's deadline (job.Run.Deadline), so
-// that a late retry cannot run a tick that another replica may already consider done. Put it
+// It does not retry manual runs (job.Run.Trigger: they run once), skips (job.ErrSkipped: the
+// tick is someone else's, or done), errors wrapped with backoff.Permanent (returned
+// unwrapped), errors matching job.ErrStopped, a run whose context has ended, or anything once
+// p.Stop is closed. It stops when the next wait would end at or after the tick's deadline
+// (job.Run.Deadline), so that a late retry cannot run a tick that another replica may already
+// consider done. Put it
 // outside Lock, so that every attempt takes the tick's lock again and sees if the tick was
 // done elsewhere meanwhile.
 func Retry(p RetryPolicy) Middleware {
@@ -75,6 +81,7 @@ func Retry(p RetryPolicy) Middleware {
 				base = &job.Run{}
 			}
 			var b backoff.BackOff
+			var waits context.Context // ctx, also ended by p.Stop; made at the first wait
 			for attempt := 1; ; attempt++ {
 				r := *base
 				r.Attempt = attempt
@@ -96,8 +103,16 @@ func Retry(p RetryPolicy) Middleware {
 				if !base.Deadline.IsZero() && !p.Clock.Now().Add(wait).Before(base.Deadline) {
 					return fmt.Errorf("%w (not retried: the tick's window closes at %s)", err, base.Deadline.Format(time.RFC3339Nano))
 				}
-				if !sleep(p.Clock, wait, ctx.Done()) {
-					return errors.Join(err, context.Cause(ctx))
+				if waits == nil {
+					var free context.CancelFunc
+					waits, free = untilStop(ctx, p.Stop)
+					defer free()
+				}
+				if !sleep(p.Clock, wait, waits.Done()) {
+					return errors.Join(err, context.Cause(waits))
+				}
+				if stopped(p.Stop) {
+					return errors.Join(err, job.ErrStopped)
 				}
 			}
 		}
@@ -108,7 +123,7 @@ func Retry(p RetryPolicy) Middleware {
 func retryable(ctx context.Context, err error) bool {
 	var perm *backoff.PermanentError
 	switch {
-	case ctx.Err() != nil, errors.Is(err, job.ErrSkipped), errors.As(err, &perm):
+	case ctx.Err() != nil, errors.Is(err, job.ErrSkipped), errors.Is(err, job.ErrStopped), errors.As(err, &perm):
 		return false
 	}
 	return true

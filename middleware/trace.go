@@ -30,9 +30,10 @@ func WithTracerProvider(tp trace.TracerProvider) TraceOption {
 // Trace records each tick on this replica as a span named "cronlock.tick", with the job's
 // name, the tick's scheduled instant (Unix milliseconds), the replica's name and the tick's
 // outcome (Outcome: "ran", "failed", "skipped_held", "skipped_done", "skipped_overlap",
-// "skipped_late", "skipped_paused", "lease_lost" or "quorum_unavailable"; a skipped_paused span
-// also has "cronlock.pause.reason"). Failures, lost leases and unavailable
-// nodes are recorded as errors (span.RecordError and an Error status); skips are not errors.
+// "skipped_late", "skipped_paused", "lease_lost", "quorum_unavailable" or "stopped"; a
+// skipped_paused span also has "cronlock.pause.reason"). Failures, lost leases and unavailable
+// nodes are recorded as errors (span.RecordError and an Error status); skips and stopped ticks
+// are not errors.
 //
 // Put it outermost (scheduler.WithMiddleware(middleware.Trace())), so that the span covers the
 // whole tick. Lock, inside it, then adds child spans from the span in its context: one

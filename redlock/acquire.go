@@ -271,6 +271,9 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		case <-ctx.Done():
 			t.Stop()
 			return nil, withContext(ctx, err)
+		case <-c.bg.Done(): // Close
+			t.Stop()
+			return nil, errors.Join(err, ErrClientClosed)
 		case <-t.C:
 		case <-w.C():
 			t.Stop()

@@ -26,8 +26,8 @@ import (
 // less in a new connection's handshake). After a request to a node fails, go-redis opens a
 // new connection whose handshake (HELLO, and CLIENT SETINFO unless DisableIdentity) it sends
 // within the next request's deadline; so the Client opens connections to that node in the
-// background first, with the node's DialTimeout as deadline, and the next requests find them
-// ready.
+// background first, with a deadline of the node's DialTimeout but at most 4 node timeouts
+// (WithNodeTimeout), and the next requests find them ready.
 type Node = redis.Scripter
 
 var (
@@ -64,9 +64,11 @@ type Client struct {
 	label            any
 
 	inflight sync.WaitGroup
-	mu       sync.Mutex // guards closed and running against inflight.Add
+	mu       sync.Mutex // guards closed and running against inflight.Add, and leases
 	running  int        // goroutines started and not done
 	closed   bool
+	ending   bool                // Close has begun: no new lease
+	leases   map[*Lease]struct{} // the leases not closed yet
 	// bg is cancelled by Close: background work (retried releases) stops.
 	bg     context.Context
 	stopBG context.CancelFunc
@@ -198,16 +200,61 @@ func (c *Client) Quorum() int { return c.quorum }
 // Nodes returns the number of nodes.
 func (c *Client) Nodes() int { return len(c.nodes) }
 
-// Close stops retrying the releases that nodes missed (those locks expire by their TTL) and
-// waits for the node requests still running after their calls returned (each is bounded by
-// the node timeout). Calls after Close fail with ErrClientClosed.
+// Close ends the Client's work, bounded by its node timeouts, and returns nil:
+//
+//   - Acquire calls waiting in their backoff return at once, with an error matching
+//     ErrClientClosed (and the last attempt's error);
+//   - every Lease not closed yet is closed, in parallel: its renewal stops, its context is
+//     cancelled with cause ErrClientClosed, and its lock is released (each release bounded by
+//     the node timeout; Lease.Close afterwards returns that release's result);
+//   - the releases that nodes missed are no longer retried (those locks expire by their TTL);
+//   - it waits for the node requests still running after their calls returned, each bounded
+//     by the node timeout, and for its background requests, which it cancels: a Subscribe
+//     still confirming, and the opening of a connection, which go-redis may finish only at
+//     its deadline (at most 4 node timeouts, see WithNodeTimeout).
+//
+// Calls after Close fail with ErrClientClosed. Close does not close the nodes' go-redis
+// clients: they belong to the caller.
 func (c *Client) Close() error {
+	c.mu.Lock()
+	c.ending = true
+	leases := make([]*Lease, 0, len(c.leases))
+	for le := range c.leases {
+		leases = append(leases, le)
+	}
+	c.mu.Unlock()
+	c.stopBG()
+	var wg sync.WaitGroup
+	for _, le := range leases {
+		wg.Go(func() { _ = le.end(context.Background(), ErrClientClosed) })
+	}
+	wg.Wait()
 	c.mu.Lock()
 	c.closed = true
 	c.mu.Unlock()
-	c.stopBG()
 	c.inflight.Wait()
 	return nil
+}
+
+// addLease registers a new lease, for Close to end; it reports false once Close has begun.
+func (c *Client) addLease(le *Lease) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.ending {
+		return false
+	}
+	if c.leases == nil {
+		c.leases = make(map[*Lease]struct{})
+	}
+	c.leases[le] = struct{}{}
+	return true
+}
+
+// dropLease forgets a closed lease.
+func (c *Client) dropLease(le *Lease) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.leases, le)
 }
 
 // reply is one node's answer to one request.

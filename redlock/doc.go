@@ -94,8 +94,9 @@
 // deadline — before any node can let the lock go, so before anyone else can take it. Its Err
 // also checks the clock, so work resumed after a process pause sees the loss at once. MaxHold
 // and MaxRenewals bound how long a lease may keep a lock. Close stops the goroutine, waits for
-// it, and releases the lock. A lock has at most one lease, and a released lock none: Lease
-// then fails with ErrLockLost.
+// it, and releases the lock; the Client's Close does the same for every lease not closed yet
+// (see Lifecycle), cancelling its context with cause ErrClientClosed. A lock has at most one
+// lease, and a released lock none: Lease then fails with ErrLockLost.
 //
 // # Reentrancy
 //
@@ -128,7 +129,47 @@
 // node announces the lock's release (key + ":released"), and tries again as soon as one is
 // announced rather than at its next backoff step. A lock handed from one worker to the next
 // then moves in about one round trip. Notifications are a hint: a lost one costs a backoff
-// step, never safety.
+// step, never safety. Acquire listens on the lock's primary node; if that node does not
+// confirm within the node timeout, on the others.
+//
+// # Lifecycle
+//
+// Every call is bounded by what the docs say bounds it, and Close ends everything:
+//
+//   - a request to a node by the node timeout (WithNodeTimeout), whatever the node does —
+//     one that accepts connections and never answers included;
+//   - Acquire by its ctx and MaxWait, and by Close: an Acquire waiting in its backoff returns
+//     at once, with an error matching ErrClientClosed;
+//   - Subscribe by its ctx (deadline or cancellation), each node by max(NodeTimeout(MaxTTL),
+//     1s); with WakeOnRelease, the subscription to a lock's primary node by the lock's node
+//     timeout, after which Acquire listens on the other nodes — so a node that never answers
+//     costs at most a node timeout or a backoff step, not a missed wake-up;
+//   - Close by the node timeout of the requests it waits for: it wakes waiting Acquires, ends
+//     every Lease that is not closed (renewal stopped, context cancelled with cause
+//     ErrClientClosed, lock released in parallel, each release bounded by the node timeout;
+//     Lease.Close afterwards returns that release's result, nil when it succeeded), stops
+//     retrying missed releases, cancels its background requests and waits for every goroutine
+//     it started — a connection being opened to a node that never answers for at most 4 node
+//     timeouts (see WithNodeTimeout). Calls after Close fail with ErrClientClosed.
+//
+// Close does not close the nodes' go-redis clients, which belong to the caller.
+//
+// # Logs
+//
+// The Client logs nothing itself: failures come back as errors, renewals through OnRenew.
+// go-redis, though, writes its own lines (a node that refuses connections: "failed to dial
+// after 5 attempts") to its global logger, by default stderr. A library does not change a
+// process's globals; the program decides, once, e.g. to send them to its slog logger:
+//
+//	type redisLog struct{ l *slog.Logger }
+//
+//	func (r redisLog) Printf(ctx context.Context, format string, v ...any) {
+//		r.l.WarnContext(ctx, fmt.Sprintf(format, v...), "source", "go-redis")
+//	}
+//
+//	redis.SetLogger(redisLog{logger}) // before creating the node clients
+//
+// The cronlock daemon does this with its own logger, at most one line per kind every 10s.
 //
 // # What it does not promise
 //

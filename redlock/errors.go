@@ -24,7 +24,9 @@ var (
 	ErrLeaseLost = errors.New("redlock: lease lost")
 	// ErrLeaseClosed is the cause with which a lease's context is cancelled by Lease.Close.
 	ErrLeaseClosed = errors.New("redlock: lease closed")
-	// ErrClientClosed is returned by calls on a Client after Close.
+	// ErrClientClosed is returned by calls on a Client after Close, and by an Acquire that
+	// Close woke; it is also the cause with which Close cancels the contexts of the leases it
+	// ends.
 	ErrClientClosed = errors.New("redlock: client closed")
 	// ErrInvalidTTL is matched by a *TTLError: a lock TTL the client refuses.
 	ErrInvalidTTL = errors.New("redlock: invalid TTL")

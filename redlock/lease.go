@@ -86,6 +86,10 @@ func (l *Lock) Lease(ctx context.Context, opts ...LeaseOption) (*Lease, error) {
 	}
 	cctx, cancel := context.WithCancelCause(ctx)
 	le := &Lease{lock: l, cfg: cfg, cancel: cancel, stop: make(chan struct{}), exited: make(chan struct{})}
+	if !l.c.addLease(le) {
+		cancel(ErrClientClosed)
+		return nil, fmt.Errorf("redlock: lease of %s: %w", quote(l.Key()), ErrClientClosed)
+	}
 	if cfg.maxHold > 0 {
 		le.capAt = l.acquiredAt.Add(cfg.maxHold)
 	}
@@ -108,7 +112,8 @@ func (le *Lease) Context() context.Context { return le.ctx }
 func (le *Lease) Done() <-chan struct{} { return le.ctx.Done() }
 
 // Err returns nil while the lease holds, and then the cause of its end: an error matching
-// ErrLeaseLost or ErrLeaseClosed, or the parent context's cause.
+// ErrLeaseLost, ErrLeaseClosed or ErrClientClosed (the Client was closed), or the parent
+// context's cause.
 func (le *Lease) Err() error {
 	if le.ctx.Err() == nil {
 		return nil
@@ -191,13 +196,20 @@ func (le *Lease) watch() {
 // Close stops renewing, waits for the lease's goroutine, cancels the lease's context with
 // cause ErrLeaseClosed (if it was not cancelled before), and releases the lock with ctx and
 // opts. It returns the release's error. Only the first call does anything; later calls return
-// the first one's result.
+// the first one's result — also after Client.Close ended the lease (see there): nil if that
+// released the lock.
 func (le *Lease) Close(ctx context.Context, opts ...ReleaseOption) error {
+	return le.end(ctx, ErrLeaseClosed, opts...)
+}
+
+// end does Close's work, cancelling the lease's context with cause.
+func (le *Lease) end(ctx context.Context, cause error, opts ...ReleaseOption) error {
 	le.closeOnce.Do(func() {
 		close(le.stop)
 		<-le.exited
-		le.cancel(ErrLeaseClosed)
+		le.cancel(cause)
 		le.closeErr = le.lock.Release(ctx, opts...)
+		le.lock.c.dropLease(le)
 	})
 	return le.closeErr
 }

@@ -108,14 +108,22 @@ func (c *Client) background(node int, add func(*nodeRetries)) {
 	go c.retryReleases(node)
 }
 
+// handshakeTimeouts is how many of the longest node timeouts a background request may take:
+// a new connection's dial, HELLO and CLIENT SETINFO, then the request, each a round trip that
+// must fit in a node timeout for the node to be of any use.
+const handshakeTimeouts = 4
+
 // handshake returns how long the background work may wait for node: its go-redis dial
-// timeout, which go-redis applies to dialing alone, and at least the longest node timeout.
+// timeout, but at most handshakeTimeouts of the longest node timeout and at least one. It
+// bounds Close too: go-redis does not interrupt a read (a new connection's HELLO) when the
+// request's context is cancelled, only when its deadline passes.
 func (c *Client) handshake(node int) time.Duration {
 	d := 5 * time.Second // go-redis's default DialTimeout
 	if rc, ok := c.nodes[node].(*redis.Client); ok && rc.Options().DialTimeout > 0 {
 		d = rc.Options().DialTimeout
 	}
-	return max(d, c.nodeTimeout(c.cfg.maxTTL))
+	nt := c.nodeTimeout(c.cfg.maxTTL)
+	return max(min(d, handshakeTimeouts*nt), nt)
 }
 
 // drop forgets missed releases: each lock expires on the node by its TTL.

@@ -86,7 +86,9 @@ func WithDriftFactor(f float64) Option {
 
 // WithNodeTimeout sets how long one request to one node may take. Default: TTL/50 for
 // acquisitions and extensions (at least 5ms), and the same rule applied to the lock's TTL for
-// releases.
+// releases. The Client's background requests to a node — a retried release, the opening of a
+// connection (with its handshake) after a request failed — take at most 4 times the node
+// timeout of MaxTTL, or the node client's DialTimeout if shorter; Close waits for them.
 func WithNodeTimeout(d time.Duration) Option {
 	return func(c *config) error {
 		if d <= 0 {

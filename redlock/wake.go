@@ -53,31 +53,52 @@ func (w *waker) start() {
 	}
 }
 
-// listen subscribes w to channel on the given nodes, in parallel, each confirmation awaited
-// for timeout, and reports whether any subscription was confirmed.
+// listen subscribes w to channel on the given nodes, in parallel, each subscription bounded by
+// timeout and by ctx's deadline, and reports whether any was confirmed. It returns when every
+// node confirmed or failed, or as soon as ctx ends; a subscription confirmed after that is
+// closed. The requests belong to the Client: Close cancels them and waits for them.
 func (c *Client) listen(ctx context.Context, channel string, timeout time.Duration, w *waker, nodes []int) bool {
-	var mu sync.Mutex
-	var wg sync.WaitGroup
+	var subs []subscriber
 	for _, i := range nodes {
-		s, ok := c.nodes[i].(subscriber)
-		if !ok {
-			continue
+		if s, ok := c.nodes[i].(subscriber); ok && c.start() {
+			subs = append(subs, s)
 		}
-		wg.Go(func() {
-			ps := s.Subscribe(ctx, channel)
-			rctx, cancel := context.WithTimeout(ctx, timeout)
-			_, err := ps.Receive(rctx) // the subscription's confirmation
-			cancel()
-			if err != nil {
-				_ = ps.Close()
-				return
-			}
-			mu.Lock()
-			w.subs = append(w.subs, ps)
-			mu.Unlock()
-		})
 	}
-	wg.Wait()
+	if len(subs) == 0 {
+		return false
+	}
+	var mu sync.Mutex
+	pending, gaveUp, all := len(subs), false, make(chan struct{})
+	for _, s := range subs {
+		go func() {
+			defer c.done()
+			sctx, cancel := context.WithTimeout(ctx, timeout)
+			unhook := context.AfterFunc(c.bg, cancel) // Close ends it too
+			ps := s.Subscribe(sctx, channel)
+			_, err := ps.Receive(sctx) // the subscription's confirmation
+			unhook()
+			cancel()
+			mu.Lock()
+			keep := err == nil && !gaveUp
+			if keep {
+				w.subs = append(w.subs, ps)
+			}
+			if pending--; pending == 0 {
+				close(all)
+			}
+			mu.Unlock()
+			if !keep {
+				_ = ps.Close()
+			}
+		}()
+	}
+	select {
+	case <-all:
+	case <-ctx.Done():
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	gaveUp = true
 	return len(w.subs) > 0
 }
 
@@ -110,10 +131,16 @@ type Notifications struct{ w *waker }
 // changed. Messages are coalesced: C tells that at least one came since the last receive, not
 // how many, and a message may be lost (a node down, a reconnection), so a caller must also
 // look on its own now and then. It returns nil when no node could be subscribed to; the
-// methods of a nil *Notifications are no-ops. ctx bounds the subscribing only.
+// methods of a nil *Notifications are no-ops.
+//
+// Subscribe returns once every node confirmed or failed, each within max(NodeTimeout(MaxTTL),
+// 1s), or as soon as ctx ends, with the subscriptions confirmed by then (nil if none). ctx
+// bounds the subscribing only: the subscriptions last until Close. A request still waiting
+// for a node when Subscribe returns belongs to the Client, which ends it with the bound above,
+// ctx's deadline or the Client's Close.
 func (c *Client) Subscribe(ctx context.Context, channel string) *Notifications {
 	w := &waker{wake: make(chan struct{}, 1)}
-	if !c.listen(context.WithoutCancel(ctx), channel, max(c.nodeTimeout(c.cfg.maxTTL), time.Second), w, c.all()) {
+	if !c.listen(ctx, channel, max(c.nodeTimeout(c.cfg.maxTTL), time.Second), w, c.all()) {
 		return nil
 	}
 	w.start()

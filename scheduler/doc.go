@@ -10,7 +10,7 @@
 //	s, _ := scheduler.New(locks, scheduler.WithReplica("worker-1"))
 //	_ = s.Add(job.Job{Name: "report", Spec: "0 0 6 * * *", Handler: report})
 //	_ = s.Start()
-//	defer s.Stop(ctx) // lets running jobs finish until ctx ends
+//	defer s.Stop(ctx) // starts nothing more; lets running jobs finish until ctx ends
 //
 // # First deployment
 //
@@ -87,6 +87,16 @@
 // job.Run.FencingToken with storage that refuses stale tokens. Side effects are not made
 // exactly-once. Replicas whose clocks are further apart than MaxClockSkew can run a tick
 // twice.
+//
+// # Stop
+//
+// From the moment Stop is called, no handler and no retry starts: ticks still waiting for a
+// lock, the nodes or a retry give up at once with outcome stopped (job.ErrStopped), and are
+// released for other replicas. Runs under way drain under their leases until Stop's context
+// ends, then are cancelled and end as stopped. With no handler running, Stop returns nil at
+// once, whatever its context and the nodes. From inside a handler, pass Stop the handler's
+// context: it then does not wait for the calling run. A panic is logged at Error with its
+// stack. docs/scheduler.md ("Stop") has the whole contract.
 //
 // A Scheduler is safe for concurrent use. Stop releases every lock and waits for every
 // goroutine it started.

@@ -3,9 +3,11 @@ package scheduler
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -18,7 +20,8 @@ import (
 const DefaultHistorySize = 100
 
 // Record is one entry of a job's run history: a tick or manual run that ran (outcome ran,
-// failed or lease_lost), or a tick skipped because the job was paused (skipped_paused).
+// failed, lease_lost, or stopped when Stop cut it short), or a tick skipped because the job
+// was paused (skipped_paused).
 type Record struct {
 	Job string
 	// Tick is the tick's instant, or when the manual run was asked for.
@@ -68,8 +71,11 @@ return 1`)
 )
 
 // recorder collects what the history needs from inside the handler chain: the token and trace
-// that Lock set, and the handler's time.
+// that Lock set, and the handler's time. It also tells Stop which run is which: its owner, and
+// whether its handler is running.
 type recorder struct {
+	owner   *Scheduler
+	running atomic.Bool
 	token   uint64
 	traceID string
 	start   time.Time
@@ -78,7 +84,8 @@ type recorder struct {
 
 type recorderKey struct{}
 
-// record is the middleware, just inside Lock, that fills the run's recorder.
+// record is the middleware, just inside Lock, that fills the run's recorder. The error of a
+// run that Stop cut short is made to match job.ErrStopped.
 func record(next job.Handler) job.Handler {
 	return func(ctx context.Context) error {
 		rec, _ := ctx.Value(recorderKey{}).(*recorder)
@@ -89,20 +96,27 @@ func record(next job.Handler) job.Handler {
 			rec.token = run.FencingToken
 		}
 		rec.traceID, rec.start = middleware.TraceID(ctx), time.Now()
-		defer func() { rec.elapsed = time.Since(rec.start) }()
-		return next(ctx)
+		rec.running.Store(true)
+		err := next(ctx)
+		rec.running.Store(false)
+		rec.elapsed = time.Since(rec.start)
+		if cause := context.Cause(ctx); err != nil && errors.Is(cause, job.ErrStopped) && !errors.Is(err, job.ErrStopped) {
+			err = fmt.Errorf("%w (%w)", err, cause)
+		}
+		return err
 	}
 }
 
 // runHandler runs e's handler chain for run, then logs the outcome and records it in the
 // history. It returns the handler's error.
-func (s *Scheduler) runHandler(e *entry, run *job.Run) error {
-	rec := &recorder{}
+func (s *Scheduler) runHandler(e *entry, run *job.Run, rec *recorder) error {
 	err := e.handler(context.WithValue(job.NewContext(s.runCtx, run), recorderKey{}, rec))
-	s.report(run, err)
+	started := !rec.start.IsZero() // the handler ran
+	s.report(run, err, started)
 	outcome := middleware.Outcome(err)
-	switch outcome {
-	case middleware.OutcomeRan, middleware.OutcomeFailed, middleware.OutcomeLeaseLost, middleware.OutcomeSkippedPaused:
+	switch {
+	case outcome == middleware.OutcomeRan, outcome == middleware.OutcomeFailed, outcome == middleware.OutcomeLeaseLost,
+		outcome == middleware.OutcomeSkippedPaused, outcome == middleware.OutcomeStopped && started:
 	default:
 		return err
 	}

@@ -102,6 +102,8 @@ func WithReplica(name string) Option {
 // scheduler logs only what needs attention at Warn (failed runs, lost leases, unavailable or
 // quarantined nodes, missed ticks, locks that could not be released) and everything else
 // (each tick's outcome) at Debug. To drop every line, give slog.New(slog.DiscardHandler).
+// go-redis writes its own lines (failed dials) to its global logger, not to this one: the
+// redlock package doc ("Logs") shows how a program routes them here.
 func WithLogger(l *slog.Logger) Option {
 	return func(cfg *config) error {
 		if l == nil {

@@ -21,8 +21,8 @@ import (
 // Errors of the Scheduler's methods, matched with errors.Is.
 var (
 	// ErrStopped: the scheduler was stopped; it takes no jobs and cannot start again.
-	// Also the cause with which running jobs' contexts are cancelled when Stop's context
-	// ends.
+	// Also matched (with job.ErrStopped) by the cause with which running jobs' contexts are
+	// cancelled when Stop's context ends.
 	ErrStopped = errors.New("scheduler: stopped")
 	// ErrStarted: Start was called twice.
 	ErrStarted = errors.New("scheduler: already started")
@@ -55,19 +55,22 @@ type Scheduler struct {
 	queue   entryHeap
 	state   state
 
-	wake     chan struct{} // the queue changed
-	stop     chan struct{} // closed by Stop
-	stopOnce sync.Once
-	loopDone chan struct{} // closed when the loop exits
-	pollNow  chan struct{} // Trigger asks the trigger poller to look at once
-	pollDone chan struct{} // closed when the trigger poller exits
+	wake     chan struct{}      // the queue changed
+	stopping context.Context    // ended by Stop
+	halt     context.CancelFunc // ends stopping
+	stop     <-chan struct{}    // stopping.Done()
+	loopDone chan struct{}      // closed when the loop exits
+	pollNow  chan struct{}      // Trigger asks the trigger poller to look at once
+	pollDone chan struct{}      // closed when the trigger poller exits
 
 	triggered map[string]bool // manual runs under way here, by queue member; guarded by mu
 
-	runs       sync.WaitGroup
-	runCtx     context.Context
-	cancelRuns context.CancelCauseFunc
-	limiter    *middleware.Limiter // shared by the jobs' Lock middleware
+	active      map[*recorder]bool // the runs under way; guarded by mu
+	runsChanged chan struct{}      // closed and replaced when a run ends; guarded by mu
+	runs        sync.WaitGroup     // the runs' goroutines
+	runCtx      context.Context
+	cancelRuns  context.CancelCauseFunc
+	limiter     *middleware.Limiter // shared by the jobs' Lock middleware
 }
 
 type state int
@@ -112,12 +115,15 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 		cfg:     cfg,
 		entries: make(map[string]*entry),
 		wake:    make(chan struct{}, 1),
-		stop:    make(chan struct{}),
 		pollNow: make(chan struct{}, 1),
 
-		triggered: make(map[string]bool),
+		triggered:   make(map[string]bool),
+		active:      make(map[*recorder]bool),
+		runsChanged: make(chan struct{}),
 	}
 	s.runCtx, s.cancelRuns = context.WithCancelCause(context.Background())
+	s.stopping, s.halt = context.WithCancel(context.Background())
+	s.stop = s.stopping.Done()
 	if s.limiter, err = middleware.NewLimiter(cfg.lockConc); err != nil {
 		return nil, err
 	}
@@ -182,10 +188,10 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 	o := j.Options
 	keepDone := max(s.cfg.retention, o.CatchUp+2*s.cfg.maxSkew+time.Second)
 	chain := append(slices.Clone(s.cfg.middleware),
-		middleware.Retry(middleware.RetryPolicy{Retries: o.Retries, BackOff: o.RetryBackOff, Clock: s.cfg.clock}),
+		middleware.Retry(middleware.RetryPolicy{Retries: o.Retries, BackOff: o.RetryBackOff, Clock: s.cfg.clock, Stop: s.stop}),
 		middleware.Lock(s.locks, middleware.LockConfig{
 			Prefix: s.cfg.prefix, TTL: o.LockTTL, RenewEvery: o.RenewEvery, Overlap: o.Overlap, MaxAttempts: o.Retries + 1,
-			KeepDone: keepDone, Clock: s.cfg.clock, Logger: s.cfg.logger, Limiter: s.limiter,
+			KeepDone: keepDone, Clock: s.cfg.clock, Logger: s.cfg.logger, Limiter: s.limiter, Stop: s.stop,
 		}),
 		record,
 		middleware.Timeout(o.Timeout),
@@ -217,8 +223,13 @@ func (s *Scheduler) Entries() []Entry {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]Entry, 0, len(s.entries))
+	now := s.cfg.clock.Now()
 	for _, e := range s.entries {
-		out = append(out, Entry{Name: e.job.Name, Spec: e.job.Spec, Next: e.next, Prev: e.prev})
+		next := e.next
+		if s.state == idle { // not firing yet: the next tick is the first one after now
+			next = e.sched.Next(now)
+		}
+		out = append(out, Entry{Name: e.job.Name, Spec: e.job.Spec, Next: next, Prev: e.prev})
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -366,21 +377,40 @@ func (s *Scheduler) launch(e *entry, tick, next time.Time) {
 		deadline = next
 	}
 	run := &job.Run{Job: e.job.Name, Tick: tick, Attempt: 1, Replica: s.cfg.replica, Deadline: deadline}
+	s.goRun(e, run, nil)
+}
+
+// goRun runs e's handler chain for run in a goroutine owned by the scheduler, then calls
+// after (if not nil) with the chain's error; s.mu must be held.
+func (s *Scheduler) goRun(e *entry, run *job.Run, after func(error)) {
+	rec := &recorder{owner: s}
+	s.active[rec] = true
 	s.runs.Add(1)
 	go func() {
 		defer s.runs.Done()
-		_ = s.runHandler(e, run)
+		err := s.runHandler(e, run, rec)
+		if after != nil {
+			after(err)
+		}
+		s.mu.Lock()
+		delete(s.active, rec)
+		close(s.runsChanged)
+		s.runsChanged = make(chan struct{})
+		s.mu.Unlock()
 	}()
 }
 
-// report logs the outcome of a tick on this replica.
-func (s *Scheduler) report(run *job.Run, err error) {
+// report logs the outcome of a tick on this replica; started says whether its handler ran.
+func (s *Scheduler) report(run *job.Run, err error, started bool) {
 	outcome := middleware.Outcome(err)
 	level := slog.LevelDebug
-	switch outcome {
-	case middleware.OutcomeFailed, middleware.OutcomeLeaseLost, middleware.OutcomeQuorumUnavailable:
+	pe, panicked := errors.AsType[*middleware.PanicError](err)
+	switch {
+	case panicked:
+		level = slog.LevelError
+	case outcome == middleware.OutcomeFailed, outcome == middleware.OutcomeLeaseLost, outcome == middleware.OutcomeQuorumUnavailable:
 		level = slog.LevelWarn
-	case middleware.OutcomeSkippedPaused:
+	case outcome == middleware.OutcomeSkippedPaused, outcome == middleware.OutcomeStopped && started:
 		level = slog.LevelInfo
 	}
 	ctx := context.Background()
@@ -397,39 +427,75 @@ func (s *Scheduler) report(run *job.Run, err error) {
 	if err != nil {
 		attrs = append(attrs, "err", err)
 	}
+	if panicked {
+		attrs = append(attrs, "stack", string(pe.Stack))
+	}
 	s.cfg.logger.Log(ctx, level, "cronlock: tick", attrs...)
 }
 
-// Stop stops the scheduler: no new ticks fire (nor do retries of failed ones start after ctx
-// ends), runs under way go on until they return or ctx ends, and then their contexts are
-// cancelled with cause ErrStopped. Every run releases its lock as it ends. Stop returns when
-// every goroutine of the scheduler has exited: nil if the runs finished in time, else an error
-// with ctx's error and cause. A job that ignores its context keeps Stop waiting.
+// Stop stops the scheduler. From the moment it is called, no handler and no retry starts:
+// ticks that are waiting — for a lock slot, for the lock nodes, for a retry — are given up at
+// once with outcome stopped (job.ErrStopped), and a lock taken as Stop was called is released
+// without running the handler, so that another replica may still run the tick within its
+// window. Runs under way go on under their leases until they return or ctx ends; then their
+// contexts are cancelled with a cause matching ErrStopped and job.ErrStopped, and they end
+// with outcome stopped. Every run releases its lock as it ends.
+//
+// Stop returns when every goroutine of the scheduler has exited: nil if no running handler had
+// to be cancelled, else an error with ctx's error and cause. With no handler running it
+// returns nil at once, whatever ctx (even one already ended) and whatever the lock nodes are
+// doing. A job that ignores its context keeps Stop waiting.
+//
+// From inside a handler, give Stop the handler's context, or one derived from it: Stop then
+// does all of the above except wait for the calling run, which cannot end before Stop
+// returns; that run ends when its handler returns, and a later Stop waits for it. Stop cannot
+// recognize its caller by anything but ctx: given an unrelated context inside a handler, it
+// waits for the calling run, which waits for Stop.
 //
 // Stop may be called more than once, and before Start; the scheduler cannot start again.
 func (s *Scheduler) Stop(ctx context.Context) error {
+	s.halt() // first: from here on, no handler or retry starts
 	s.mu.Lock()
 	s.state = stopped
 	loopDone, pollDone := s.loopDone, s.pollDone
 	s.mu.Unlock()
-	s.stopOnce.Do(func() { close(s.stop) })
 	if loopDone != nil {
 		<-loopDone
 		<-pollDone
 	}
-	done := make(chan struct{})
-	go func() {
-		s.runs.Wait()
-		close(done)
-	}()
-	defer s.cancelRuns(ErrStopped) // nothing left to cancel; frees the context
-	select {
-	case <-done:
-		return nil
-	case <-ctx.Done():
+	own, _ := ctx.Value(recorderKey{}).(*recorder) // the run Stop is called from, if any
+	if own != nil && own.owner != s {
+		own = nil
 	}
-	s.cancelRuns(fmt.Errorf("%w: Stop's context ended before the run finished", ErrStopped))
-	<-done
+	done, cut := ctx.Done(), false
+	for {
+		s.mu.Lock()
+		left, running := 0, false
+		for rec := range s.active {
+			if rec != own {
+				left++
+				running = running || rec.running.Load()
+			}
+		}
+		changed := s.runsChanged
+		s.mu.Unlock()
+		if left == 0 {
+			break
+		}
+		select {
+		case <-changed:
+		case <-done:
+			done, cut = nil, running
+			s.cancelRuns(fmt.Errorf("%w: %w: Stop's context ended before the run finished", ErrStopped, job.ErrStopped))
+		}
+	}
+	if own == nil {
+		s.runs.Wait()
+		s.cancelRuns(ErrStopped) // nothing left to cancel; frees the context
+	}
+	if !cut {
+		return nil
+	}
 	err := ctx.Err()
 	if cause := context.Cause(ctx); cause != err {
 		err = errors.Join(err, cause)

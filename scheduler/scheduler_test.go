@@ -402,7 +402,8 @@ func TestStopCancelsJobsWhenItsContextEnds(t *testing.T) {
 	require.Len(t, events, 1)
 	assert.ErrorIs(t, events[0].Cause, scheduler.ErrStopped)
 	o := led.waitOutcome(t, "outcome", func(outcome) bool { return true })
-	assert.Equal(t, middleware.OutcomeFailed, o.Outcome)
+	assert.Equal(t, middleware.OutcomeStopped, o.Outcome, "cut short by Stop, not failed")
+	assert.ErrorIs(t, o.Err, job.ErrStopped)
 	assert.Zero(t, c.exists(t, middleware.TickKey("cronlock", "stubborn", tick)), "released")
 	assert.Zero(t, c.exists(t, middleware.RunKey("cronlock", "stubborn")))
 }

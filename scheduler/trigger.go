@@ -67,11 +67,10 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (string, error) {
 }
 
 // pollTriggers starts the pending manual runs until Stop: when the nodes announce one, when
-// Trigger is called here, and every poll interval.
+// Trigger is called here, and every poll interval. Stop ends its requests to the nodes.
 func (s *Scheduler) pollTriggers() {
 	defer close(s.pollDone)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	ctx := s.stopping // its requests end with Stop
 	asked := s.locks.Subscribe(ctx, middleware.TriggersKey(s.cfg.prefix)+":asked")
 	defer asked.Close()
 	t := time.NewTimer(0)
@@ -126,11 +125,9 @@ func (s *Scheduler) startTriggers(ctx context.Context) {
 		at := time.UnixMilli(ms)
 		run := &job.Run{Job: name, Tick: at, Trigger: id, Attempt: 1, Replica: s.cfg.replica, Deadline: at.Add(s.window())}
 		s.triggered[member] = true
-		s.runs.Add(1)
-		go func() {
-			defer s.runs.Done()
-			switch middleware.Outcome(s.runHandler(e, run)) {
-			case middleware.OutcomeSkippedOverlap, middleware.OutcomeSkippedHeld, middleware.OutcomeQuorumUnavailable:
+		s.goRun(e, run, func(err error) {
+			switch middleware.Outcome(err) {
+			case middleware.OutcomeSkippedOverlap, middleware.OutcomeSkippedHeld, middleware.OutcomeQuorumUnavailable, middleware.OutcomeStopped:
 				// Not run yet (or run elsewhere, whose replica dequeues it): look again later.
 			default:
 				_, _ = s.locks.Broadcast(context.Background(), dequeueScript, []string{middleware.TriggersKey(s.cfg.prefix)}, member)
@@ -138,6 +135,6 @@ func (s *Scheduler) startTriggers(ctx context.Context) {
 			s.mu.Lock()
 			delete(s.triggered, member)
 			s.mu.Unlock()
-		}()
+		})
 	}
 }

@@ -4,6 +4,8 @@ package locktest
 
 import (
 	"context"
+	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -74,4 +76,54 @@ func ClusterNodes(tb testing.TB, clusters ...*redistest.Cluster) []redlock.Node 
 		nodes[i] = cc
 	}
 	return nodes
+}
+
+// Blackhole starts a node that accepts connections and never answers, stopped at cleanup,
+// and returns its address and a channel that receives a value for each connection accepted
+// (up to 100 not received).
+func Blackhole(tb testing.TB) (string, <-chan struct{}) {
+	tb.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var conns []net.Conn
+	accepted := make(chan struct{}, 100)
+	wg.Go(func() {
+		for {
+			cn, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, cn)
+			mu.Unlock()
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
+		}
+	})
+	tb.Cleanup(func() {
+		_ = ln.Close()
+		wg.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		for _, cn := range conns {
+			_ = cn.Close()
+		}
+	})
+	return ln.Addr().String(), accepted
+}
+
+// SlowNode returns a node client as redlock wants it that waits a minute to dial, read and
+// write, closed at cleanup: only redlock's own bounds end its requests to a node that never
+// answers.
+func SlowNode(tb testing.TB, addr string) *redis.Client {
+	rc := redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true,
+		DialTimeout: time.Minute, ReadTimeout: time.Minute, WriteTimeout: time.Minute})
+	tb.Cleanup(func() { _ = rc.Close() })
+	return rc
 }
