@@ -132,9 +132,10 @@ func run(out io.Writer) error {
 		return err
 	}
 	// CatchUp lets each replica take the newest tick when it starts, so that b, started
-	// late, goes for the tick a has.
+	// late, goes for the tick a has. Retries counts a tick's runs across the cluster, and a
+	// run that lost its lease is one of them: b's takeover is the tick's second run.
 	ledgerSync := job.Job{Name: "ledger-sync", Spec: "@every 1h", Handler: syncLedger,
-		Options: job.Options{LockTTL: time.Second, CatchUp: time.Hour}}
+		Options: job.Options{LockTTL: time.Second, CatchUp: time.Hour, Retries: 1}}
 
 	locksA, err := lockClient(cut.dial)
 	if err != nil {
