@@ -8,12 +8,14 @@ import (
 	"testing"
 
 	"go.uber.org/goleak"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
 )
 
 // TestMain runs the tests, or the supervisor when the test binary is started as one (the
 // commands that tests run in this process start os.Executable() as their supervisor).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == superviseMode {
+	if len(os.Args) > 1 && os.Args[1] == supervise.Mode {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	// A binary built with -race sleeps a second at exit unless told not to: the supervisors'
