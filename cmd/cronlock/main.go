@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/demo"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
 )
 
@@ -95,7 +96,14 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "check":
 		return checkCmd(ctx, args[1:], stdout, stderr)
 	case "demo":
-		return demo(ctx, args[1:], stdout, stderr)
+		cfg, err := demo.Parse(args[1:], stderr)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return err
+		case err != nil:
+			return usageError{err}
+		}
+		return demo.Run(ctx, cfg, stdout)
 	case supervise.Mode:
 		s, err := supervise.Parse(args[1:])
 		if err != nil {

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
 	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -43,8 +44,8 @@ it needs no Redis installed.
 Flags:
 `
 
-// demoConfig is the demo's command line.
-type demoConfig struct {
+// Config is the demo's command line (Parse).
+type Config struct {
 	nodes    []string
 	replicas int
 	duration time.Duration
@@ -53,11 +54,13 @@ type demoConfig struct {
 	ttl      time.Duration
 }
 
-func parseDemo(args []string, stderr io.Writer) (demoConfig, error) {
+// Parse reads the demo's command line; its errors, but flag.ErrHelp (after the help is
+// written to stderr), are mistakes in the command line.
+func Parse(args []string, stderr io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, demoUsage); fs.PrintDefaults() }
-	var c demoConfig
+	var c Config
 	nodes := fs.String("nodes", "", "comma-separated host:port of real Redis nodes (default: three embedded nodes)")
 	fs.IntVar(&c.replicas, "replicas", 3, "replicas to run (2 to 9)")
 	fs.DurationVar(&c.duration, "duration", 12*time.Second, "how long to run")
@@ -65,43 +68,37 @@ func parseDemo(args []string, stderr io.Writer) (demoConfig, error) {
 	fs.DurationVar(&c.work, "work", 100*time.Millisecond, "how long one run works")
 	fs.DurationVar(&c.ttl, "ttl", time.Second, "the tick lock's TTL (renewed every TTL/3 while the job runs)")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return c, err
-		}
-		return c, usageError{err}
+		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, usageError{fmt.Errorf("demo takes no arguments, got %q", fs.Args())}
+		return c, fmt.Errorf("demo takes no arguments, got %q", fs.Args())
 	}
 	if *nodes != "" {
 		c.nodes = strings.Split(*nodes, ",")
 		for _, a := range c.nodes {
 			host, port, err := net.SplitHostPort(a)
 			if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-				return c, usageError{fmt.Errorf("--nodes: %q is not host:port (e.g. 10.0.0.1:6379)", a)}
+				return c, fmt.Errorf("--nodes: %q is not host:port (e.g. 10.0.0.1:6379)", a)
 			}
 		}
 	}
 	switch {
 	case c.replicas < 2 || c.replicas > 9:
-		return c, usageError{fmt.Errorf("--replicas %d: use 2 to 9", c.replicas)}
+		return c, fmt.Errorf("--replicas %d: use 2 to 9", c.replicas)
 	case c.every < 10*time.Millisecond:
-		return c, usageError{fmt.Errorf("--every %v: use at least 10ms", c.every)}
+		return c, fmt.Errorf("--every %v: use at least 10ms", c.every)
 	case c.work <= 0 || c.work >= c.every:
-		return c, usageError{fmt.Errorf("--work %v: must be positive and shorter than --every %v", c.work, c.every)}
+		return c, fmt.Errorf("--work %v: must be positive and shorter than --every %v", c.work, c.every)
 	case c.ttl < 100*time.Millisecond:
-		return c, usageError{fmt.Errorf("--ttl %v: use at least 100ms", c.ttl)}
+		return c, fmt.Errorf("--ttl %v: use at least 100ms", c.ttl)
 	case c.duration < 3*c.every:
-		return c, usageError{fmt.Errorf("--duration %v: use at least three periods (3 × --every = %v)", c.duration, 3*c.every)}
+		return c, fmt.Errorf("--duration %v: use at least three periods (3 × --every = %v)", c.duration, 3*c.every)
 	}
 	return c, nil
 }
 
-func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseDemo(args, stderr)
-	if err != nil {
-		return err
-	}
+// Run runs the demo on cfg, writing its table and annotations to stdout.
+func Run(ctx context.Context, cfg Config, stdout io.Writer) error {
 	addrs := cfg.nodes
 	if len(addrs) == 0 {
 		embedded, stop, err := startEmbeddedNodes(3)
@@ -144,7 +141,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// Every replica's lock client uses the demo's own boot key, whose quarantine it may end:
 	// no lock of the demo's can have been forgotten before it started.
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = replicas[0].locks.EndQuarantine(qctx)
+	err := replicas[0].locks.EndQuarantine(qctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("lock nodes unreachable: %w", err)
@@ -325,7 +322,7 @@ func (r *replica) cut(ctx context.Context, d time.Duration) {
 
 // demoRun collects what every replica did at every tick.
 type demoRun struct {
-	cfg      demoConfig
+	cfg      Config
 	out      io.Writer
 	replicas []*replica
 	cutAt    time.Time
@@ -580,7 +577,7 @@ func (d *demoRun) control(ctx context.Context) {
 		fmt.Fprintf(d.out, "history: %v\n", err)
 		return
 	}
-	printHistory(d.out, h)
+	history.Print(d.out, h)
 }
 
 // ranManual reports whether a manual run has run.
