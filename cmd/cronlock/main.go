@@ -103,7 +103,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case err != nil:
 			return usageError{err}
 		}
-		return demo.Run(ctx, cfg, stdout)
+		return demo.Run(ctx, cfg, stdout, stderr)
 	case supervise.Mode:
 		s, err := supervise.Parse(args[1:])
 		if err != nil {

@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -41,6 +43,9 @@ ends with a summary and exits 0 when no tick ran twice.
 Without --nodes it starts three embedded Redis-protocol nodes (miniredis) in this process, so
 it needs no Redis installed.
 
+The output is the demo's table and its notes. The scheduler's own log lines (lost leases,
+failed renewals, skipped ticks) go to a file named at the end, or with -v to stderr.
+
 Flags:
 `
 
@@ -52,6 +57,7 @@ type Config struct {
 	every    time.Duration
 	work     time.Duration
 	ttl      time.Duration
+	verbose  bool // the scheduler's log lines go to stderr, not to a file
 }
 
 // Parse reads the demo's command line; its errors, but flag.ErrHelp (after the help is
@@ -67,6 +73,7 @@ func Parse(args []string, stderr io.Writer) (Config, error) {
 	fs.DurationVar(&c.every, "every", time.Second, "the job's period (@every, aligned to the Unix epoch)")
 	fs.DurationVar(&c.work, "work", 100*time.Millisecond, "how long one run works")
 	fs.DurationVar(&c.ttl, "ttl", time.Second, "the tick lock's TTL (renewed every TTL/3 while the job runs)")
+	fs.BoolVar(&c.verbose, "v", false, "write the scheduler's log lines to stderr (default: to a file named at the end)")
 	if err := fs.Parse(args); err != nil {
 		return c, err
 	}
@@ -97,8 +104,21 @@ func Parse(args []string, stderr io.Writer) (Config, error) {
 	return c, nil
 }
 
-// Run runs the demo on cfg, writing its table and annotations to stdout.
-func Run(ctx context.Context, cfg Config, stdout io.Writer) error {
+// Run runs the demo on cfg, writing its table and annotations to stdout. The scheduler's log
+// lines go to stderr with -v; otherwise to a temporary file, whose path Run prints last.
+func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	logOut := stderr
+	if !cfg.verbose {
+		f, err := os.CreateTemp("", "cronlock-demo-*.log")
+		if err != nil {
+			return fmt.Errorf("the demo's log file: %w (or use -v to log to stderr)", err)
+		}
+		defer func() {
+			_ = f.Close()
+			fmt.Fprintf(stdout, "the scheduler's log lines: %s\n", f.Name())
+		}()
+		logOut = f
+	}
 	addrs := cfg.nodes
 	if len(addrs) == 0 {
 		embedded, stop, err := startEmbeddedNodes(3)
@@ -123,7 +143,7 @@ func Run(ctx context.Context, cfg Config, stdout io.Writer) error {
 	fmt.Fprintf(stdout, "job: %q every %v (keys under %s), %d replicas, lock TTL %v, for %v\n\n",
 		"report", cfg.every, prefix, cfg.replicas, cfg.ttl, cfg.duration)
 
-	d := &demoRun{cfg: cfg, out: stdout, ticks: map[time.Time]*tickRow{}}
+	d := &demoRun{cfg: cfg, out: stdout, log: slog.New(slog.NewTextHandler(logOut, nil)), ticks: map[time.Time]*tickRow{}}
 	var replicas []*replica
 	defer func() {
 		for _, r := range replicas {
@@ -273,7 +293,7 @@ func (d *demoRun) newReplica(name string, addrs []string, prefix string) (*repli
 		return nil, err
 	}
 	r.sched, err = scheduler.New(r.locks, scheduler.WithReplica(name), scheduler.WithPrefix(prefix),
-		scheduler.WithMiddleware(d.record(name)))
+		scheduler.WithMiddleware(d.record(name)), scheduler.WithLogger(d.log))
 	if err != nil {
 		r.close()
 		return nil, err
@@ -324,6 +344,7 @@ func (r *replica) cut(ctx context.Context, d time.Duration) {
 type demoRun struct {
 	cfg      Config
 	out      io.Writer
+	log      *slog.Logger // the schedulers'
 	replicas []*replica
 	cutAt    time.Time
 

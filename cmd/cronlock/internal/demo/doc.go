@@ -6,4 +6,7 @@
 // the demo's own proxies); at the end the job is paused, resumed and triggered, and its history
 // read from the nodes. Parse reads the command line and Run runs the demo; on the user's nodes
 // it removes every key it wrote, and only those.
+//
+// Its stdout is the table and the demo's own notes only. The schedulers' log lines go to a
+// temporary file whose path is the output's last line, or with -v to stderr.
 package demo
