@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -137,7 +138,7 @@ func TestCLI(t *testing.T) {
 		assert.Contains(t, rout, "jobs[0].env.SECRET_env: environment variable CRONLOCK_TEST_SECRET is not set")
 
 		p := startProc(t, bin, "envy", []string{"CRONLOCK_TEST_SECRET=s3"}, "run", "--config", cfg)
-		eventually(t, "a run", func() bool { b, _ := os.ReadFile(out); return len(b) > 0 })
+		proctest.Eventually(t, "a run", func() bool { b, _ := os.ReadFile(out); return len(b) > 0 })
 		b, err := os.ReadFile(out)
 		require.NoError(t, err)
 		assert.Equal(t, "fast s3 "+work+"\n", string(b))
@@ -165,8 +166,8 @@ func TestCLI(t *testing.T) {
 		p := startProc(t, bin, "stuck", nil, "run", "--config", cfg, "--kill-grace", "200ms")
 		p.waitLog(t, "SIGKILL to the process group")
 		p.waitLog(t, "outcome=failed")
-		for _, pid := range readPIDs(t, pids)[:2] {
-			eventually(t, "the job's processes to exit", func() bool { return processGone(pid) })
+		for _, pid := range proctest.ReadPIDs(t, pids)[:2] {
+			proctest.Eventually(t, "the job's processes to exit", func() bool { return proctest.ProcessGone(pid) })
 		}
 		p.signal(t, syscall.SIGTERM)
 		assert.Equal(t, 0, p.wait(t))
@@ -187,7 +188,7 @@ func TestCLI(t *testing.T) {
     command: ["sh", "-c", "echo start >> %s; sleep 1; echo done >> %s"]
 `, marks, marks))
 		p := startProc(t, bin, "drain", nil, "run", "--config", cfg)
-		eventually(t, "a run to start", func() bool { b, _ := os.ReadFile(marks); return len(b) > 0 })
+		proctest.Eventually(t, "a run to start", func() bool { b, _ := os.ReadFile(marks); return len(b) > 0 })
 		p.signal(t, syscall.SIGTERM)
 		assert.Equal(t, 0, p.wait(t))
 		b, err := os.ReadFile(marks)
@@ -257,7 +258,7 @@ func testThreeReplicas(t *testing.T, bin string) {
 		procs = append(procs, startProc(t, bin, name, nil, "run", "--config", cfg, "--replica", name))
 	}
 	ctx := context.Background()
-	eventually(t, "ten runs", func() bool { return ledger.Client().LLen(ctx, "ledger").Val() >= 10 })
+	proctest.Eventually(t, "ten runs", func() bool { return ledger.Client().LLen(ctx, "ledger").Val() >= 10 })
 	for _, p := range procs {
 		p.signal(t, syscall.SIGTERM)
 	}

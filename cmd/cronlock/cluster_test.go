@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -78,22 +79,22 @@ func TestClusterNodes(t *testing.T) {
 
 	runCtx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	var stderrs [2]syncBuffer
+	var stderrs [2]proctest.SyncBuffer
 	codes := make(chan int, 2)
 	for i := range stderrs {
 		go func() {
-			var stdout syncBuffer
+			var stdout proctest.SyncBuffer
 			codes <- run(runCtx, []string{"run", "--config", cfg, "--replica", fmt.Sprintf("r%d", i), "--http", "127.0.0.1:0"}, &stdout, &stderrs[i])
 		}()
 	}
 	addr := regexp.MustCompile(`msg="http: serving /healthz /readyz /jobs /metrics" addr=(\S+)`)
-	eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderrs[0].String()) })
+	proctest.Eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderrs[0].String()) })
 	readyz := "http://" + addr.FindStringSubmatch(stderrs[0].String())[1] + "/readyz"
-	eventually(t, "ready", func() bool {
+	proctest.Eventually(t, "ready", func() bool {
 		status, body := get(t, readyz)
 		return status == http.StatusOK && strings.Contains(body, "ready: 3 of 3 nodes answer and are out of quarantine, quorum 2")
 	})
-	eventually(t, "five runs", func() bool { return ledger.Client().LLen(ctx, "ledger").Val() >= 5 })
+	proctest.Eventually(t, "five runs", func() bool { return ledger.Client().LLen(ctx, "ledger").Val() >= 5 })
 
 	code, out, _ = runCLI(t, "locks", "--config", cfg, "--job", "ledger")
 	require.Equal(t, 0, code, out)
@@ -104,14 +105,14 @@ func TestClusterNodes(t *testing.T) {
 	// the slot's quarantine there.
 	before := ledger.Client().LLen(ctx, "ledger").Val()
 	require.NoError(t, clusters[0].Restart(jobMember))
-	eventually(t, "cluster 0 in quarantine, still ready", func() bool {
+	proctest.Eventually(t, "cluster 0 in quarantine, still ready", func() bool {
 		status, body := get(t, readyz)
 		return status == http.StatusOK && strings.Contains(body, "ready: 2 of 3 nodes answer and are out of quarantine, quorum 2") &&
 			strings.Contains(body, "nodes[0]: in quarantine until ") && // the addresses go with the token
 
 			strings.Contains(body, " (1 of the jobs' 1 hash slots): it refuses locks until then")
 	})
-	eventually(t, "five more runs", func() bool { return ledger.Client().LLen(ctx, "ledger").Val() >= before+5 })
+	proctest.Eventually(t, "five more runs", func() bool { return ledger.Client().LLen(ctx, "ledger").Val() >= before+5 })
 
 	code, out, _ = runCLI(t, "check", "--config", cfg)
 	require.Equal(t, 0, code, out)

@@ -11,10 +11,10 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -81,7 +81,7 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 		if err != nil && h == nil {
 			return err
 		}
-		printHistory(stdout, h)
+		history.Print(stdout, h)
 		if err != nil {
 			fmt.Fprintf(stderr, "warning: %v\n", err)
 		}
@@ -119,26 +119,6 @@ func controlScheduler(cfg *config.Config) (*scheduler.Scheduler, func(), error) 
 	}
 	return sched, stop, nil
 }
-
-func printHistory(w io.Writer, h []scheduler.Record) {
-	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "START (UTC)\tRUN\tOUTCOME\tREPLICA\tDURATION\tTOKEN\tTRACE\tERROR")
-	for _, r := range h {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%s\t%s\n", r.Start.UTC().Format("2006-01-02 15:04:05.000"), runName(r),
-			r.Outcome, r.Replica, r.Duration.Round(time.Millisecond), r.Token, r.TraceID, oneLine(r.Error))
-	}
-	_ = tw.Flush()
-}
-
-// runName is a record's tick, or "trigger <id>".
-func runName(r scheduler.Record) string {
-	if r.Trigger != "" {
-		return "trigger " + r.Trigger
-	}
-	return "tick " + r.Tick.UTC().Format("15:04:05.000")
-}
-
-func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
 
 // control serves the control endpoints and the status page, under the bearer token read from
 // the environment variable cfg.HTTPTokenEnv at start.

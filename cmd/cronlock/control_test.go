@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -21,7 +22,7 @@ import (
 type daemonUnderTest struct {
 	base  string // http://host:port
 	cfg   string // the config file
-	log   *syncBuffer
+	log   *proctest.SyncBuffer
 	nodes []*redistest.Server
 }
 
@@ -33,7 +34,7 @@ func startDaemon(t *testing.T, extra, jobs string, flags ...string) daemonUnderT
 	endQuarantine(t, nodes...)
 	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+extra+"jobs:\n"+jobs)
 	ctx, cancel := context.WithCancel(context.Background())
-	stderr := &syncBuffer{}
+	stderr := &proctest.SyncBuffer{}
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, append([]string{"run", "--config", cfg, "--http", "127.0.0.1:0", "--replica", "web-1"}, flags...), io.Discard, stderr)
@@ -48,7 +49,7 @@ func startDaemon(t *testing.T, extra, jobs string, flags ...string) daemonUnderT
 		}
 	})
 	addr := regexp.MustCompile(`msg="http: serving [^"]*" addr=(\S+)`)
-	eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderr.String()) })
+	proctest.Eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderr.String()) })
 	return daemonUnderTest{base: "http://" + addr.FindStringSubmatch(stderr.String())[1], cfg: cfg, log: stderr, nodes: nodes}
 }
 
@@ -84,7 +85,7 @@ func TestControlHTTPAndCommands(t *testing.T) {
 	status, body := post(t, d.base+"/jobs/tick/pause", "s3cret", "reason=over+http")
 	require.Equal(t, http.StatusOK, status, body)
 
-	eventually(t, "a paused tick in the history", func() bool {
+	proctest.Eventually(t, "a paused tick in the history", func() bool {
 		code, out, _ := runCLI(t, "history", "tick", "--config", d.cfg, "-n", "5")
 		return code == 0 && strings.Contains(out, "skipped_paused")
 	})
@@ -103,12 +104,12 @@ func TestControlHTTPAndCommands(t *testing.T) {
 	require.Equal(t, 0, code, errOut)
 	id := strings.TrimSpace(out)
 	require.NotEmpty(t, id)
-	eventually(t, "the manual run in /jobs/tick/history", func() bool {
+	proctest.Eventually(t, "the manual run in /jobs/tick/history", func() bool {
 		status, body := get(t, d.base+"/jobs/tick/history?n=50")
 		return status == http.StatusOK && strings.Contains(body, id)
 	})
 	lastSuccess := regexp.MustCompile(`cronlock_job_last_success_time_seconds\{[^}]*cronlock_job="tick"[^}]*\} 1\.\d+e\+09\n`)
-	eventually(t, "the manual run's success in /metrics (read from the nodes at most once a second)", func() bool {
+	proctest.Eventually(t, "the manual run's success in /metrics (read from the nodes at most once a second)", func() bool {
 		status, body := get(t, d.base+"/metrics")
 		return status == http.StatusOK && lastSuccess.MatchString(body)
 	})

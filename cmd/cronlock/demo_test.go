@@ -2,7 +2,6 @@ package main
 
 import (
 	"net"
-	"slices"
 	"strings"
 	"testing"
 
@@ -54,23 +53,5 @@ func TestDemoNodesNamesTheUnreachableNode(t *testing.T) {
 	code, out, errOut := runCLI(t, "demo", "--nodes", m.Addr()+","+dead+","+m.Addr())
 	if want := "lock node " + dead + ":"; code == 0 || !strings.Contains(errOut+out, want) {
 		t.Errorf("exit %d, output lacks %q:\n%s%s", code, want, out, errOut)
-	}
-}
-
-// removeKeys takes every key the demo writes — its jobs' keys, the queue of manual runs, the
-// boot key — and nothing else: a run triggered while a node was cut off can leave the queue
-// there.
-func TestRemoveKeysTakesEveryDemoKey(t *testing.T) {
-	m := miniredis.RunT(t)
-	for _, k := range []string{"user:key", "{p:report}:tick:1", "{p:report}:run", "{p}:triggers", "p:boot", "{pp}:triggers"} {
-		m.Set(k, "v")
-	}
-	var out strings.Builder
-	removeKeys([]string{m.Addr()}, "p", &out)
-	if keys := m.Keys(); !slices.Equal(keys, []string{"user:key", "{pp}:triggers"}) {
-		t.Errorf("the node keeps %q, want only the user's keys", keys)
-	}
-	if !strings.Contains(out.String(), "removed the demo's 4 keys") {
-		t.Errorf("output: %q", out.String())
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -101,10 +102,10 @@ jobs:
   - {name: traced, schedule: "@every 1s", command: ["true"]}
 `, collector.URL))
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
+	var stdout, stderr proctest.SyncBuffer
 	code := make(chan int, 1)
 	go func() { code <- run(ctx, []string{"run", "--config", cfg, "--log-format", "json"}, &stdout, &stderr) }()
-	eventually(t, "the export's error in the daemon's log", func() bool {
+	proctest.Eventually(t, "the export's error in the daemon's log", func() bool {
 		return strings.Contains(stderr.String(), `"msg":"opentelemetry"`)
 	})
 	stopInProcess(t, cancel, code, &stderr)
@@ -153,13 +154,13 @@ func TestLogReaderGoesAway(t *testing.T) {
 	require.NoError(t, r.Close())
 
 	runs := len(fileLines(t, ledger))
-	eventually(t, "three more runs", func() bool { return len(fileLines(t, ledger)) >= runs+3 })
+	proctest.Eventually(t, "three more runs", func() bool { return len(fileLines(t, ledger)) >= runs+3 })
 	for _, l := range fileLines(t, ledger) {
 		mask, err := strconv.ParseUint(strings.TrimSpace(strings.TrimPrefix(l, "SigIgn:")), 16, 64)
 		require.NoError(t, err, l)
 		assert.Zero(t, mask&(1<<(syscall.SIGPIPE-1)), "the command ignores SIGPIPE: %s", l)
 	}
-	eventually(t, "the dropped lines counted", func() bool {
+	proctest.Eventually(t, "the dropped lines counted", func() bool {
 		_, body := get(t, base+"/metrics")
 		m := regexp.MustCompile(`(?m)^cronlock_log_lines_dropped_total(\{[^}]*\})? (\d+)`).FindStringSubmatch(body)
 		return m != nil && m[2] != "0"
@@ -168,7 +169,7 @@ func TestLogReaderGoesAway(t *testing.T) {
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	select {
 	case <-done:
-	case <-time.After(waitLimit):
+	case <-time.After(proctest.WaitLimit):
 		t.Fatal("the daemon did not stop")
 	}
 	assert.Equal(t, 0, cmd.ProcessState.ExitCode(), cmd.ProcessState.String())

@@ -21,6 +21,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/demo"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
 )
 
 // usageError is a mistake in the command line: exit code 2.
@@ -93,9 +96,20 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "check":
 		return checkCmd(ctx, args[1:], stdout, stderr)
 	case "demo":
-		return demo(ctx, args[1:], stdout, stderr)
-	case superviseMode:
-		return supervise(args[1:])
+		cfg, err := demo.Parse(args[1:], stderr)
+		switch {
+		case errors.Is(err, flag.ErrHelp):
+			return err
+		case err != nil:
+			return usageError{err}
+		}
+		return demo.Run(ctx, cfg, stdout, stderr)
+	case supervise.Mode:
+		s, err := supervise.Parse(args[1:])
+		if err != nil {
+			return usageError{err}
+		}
+		return s.Run()
 	case "pause", "resume", "trigger", "history":
 		return controlCmd(ctx, args[0], args[1:], stdout, stderr)
 	case "version", "--version":

@@ -7,13 +7,17 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
 )
 
 // TestMain runs the tests, or the supervisor when the test binary is started as one (the
 // commands that tests run in this process start os.Executable() as their supervisor).
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == superviseMode {
+	if len(os.Args) > 1 && os.Args[1] == supervise.Mode {
 		os.Exit(run(context.Background(), os.Args[1:], os.Stdout, os.Stderr))
 	}
 	// A binary built with -race sleeps a second at exit unless told not to: the supervisors'
@@ -53,6 +57,24 @@ func TestDemo(t *testing.T) {
 			t.Errorf("output lacks %q:\n%s", want, out)
 		}
 	}
+	// The table and notes only: the scheduler's log lines go to the file named last.
+	assert.NotContains(t, out+errOut, "level=", "a log line on the terminal")
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	path, ok := strings.CutPrefix(lines[len(lines)-1], "the scheduler's log lines: ")
+	require.True(t, ok, "the last line does not name the log file:\n%s", out)
+	t.Cleanup(func() { _ = os.Remove(path) })
+	logs, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Contains(t, string(logs), "level=WARN", "the lost lease is logged")
+}
+
+// With -v the scheduler's log lines go to stderr, and no file is named.
+func TestDemoVerbose(t *testing.T) {
+	code, out, errOut := runCLI(t, "demo", "-v", "--duration", "1s", "--every", "250ms", "--work", "50ms", "--ttl", "400ms")
+	require.Equal(t, 0, code, "stdout:\n%s\nstderr:\n%s", out, errOut)
+	assert.Contains(t, errOut, "level=")
+	assert.NotContains(t, out, "level=")
+	assert.NotContains(t, out, "the scheduler's log lines")
 }
 
 func TestExitCodes(t *testing.T) {

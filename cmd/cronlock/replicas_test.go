@@ -11,6 +11,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -44,7 +45,7 @@ func TestWaitForReplicas(t *testing.T) {
 			return true
 		}
 	}
-	eventually(t, "every primary's replica to connect", allConnected("1", primaries...))
+	proctest.Eventually(t, "every primary's replica to connect", allConnected("1", primaries...))
 	endQuarantine(t, primaries...)
 	dir := t.TempDir()
 	ledger := dir + "/ledger"
@@ -68,28 +69,28 @@ jobs:
 	require.Equal(t, 3, strings.Count(out, "replicas    1 connected, wait_for_replicas 1"), out)
 
 	d := startProc(t, bin, "daemon", nil, "run", "--config", cfg, "--replica", "a")
-	eventually(t, "ticks to run with every replica up", func() bool { return runs() >= 2 })
+	proctest.Eventually(t, "ticks to run with every replica up", func() bool { return runs() >= 2 })
 
 	for _, r := range replicas[:2] {
 		require.NoError(t, r.Stop())
 	}
-	eventually(t, "two primaries to see their replica gone", allConnected("0", primaries[:2]...))
+	proctest.Eventually(t, "two primaries to see their replica gone", allConnected("0", primaries[:2]...))
 	code, out = runBin(t, bin, nil, "check", "--config", cfg)
 	require.Equal(t, 0, code, out)
 	require.Equal(t, 2, strings.Count(out, "0 replicas connected, fewer than wait_for_replicas 1"), out)
 	// A run that took its lock before the replicas stopped may still write: count from the
 	// first tick that ended unreplicated, then see two more end so, with no run between.
 	unreplicated := func() int { return strings.Count(d.out.String(), "outcome=quorum_unavailable") }
-	eventually(t, "a tick to end quorum_unavailable", func() bool { return unreplicated() >= 1 })
+	proctest.Eventually(t, "a tick to end quorum_unavailable", func() bool { return unreplicated() >= 1 })
 	before, seen := runs(), unreplicated()
-	eventually(t, "two more ticks to end quorum_unavailable", func() bool { return unreplicated() >= seen+2 })
+	proctest.Eventually(t, "two more ticks to end quorum_unavailable", func() bool { return unreplicated() >= seen+2 })
 	require.Equal(t, before, runs(), "a tick ran while two of three nodes had no replica to acknowledge it")
 	d.waitLog(t, "not replicated")
 
 	for _, r := range replicas[:2] {
 		require.NoError(t, r.Restart())
 	}
-	eventually(t, "the replicas to connect again", allConnected("1", primaries...))
+	proctest.Eventually(t, "the replicas to connect again", allConnected("1", primaries...))
 	before = runs()
-	eventually(t, "ticks to run again", func() bool { return runs() >= before+2 })
+	proctest.Eventually(t, "ticks to run again", func() bool { return runs() >= before+2 })
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -395,8 +396,8 @@ func (d *daemon) buildJob(cfg *config.Config, i int, j config.Job) (*definition,
 	if err != nil {
 		return nil, err
 	}
-	cj := &commandJob{name: j.Name, argv: j.Command, env: append(jobEnviron(cfg), env...), dir: j.WorkingDir,
-		killGrace: killGrace, log: d.log, outputLevel: j.OutputLevel, outputLimit: j.OutputLimit}
+	cj := &supervise.Command{Name: j.Name, Argv: j.Command, Env: append(jobEnviron(cfg), env...), Dir: j.WorkingDir,
+		KillGrace: killGrace, Log: d.log, OutputLevel: j.OutputLevel, OutputLimit: j.OutputLimit}
 	def := &definition{}
 	def.job = job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(def, cj), Options: j.Options()}
 	return def, nil
@@ -430,7 +431,7 @@ func hostProblems(j config.Job) []error {
 // handlerFor returns the handler of def, which runs cj: unless the daemon is stopping, or a
 // reload replaced def, or def must not overlap a run of the definition it replaced (see
 // definitions), it notes the run for /jobs, then runs the command.
-func (d *daemon) handlerFor(def *definition, cj *commandJob) job.Handler {
+func (d *daemon) handlerFor(def *definition, cj *supervise.Command) job.Handler {
 	return func(ctx context.Context) error {
 		if !d.gate.enter(ctx) {
 			return errStopping
@@ -443,7 +444,7 @@ func (d *daemon) handlerFor(def *definition, cj *commandJob) job.Handler {
 		if run, ok := job.RunFrom(ctx); ok {
 			started(ctx, run.FencingToken)
 		}
-		return cj.run(ctx)
+		return cj.Run(ctx)
 	}
 }
 

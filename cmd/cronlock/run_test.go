@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -58,14 +59,14 @@ jobs:
 `)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr proctest.SyncBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"run", "--config", cfg, "--http", "127.0.0.1:0", "--replica", "web-1"}, &stdout, &stderr)
 	}()
 
 	addr := regexp.MustCompile(`msg="http: serving /healthz /readyz /jobs /metrics" addr=(\S+)`)
-	eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderr.String()) })
+	proctest.Eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderr.String()) })
 	base := "http://" + addr.FindStringSubmatch(stderr.String())[1]
 
 	status, body := get(t, base+"/healthz")
@@ -77,7 +78,7 @@ jobs:
 	assert.Contains(t, body, "ready: 3 of 3 nodes answer and are out of quarantine, quorum 2")
 
 	var doc jobsDoc
-	eventually(t, "a run in /jobs", func() bool {
+	proctest.Eventually(t, "a run in /jobs", func() bool {
 		status, body := get(t, base+"/jobs")
 		require.Equal(t, http.StatusOK, status)
 		require.NoError(t, json.Unmarshal([]byte(body), &doc), body)
@@ -106,13 +107,13 @@ jobs:
 	// Without a quorum the daemon is not ready (after the cached answer expires).
 	require.NoError(t, nodes[1].Kill())
 	require.NoError(t, nodes[2].Kill())
-	eventually(t, "/readyz to say not ready", func() bool {
+	proctest.Eventually(t, "/readyz to say not ready", func() bool {
 		status, body := get(t, base+"/readyz")
 		return status == http.StatusServiceUnavailable && strings.Contains(body, "not ready: 1 of 3 nodes answer and are out of quarantine, quorum 2")
 	})
 	// The probe logs a node's going down once (checked once the daemon stopped, probes later).
 	down := `msg="node does not answer" node=` + nodes[1].Addr()
-	eventually(t, "the log of a node going down", func() bool { return strings.Contains(stderr.String(), down) })
+	proctest.Eventually(t, "the log of a node going down", func() bool { return strings.Contains(stderr.String(), down) })
 
 	stopInProcess(t, cancel, code, &stderr)
 	assert.Contains(t, stderr.String(), "msg=stopped")
@@ -127,7 +128,7 @@ jobs:
 // enough for goleak to count it as leaked.
 func waitDialProbes(t *testing.T) {
 	t.Helper()
-	eventually(t, "go-redis dial probes to end", func() bool {
+	proctest.Eventually(t, "go-redis dial probes to end", func() bool {
 		buf := make([]byte, 1<<20)
 		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*ConnPool).tryDial")
 	})
@@ -266,10 +267,10 @@ jobs:
     command: ["true"]
 `, collector.URL))
 	ctx, cancel := context.WithCancel(context.Background())
-	var stdout, stderr syncBuffer
+	var stdout, stderr proctest.SyncBuffer
 	code := make(chan int, 1)
 	go func() { code <- run(ctx, []string{"run", "--config", cfg}, &stdout, &stderr) }()
-	eventually(t, "a tick run and marked done", func() bool {
+	proctest.Eventually(t, "a tick run and marked done", func() bool {
 		keys, err := nodes[0].Client().Keys(context.Background(), "*:tick:*").Result()
 		return err == nil && len(keys) > 0
 	})
@@ -295,27 +296,27 @@ jobs:
 `)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stdout, stderr syncBuffer
+	var stdout, stderr proctest.SyncBuffer
 	code := make(chan int, 1)
 	go func() { code <- run(ctx, []string{"run", "--config", cfg, "--http", "127.0.0.1:0"}, &stdout, &stderr) }()
 	addr := regexp.MustCompile(`msg="http: serving /healthz /readyz /jobs /metrics" addr=(\S+)`)
-	eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderr.String()) })
+	proctest.Eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderr.String()) })
 	readyz := "http://" + addr.FindStringSubmatch(stderr.String())[1] + "/readyz"
-	eventually(t, "ready", func() bool { status, _ := get(t, readyz); return status == http.StatusOK })
+	proctest.Eventually(t, "ready", func() bool { status, _ := get(t, readyz); return status == http.StatusOK })
 
 	// Two nodes lose their memory: the next lock attempt puts them in quarantine for max_ttl.
 	for _, n := range nodes[:2] {
 		require.NoError(t, n.Client().FlushAll(context.Background()).Err())
 	}
-	eventually(t, "not ready during the quarantine", func() bool {
+	proctest.Eventually(t, "not ready during the quarantine", func() bool {
 		status, body := get(t, readyz)
 		return status == http.StatusServiceUnavailable &&
 			strings.Contains(body, "not ready: 1 of 3 nodes answer and are out of quarantine, quorum 2") &&
 			strings.Contains(body, "nodes[0]: in quarantine until ") && strings.Contains(body, "nodes[2]: ok")
 	})
-	eventually(t, "ready after the quarantine", func() bool { status, _ := get(t, readyz); return status == http.StatusOK })
+	proctest.Eventually(t, "ready after the quarantine", func() bool { status, _ := get(t, readyz); return status == http.StatusOK })
 	for _, n := range nodes[:2] {
-		eventually(t, "the log of the quarantine's end", func() bool {
+		proctest.Eventually(t, "the log of the quarantine's end", func() bool {
 			return strings.Contains(stderr.String(), `msg="node grants locks again" node=`+n.Addr())
 		})
 	}
@@ -329,13 +330,13 @@ jobs:
 
 // stopInProcess cancels the context of a run started in this process and asserts that it
 // returned 0 in time.
-func stopInProcess(t *testing.T, cancel context.CancelFunc, code <-chan int, stderr *syncBuffer) {
+func stopInProcess(t *testing.T, cancel context.CancelFunc, code <-chan int, stderr *proctest.SyncBuffer) {
 	t.Helper()
 	cancel()
 	select {
 	case c := <-code:
 		assert.Equal(t, 0, c, "stderr:\n%s", stderr.String())
-	case <-time.After(waitLimit):
+	case <-time.After(proctest.WaitLimit):
 		t.Fatalf("run did not return:\n%s", stderr.String())
 	}
 }

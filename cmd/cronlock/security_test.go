@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -73,10 +74,10 @@ func TestJobEnvironWithoutSecrets(t *testing.T) {
 	jobs := fmt.Sprintf("jobs:\n  - {name: env, schedule: '@every 1s', command: [sh, -c, 'env > %s.tmp && mv %s.tmp %s']}\n", out, out, out)
 	path := writeFile(t, t.TempDir(), "c.yaml", cfg.String()+jobs)
 	ctx, cancel := context.WithCancel(context.Background())
-	var stderr syncBuffer
+	var stderr proctest.SyncBuffer
 	code := make(chan int, 1)
 	go func() { code <- run(ctx, []string{"run", "--config", path}, io.Discard, &stderr) }()
-	eventually(t, "a run's environment", func() bool { _, err := os.Stat(out); return err == nil })
+	proctest.Eventually(t, "a run's environment", func() bool { _, err := os.Stat(out); return err == nil })
 	stopInProcess(t, cancel, code, &stderr)
 	env, err := os.ReadFile(out)
 	require.NoError(t, err)
@@ -99,7 +100,7 @@ func TestUnauthenticatedReads(t *testing.T) {
     schedule: "@every 200ms"
     command: ["sh", "-c", "echo --password=hunter2 >&2; exit 3"]
 `)
-	eventually(t, "a failed run", func() bool {
+	proctest.Eventually(t, "a failed run", func() bool {
 		_, body, _ := do(t, newRequest(t, "GET", d.base+"/jobs", "", nil))
 		return strings.Contains(body, `"outcome": "failed"`)
 	})
@@ -180,7 +181,7 @@ func TestControlBodies(t *testing.T) {
 
 	status, body = form(d.base+"/jobs/j/pause?reason=from-the-query", "s3cret", "")
 	require.Equal(t, http.StatusOK, status, body)
-	eventually(t, "the pause on the page", paused)
+	proctest.Eventually(t, "the pause on the page", paused)
 	_, page, _ := do(t, newRequest(t, "GET", d.base+"/", "", nil))
 	assert.Contains(t, page, "Paused: paused over HTTP")
 	assert.NotContains(t, page, "from-the-query")
@@ -343,11 +344,11 @@ func TestDaemonUnderAttack(t *testing.T) {
 			select {
 			case err := <-closed:
 				require.NoError(t, err)
-			case <-time.After(waitLimit):
-				t.Fatalf("%d of %d idle connections still open after %v", conns-i, conns, waitLimit)
+			case <-time.After(proctest.WaitLimit):
+				t.Fatalf("%d of %d idle connections still open after %v", conns-i, conns, proctest.WaitLimit)
 			}
 		}
-		eventually(t, "runs after the connections", func() bool {
+		proctest.Eventually(t, "runs after the connections", func() bool {
 			return strings.Count(p.out.String(), `msg="run finished"`) >= before+3
 		})
 		p.signal(t, syscall.SIGTERM)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
@@ -52,15 +53,15 @@ func TestSignals(t *testing.T) {
 		job := func(name, says string) string { return echoJob(ledger, name, says, "lock_ttl: 3s") }
 		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n"+job("keep", "keep-v1")+job("gone", "gone"))
 		p := startProc(t, bin, "daemon", nil, "run", "--config", cfg)
-		eventually(t, "runs of both jobs", func() bool { return countLines(ledger, "keep-v1") > 0 && countLines(ledger, "gone") > 0 })
+		proctest.Eventually(t, "runs of both jobs", func() bool { return countLines(ledger, "keep-v1") > 0 && countLines(ledger, "gone") > 0 })
 
 		writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n"+job("keep", "keep-v2")+job("added", "added"))
 		p.signal(t, syscall.SIGHUP)
 		p.waitLog(t, `msg=reloaded file=`+cfg+` jobs=2 added=1 changed=1 removed=1`)
-		eventually(t, "runs of the changed and the added job", func() bool { return countLines(ledger, "keep-v2") > 0 && countLines(ledger, "added") > 0 })
+		proctest.Eventually(t, "runs of the changed and the added job", func() bool { return countLines(ledger, "keep-v2") > 0 && countLines(ledger, "added") > 0 })
 		gone, v1 := countLines(ledger, "gone"), countLines(ledger, "keep-v1")
 		v2 := countLines(ledger, "keep-v2")
-		eventually(t, "two more runs of the changed job", func() bool { return countLines(ledger, "keep-v2") >= v2+2 })
+		proctest.Eventually(t, "two more runs of the changed job", func() bool { return countLines(ledger, "keep-v2") >= v2+2 })
 		assert.Equal(t, gone, countLines(ledger, "gone"), "the removed job ran after the reload")
 		assert.Equal(t, v1, countLines(ledger, "keep-v1"), "the changed job ran its old command after the reload")
 
@@ -69,7 +70,7 @@ func TestSignals(t *testing.T) {
 		p.signal(t, syscall.SIGHUP)
 		p.waitLog(t, `msg="reload: config refused, the running one is kept" err="`+cfg+`:4: jobs[1].timeout: \"10x\" is not a duration`)
 		v2 = countLines(ledger, "keep-v2")
-		eventually(t, "the running config to go on", func() bool { return countLines(ledger, "keep-v2") >= v2+2 })
+		proctest.Eventually(t, "the running config to go on", func() bool { return countLines(ledger, "keep-v2") >= v2+2 })
 		assert.Zero(t, countLines(ledger, "keep-v3"))
 
 		p.signal(t, syscall.SIGTERM)
@@ -82,7 +83,7 @@ func TestSignals(t *testing.T) {
 		job := func(name, says, opts string) string { return echoJob(ledger, name, says, opts) }
 		cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n"+job("keep", "keep-v1", "lock_ttl: 3s")+job("gone", "gone", "lock_ttl: 3s"))
 		p := startProc(t, bin, "daemon", nil, "run", "--config", cfg, "--kill-grace", "1s")
-		eventually(t, "runs of both jobs", func() bool { return countLines(ledger, "keep-v1") > 0 && countLines(ledger, "gone") > 0 })
+		proctest.Eventually(t, "runs of both jobs", func() bool { return countLines(ledger, "keep-v1") > 0 && countLines(ledger, "gone") > 0 })
 
 		// The changed job names a variable that is not set, an added one has a lock_ttl too short
 		// for --kill-grace; a job is removed, another added that would work.
@@ -94,7 +95,7 @@ func TestSignals(t *testing.T) {
 		p.waitLog(t, `msg="reload: config refused, the running one is kept" err="`+cfg+`:3: jobs[0].env.SECRET_env: environment variable CRONLOCK_TEST_NOT_SET is not set`)
 		p.waitLog(t, `msg="reload: config refused, the running one is kept" err="`+cfg+`:5: jobs[2]: --kill-grace 1s is not shorter than lock_ttl 1.2s`)
 		v1, gone := countLines(ledger, "keep-v1"), countLines(ledger, "gone")
-		eventually(t, "two more runs of each running job", func() bool {
+		proctest.Eventually(t, "two more runs of each running job", func() bool {
 			return countLines(ledger, "keep-v1") >= v1+2 && countLines(ledger, "gone") >= gone+2
 		})
 		assert.Zero(t, countLines(ledger, "keep-v2"))
@@ -119,13 +120,13 @@ func TestSignals(t *testing.T) {
 			command := ", command: " + ledgerJob(ledger, "sleep 3") + "}\n"
 			cfg := writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n  - "+tc.old+", schedule: '@hourly', catch_up: 1h"+command)
 			p := startProc(t, bin, "daemon", nil, "run", "--config", cfg, "--log-level", "debug")
-			eventually(t, "the old definition's run", func() bool { return len(readLedger(t, ledger)) == 1 })
+			proctest.Eventually(t, "the old definition's run", func() bool { return len(readLedger(t, ledger)) == 1 })
 
 			writeFile(t, dir, "c.yaml", nodesConfig([]*redistest.Server{node})+"jobs:\n  - "+tc.next+", schedule: '@every 1s'"+command)
 			p.signal(t, syscall.SIGHUP)
 			p.waitLog(t, "msg=reloaded")
 			p.waitLog(t, "outcome=skipped_overlap")
-			eventually(t, "two runs of the new definition", func() bool { return len(readLedger(t, ledger)) >= 3 })
+			proctest.Eventually(t, "two runs of the new definition", func() bool { return len(readLedger(t, ledger)) >= 3 })
 
 			p.signal(t, syscall.SIGTERM)
 			assert.Equal(t, 0, p.wait(t))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -19,7 +20,7 @@ var statusPage = template.Must(template.New("status.html").Funcs(template.FuncMa
 	"utc":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") },
 	"in":   func(t time.Time, loc *time.Location) string { return t.In(loc).Format("2006-01-02 15:04:05 MST") },
 	"ms":   func(d time.Duration) string { return d.Round(time.Millisecond).String() },
-	"run":  runName,
+	"run":  history.RunName,
 	"zero": func(t time.Time) bool { return t.IsZero() },
 	"path": url.PathEscape,
 }).ParseFS(templates, "templates/status.html"))

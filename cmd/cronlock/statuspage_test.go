@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -36,7 +37,7 @@ func browser(t *testing.T) context.Context {
 		chromedp.Flag("disable-sync", true), chromedp.NoFirstRun, chromedp.UserDataDir(t.TempDir()))
 	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	bctx, cancelCtx := chromedp.NewContext(actx)
-	ctx, cancelTimeout := context.WithTimeout(bctx, 2*waitLimit)
+	ctx, cancelTimeout := context.WithTimeout(bctx, 2*proctest.WaitLimit)
 	t.Cleanup(func() {
 		if t.Failed() {
 			sctx, cancel := context.WithTimeout(bctx, 5*time.Second) // ctx may have run out
@@ -66,7 +67,7 @@ func browser(t *testing.T) context.Context {
 // waitText reloads the page until the text of sel contains want.
 func waitText(t *testing.T, ctx context.Context, url, sel, want string) {
 	t.Helper()
-	deadline := time.Now().Add(waitLimit)
+	deadline := time.Now().Add(proctest.WaitLimit)
 	var text string
 	for {
 		err := chromedp.Do(ctx, chromedp.Navigate(url))
@@ -77,7 +78,7 @@ func waitText(t *testing.T, ctx context.Context, url, sel, want string) {
 			return
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("waited %v for %q in %s; text: %q, err: %v", waitLimit, want, sel, text, err)
+			t.Fatalf("waited %v for %q in %s; text: %q, err: %v", proctest.WaitLimit, want, sel, text, err)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -128,7 +129,7 @@ func TestStatusPageInBrowser(t *testing.T) {
 	require.Eventually(t, func() bool {
 		body, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
 		return err == nil && strings.Contains(body, "wrong or missing bearer token")
-	}, waitLimit, 50*time.Millisecond)
+	}, proctest.WaitLimit, 50*time.Millisecond)
 }
 
 // The page links each traced run to tracing.ui_url, and shows buttons only with a token.

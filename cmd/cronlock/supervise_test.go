@@ -4,7 +4,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"regexp"
@@ -17,6 +16,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
 	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/middleware"
@@ -83,7 +84,7 @@ func (p *proc) runGroup(t *testing.T) int {
 // groupGone reports whether no process of the group pgid runs (zombies excepted: the reaper of
 // orphans may be slow, or absent, in a container).
 func groupGone(pgid int) bool {
-	return errors.Is(syscall.Kill(-pgid, 0), syscall.ESRCH) || onlyZombies(pgid)
+	return !supervise.GroupAlive(pgid)
 }
 
 // twoReplicas starts daemons a and b, a first: it takes the job's first run, then b starts.
@@ -99,7 +100,7 @@ func twoReplicas(t *testing.T, bin string, nodes []*redistest.Server, addrsA []s
 		cfgA = writeFile(t, dir, "a.yaml", `nodes: ["`+strings.Join(addrsA, `", "`)+"\"]\n"+strings.ReplaceAll(jobYAML, "LEDGER", ledger))
 	}
 	a = startProc(t, bin, "a", nil, "run", "--config", cfgA, "--replica", "a")
-	eventually(t, "a's first run", func() bool { return len(readLedger(t, ledger)) == 1 })
+	proctest.Eventually(t, "a's first run", func() bool { return len(readLedger(t, ledger)) == 1 })
 	b = startProc(t, bin, "b", nil, "run", "--config", cfgB, "--replica", "b")
 	b.waitLog(t, `msg="ready: taking ticks"`)
 	return a, b, ledger
@@ -108,7 +109,7 @@ func twoReplicas(t *testing.T, bin string, nodes []*redistest.Server, addrsA []s
 // b's run starts after a's process group is gone, which happened at gone or before.
 func requireNoOverlap(t *testing.T, ledger string, gone time.Time) {
 	t.Helper()
-	eventually(t, "b's run", func() bool { return len(readLedger(t, ledger)) == 2 })
+	proctest.Eventually(t, "b's run", func() bool { return len(readLedger(t, ledger)) == 2 })
 	runs := readLedger(t, ledger)
 	require.Equal(t, []string{"a", "b"}, []string{runs[0].replica, runs[1].replica})
 	assert.True(t, runs[1].start.After(gone), "b's run started at %v, a's run was gone at %v", runs[1].start, gone)
@@ -179,7 +180,7 @@ jobs:
 		pgid := a.runGroup(t)
 		a.signal(t, syscall.SIGSTOP)
 		t.Cleanup(func() { _ = a.cmd.Process.Signal(syscall.SIGCONT) })
-		eventually(t, "the frozen daemon's run to be killed", func() bool { return groupGone(pgid) })
+		proctest.Eventually(t, "the frozen daemon's run to be killed", func() bool { return groupGone(pgid) })
 		requireNoOverlap(t, ledger, time.Now())
 	})
 
@@ -204,7 +205,7 @@ jobs:
 		for _, p := range proxies {
 			p.Blackhole(true)
 		}
-		eventually(t, "the cut-off daemon's run to be killed", func() bool { return groupGone(pgid) })
+		proctest.Eventually(t, "the cut-off daemon's run to be killed", func() bool { return groupGone(pgid) })
 		requireNoOverlap(t, ledger, time.Now())
 		a.waitLog(t, "the lease's deadline is kill_grace away and not extended: SIGTERM to the process group")
 		a.waitLog(t, "SIGKILL to the process group")
@@ -233,8 +234,8 @@ jobs:
     command: `+ledgerJob("LEDGER", "sleep 60")+"\n")
 			pgid := a.runGroup(t)
 			kill(t, a, pgid)
-			eventually(t, "the orphaned process group to be gone", func() bool { return groupGone(pgid) })
-			eventually(t, "the next run", func() bool { return len(readLedger(t, ledger)) >= 2 })
+			proctest.Eventually(t, "the orphaned process group to be gone", func() bool { return groupGone(pgid) })
+			proctest.Eventually(t, "the next run", func() bool { return len(readLedger(t, ledger)) >= 2 })
 			a.waitLog(t, "the run's supervisor died and left its process group: SIGKILL to the group")
 			select {
 			case <-a.done:
@@ -310,16 +311,16 @@ jobs:
 				"a": startProc(t, bin, "a", nil, "run", "--config", cfg, "--replica", "a"),
 				"b": startProc(t, bin, "b", nil, "run", "--config", cfg, "--replica", "b"),
 			}
-			eventually(t, "a first run", func() bool { return len(readTickLedger(t, ledger)) > 0 })
+			proctest.Eventually(t, "a first run", func() bool { return len(readTickLedger(t, ledger)) > 0 })
 			first := readTickLedger(t, ledger)[0]
 			holder := procs[first.replica]
 			holder.signal(t, syscall.SIGSTOP)
 			t.Cleanup(func() { _ = holder.cmd.Process.Signal(syscall.SIGCONT) })
 			require.Len(t, readTickLedger(t, ledger), 1, "the command ended before its daemon was frozen")
 
-			eventually(t, "the command's end, its daemon frozen", func() bool { return len(readTickLedger(t, ledger)) == 2 })
+			proctest.Eventually(t, "the command's end, its daemon frozen", func() bool { return len(readTickLedger(t, ledger)) == 2 })
 			key := middleware.TickKey(middleware.DefaultPrefix, "once", time.UnixMilli(first.tick))
-			eventually(t, "the run's lock to expire on every node", func() bool {
+			proctest.Eventually(t, "the run's lock to expire on every node", func() bool {
 				for _, n := range nodes {
 					if n.Client().Exists(context.Background(), key).Val() != 0 {
 						return false
@@ -328,7 +329,7 @@ jobs:
 				return true
 			})
 			holder.signal(t, syscall.SIGCONT)
-			eventually(t, "a run of a later tick", func() bool {
+			proctest.Eventually(t, "a run of a later tick", func() bool {
 				lines := readTickLedger(t, ledger)
 				return lines[len(lines)-1].tick > first.tick
 			})

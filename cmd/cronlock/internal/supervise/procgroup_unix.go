@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package supervise
 
 import (
 	"errors"
@@ -23,11 +23,11 @@ func signalGroup(pgid int, sig syscall.Signal) bool {
 	return err == nil || errors.Is(err, syscall.EPERM)
 }
 
-// groupAlive reports whether the process group pgid still has a process that runs. Call it
+// GroupAlive reports whether the process group pgid still has a process that runs. Call it
 // only after its leader was waited for, if it is a child. Zombies do not count where
 // onlyZombies can tell: an orphan that exited waits for the system's reaper, which in a
 // container may be slow or absent.
-func groupAlive(pgid int) bool {
+func GroupAlive(pgid int) bool {
 	return signalGroup(pgid, 0) && !onlyZombies(pgid)
 }
 

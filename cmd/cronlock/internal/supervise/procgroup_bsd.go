@@ -1,6 +1,6 @@
 //go:build unix && !linux
 
-package main
+package supervise
 
 // onlyZombies cannot tell zombies apart without /proc: every process counts as running.
 func onlyZombies(int) bool { return false }

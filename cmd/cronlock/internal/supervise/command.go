@@ -1,4 +1,4 @@
-package main
+package supervise
 
 import (
 	"bufio"
@@ -22,7 +22,7 @@ import (
 	"github.com/cronlock/cronlock/redlock"
 )
 
-// commandJob runs a job's command, once per call, under a supervisor (see superviseMode): a
+// Command runs a job's command, once per call, under a supervisor (see Mode): a
 // cronlock process that starts the command in a process group of its own and ends that group
 // before the run's lease can end, even if the daemon dies or freezes.
 //
@@ -34,17 +34,17 @@ import (
 // drain), SIGTERM at once and SIGKILL kill_grace later, or at the deadline if sooner. When the
 // command exits, processes it left running in its group are stopped the same way: a run ends
 // with its processes, so nothing outlives the lock.
-type commandJob struct {
-	name      string
-	argv      []string
-	env       []string // the daemon's environment, with the job's env:
-	dir       string   // working_dir ("": the daemon's)
-	killGrace time.Duration
-	log       *slog.Logger
-	// outputLevel is the level of the command's output lines; outputLimit bounds the bytes of
+type Command struct {
+	Name      string
+	Argv      []string
+	Env       []string // the daemon's environment, with the job's env:
+	Dir       string   // working_dir ("": the daemon's)
+	KillGrace time.Duration
+	Log       *slog.Logger
+	// OutputLevel is the level of the command's output lines; OutputLimit bounds the bytes of
 	// output one run logs.
-	outputLevel slog.Level
-	outputLimit int64
+	OutputLevel slog.Level
+	OutputLimit int64
 }
 
 // groupPoll is how often a stopping process group is checked for processes left, and how
@@ -55,20 +55,22 @@ const groupPoll = 20 * time.Millisecond
 // outside its group (e.g. one started with setsid) keeps its stdout or stderr open.
 const outputGrace = time.Second
 
-func (c *commandJob) run(ctx context.Context) error {
+// Run runs the command once, for the run of job.RunFrom(ctx) under its lease
+// (redlock.LeaseFrom(ctx)).
+func (c *Command) Run(ctx context.Context) error {
 	run, ok := job.RunFrom(ctx)
 	if !ok {
-		run = &job.Run{Job: c.name}
+		run = &job.Run{Job: c.Name}
 	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w: command not started", context.Cause(ctx))
 	}
 	exe, err := os.Executable()
 	if err != nil {
-		return fmt.Errorf("command %q did not start: the supervisor (this program) is not found: %w", c.argv[0], err)
+		return fmt.Errorf("command %q did not start: the supervisor (this program) is not found: %w", c.Argv[0], err)
 	}
-	cmd := exec.Command(exe, append([]string{superviseMode, strconv.FormatInt(int64(c.killGrace), 10)}, c.argv...)...)
-	cmd.Env = append(slices.Clone(c.env),
+	cmd := exec.Command(exe, append([]string{Mode, strconv.FormatInt(int64(c.KillGrace), 10)}, c.Argv...)...)
+	cmd.Env = append(slices.Clone(c.Env),
 		"CRONLOCK_JOB="+run.Job,
 		"CRONLOCK_TICK="+run.Tick.UTC().Format(time.RFC3339Nano),
 		"CRONLOCK_TICK_UNIX_MS="+strconv.FormatInt(run.Tick.UnixMilli(), 10),
@@ -97,7 +99,7 @@ func (c *commandJob) run(ctx context.Context) error {
 	stR, stW := ends[3][0], ends[3][1]
 	cmd.Stdout, cmd.Stderr = outW, errW
 	cmd.ExtraFiles = []*os.File{ctlR, stW} // ctlFD, statusFD
-	cmd.Dir = c.dir                        // the supervisor's, and so the command's
+	cmd.Dir = c.Dir                        // the supervisor's, and so the command's
 	deadline := leaseDeadline(ctx)
 	sendDeadline(ctlW, deadline)
 	err = cmd.Start()
@@ -105,14 +107,14 @@ func (c *commandJob) run(ctx context.Context) error {
 		f.Close()
 	}
 	if err != nil {
-		return fmt.Errorf("command %q did not start: the supervisor did not start: %w", c.argv[0], err)
+		return fmt.Errorf("command %q did not start: the supervisor did not start: %w", c.Argv[0], err)
 	}
-	log := c.log.With("job", c.name)
+	log := c.Log.With("job", c.Name)
 	start := time.Now()
 
 	var lastErr string
 	var readers sync.WaitGroup
-	budget := &outputBudget{limit: c.outputLimit}
+	budget := &outputBudget{limit: c.OutputLimit}
 	readers.Go(func() { c.logLines(log, outR, "stdout", nil, budget) })
 	readers.Go(func() { c.logLines(log, errR, "stderr", &lastErr, budget) })
 
@@ -127,7 +129,7 @@ func (c *commandJob) run(ctx context.Context) error {
 			case <-finished:
 				return
 			case <-ctx.Done():
-				log.Warn("stopping the command: SIGTERM to its process group", "cause", context.Cause(ctx), "kill_grace", c.killGrace)
+				log.Warn("stopping the command: SIGTERM to its process group", "cause", context.Cause(ctx), "kill_grace", c.KillGrace)
 				_, _ = io.WriteString(ctlW, "stop\n")
 				<-finished
 				return
@@ -162,14 +164,14 @@ func (c *commandJob) run(ctx context.Context) error {
 	}
 	t.Stop()
 	if n := budget.dropped.Load(); n > 0 {
-		log.Warn("the command's output past output_limit was not logged", "dropped_bytes", n, "output_limit", c.outputLimit)
+		log.Warn("the command's output past output_limit was not logged", "dropped_bytes", n, "output_limit", c.OutputLimit)
 	}
 
 	switch {
 	case rep.startErr != "":
-		return fmt.Errorf("command %q did not start: %s", c.argv[0], rep.startErr)
+		return fmt.Errorf("command %q did not start: %s", c.Argv[0], rep.startErr)
 	case !rep.exited:
-		return fmt.Errorf("command %q: its supervisor failed (%s)", c.argv[0], describeExit(cmd.ProcessState, waitErr))
+		return fmt.Errorf("command %q: its supervisor failed (%s)", c.Argv[0], describeExit(cmd.ProcessState, waitErr))
 	}
 	status := rep.status
 	log.Info("run finished", "tick", run.Tick, "token", run.FencingToken, "status", status, "duration", time.Since(start).Round(time.Millisecond))
@@ -203,14 +205,14 @@ const orphanWait = 10 * time.Second
 // returned, so its lease keeps the tick and the run key meanwhile: no other run starts beside
 // the orphans.
 func endOrphans(log *slog.Logger, pgid int) {
-	if !groupAlive(pgid) {
+	if !GroupAlive(pgid) {
 		return
 	}
 	log.Warn("the run's supervisor died and left its process group: SIGKILL to the group; the run keeps its locks until the group is gone", "pgid", pgid)
 	limit := time.Now().Add(orphanWait)
 	poll := time.NewTicker(groupPoll)
 	defer poll.Stop()
-	for signalGroup(pgid, syscall.SIGKILL) && groupAlive(pgid) {
+	for signalGroup(pgid, syscall.SIGKILL) && GroupAlive(pgid) {
 		if time.Now().After(limit) {
 			log.Error("the run's process group is still there after SIGKILL: releasing the run's locks", "pgid", pgid, "waited", orphanWait)
 			return
@@ -274,14 +276,14 @@ func (b *outputBudget) take(n int) bool {
 
 // logLines logs each line read from r at the job's output level, with the stream's name,
 // while budget allows, until r ends. It keeps the last non-blank line in last, if not nil.
-func (c *commandJob) logLines(log *slog.Logger, r io.Reader, stream string, last *string, budget *outputBudget) {
+func (c *Command) logLines(log *slog.Logger, r io.Reader, stream string, last *string, budget *outputBudget) {
 	br := bufio.NewReaderSize(r, maxLine)
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
 			text := strings.TrimRight(string(line), "\r\n")
 			if budget.take(len(line)) {
-				log.Log(context.Background(), c.outputLevel, text, "stream", stream)
+				log.Log(context.Background(), c.OutputLevel, text, "stream", stream)
 			}
 			if last != nil && strings.TrimSpace(text) != "" {
 				*last = text

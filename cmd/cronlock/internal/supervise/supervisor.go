@@ -1,4 +1,4 @@
-package main
+package supervise
 
 import (
 	"bufio"
@@ -14,7 +14,7 @@ import (
 	"time"
 )
 
-// superviseMode is the hidden command line of the supervisor (not in the help):
+// Mode is the hidden command of the supervisor (not in the help):
 //
 //	cronlock __supervise KILL_GRACE_NS PROGRAM [ARG...]
 //
@@ -44,7 +44,7 @@ import (
 //
 // The supervisor ignores SIGINT, SIGTERM and SIGHUP (they reach it with the daemon's process
 // group, e.g. from a terminal): only its pipe and the deadline end the run.
-const superviseMode = "__supervise"
+const Mode = "__supervise"
 
 // ctlFD and statusFD are the supervisor's pipes from and to the daemon (cmd.ExtraFiles).
 const (
@@ -52,15 +52,28 @@ const (
 	statusFD = 4
 )
 
-// supervise runs the supervisor; args are those after superviseMode.
-func supervise(args []string) error {
+// Supervisor is the supervisor of one run's command, from its command line (Parse).
+type Supervisor struct {
+	grace time.Duration
+	argv  []string
+}
+
+// Parse reads the supervisor's command line, args being those after Mode; its errors are
+// mistakes in the command line.
+func Parse(args []string) (*Supervisor, error) {
 	if len(args) < 2 {
-		return usageError{errors.New(superviseMode + ": give KILL_GRACE_NS PROGRAM [ARG...]")}
+		return nil, errors.New(Mode + ": give KILL_GRACE_NS PROGRAM [ARG...]")
 	}
 	graceNS, err := strconv.ParseInt(args[0], 10, 64)
 	if err != nil || graceNS < 0 {
-		return usageError{fmt.Errorf("%s: kill grace %q: not a count of nanoseconds", superviseMode, args[0])}
+		return nil, fmt.Errorf("%s: kill grace %q: not a count of nanoseconds", Mode, args[0])
 	}
+	return &Supervisor{grace: time.Duration(graceNS), argv: args[1:]}, nil
+}
+
+// Run runs the command under supervision, following the daemon's orders on its pipes, until
+// the command and its process group are gone.
+func (s *Supervisor) Run() error {
 	ignored := make(chan os.Signal, 1) // handled, not ignored: exec resets handled signals
 	signal.Notify(ignored, os.Interrupt, syscall.SIGTERM, syscall.SIGHUP)
 	defer signal.Stop(ignored)
@@ -77,7 +90,7 @@ func supervise(args []string) error {
 		report("error %v", err)
 		return err
 	}
-	cmd := exec.Command(args[1], args[2:]...)
+	cmd := exec.Command(s.argv[0], s.argv[1:]...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
 	inNewGroup(cmd)
 	if err := cmd.Start(); err != nil {
@@ -100,7 +113,7 @@ func supervise(args []string) error {
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
 
-	g := group{cmd: cmd, grace: time.Duration(graceNS), deadline: deadline, report: report}
+	g := group{cmd: cmd, grace: s.grace, deadline: deadline, report: report}
 	waitErr := g.supervise(orders, exited)
 	code := -1
 	if cmd.ProcessState != nil {
@@ -166,7 +179,7 @@ func (g *group) supervise(orders <-chan string, exited <-chan error) error {
 			}
 		}
 		now := monoNow()
-		if done && !groupAlive(g.cmd.Process.Pid) {
+		if done && !GroupAlive(g.cmd.Process.Pid) {
 			return waitErr
 		}
 		if done && g.termAt == 0 {

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package main
+package supervise
 
 import (
 	"os"
@@ -23,7 +23,7 @@ func signalGroup(pid int, sig syscall.Signal) bool {
 	return err == nil && p.Kill() == nil
 }
 
-func groupAlive(int) bool { return false }
+func GroupAlive(int) bool { return false }
 
 func monoNow() int64 { return time.Now().UnixNano() }
 

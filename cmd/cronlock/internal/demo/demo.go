@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -8,8 +8,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"net"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +21,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
 	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -40,67 +43,81 @@ ends with a summary and exits 0 when no tick ran twice.
 Without --nodes it starts three embedded Redis-protocol nodes (miniredis) in this process, so
 it needs no Redis installed.
 
+The output is the demo's table and its notes. The scheduler's own log lines (lost leases,
+failed renewals, skipped ticks) go to a file named at the end, or with -v to stderr.
+
 Flags:
 `
 
-// demoConfig is the demo's command line.
-type demoConfig struct {
+// Config is the demo's command line (Parse).
+type Config struct {
 	nodes    []string
 	replicas int
 	duration time.Duration
 	every    time.Duration
 	work     time.Duration
 	ttl      time.Duration
+	verbose  bool // the scheduler's log lines go to stderr, not to a file
 }
 
-func parseDemo(args []string, stderr io.Writer) (demoConfig, error) {
+// Parse reads the demo's command line; its errors, but flag.ErrHelp (after the help is
+// written to stderr), are mistakes in the command line.
+func Parse(args []string, stderr io.Writer) (Config, error) {
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	fs.Usage = func() { fmt.Fprint(stderr, demoUsage); fs.PrintDefaults() }
-	var c demoConfig
+	var c Config
 	nodes := fs.String("nodes", "", "comma-separated host:port of real Redis nodes (default: three embedded nodes)")
 	fs.IntVar(&c.replicas, "replicas", 3, "replicas to run (2 to 9)")
 	fs.DurationVar(&c.duration, "duration", 12*time.Second, "how long to run")
 	fs.DurationVar(&c.every, "every", time.Second, "the job's period (@every, aligned to the Unix epoch)")
 	fs.DurationVar(&c.work, "work", 100*time.Millisecond, "how long one run works")
 	fs.DurationVar(&c.ttl, "ttl", time.Second, "the tick lock's TTL (renewed every TTL/3 while the job runs)")
+	fs.BoolVar(&c.verbose, "v", false, "write the scheduler's log lines to stderr (default: to a file named at the end)")
 	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return c, err
-		}
-		return c, usageError{err}
+		return c, err
 	}
 	if fs.NArg() > 0 {
-		return c, usageError{fmt.Errorf("demo takes no arguments, got %q", fs.Args())}
+		return c, fmt.Errorf("demo takes no arguments, got %q", fs.Args())
 	}
 	if *nodes != "" {
 		c.nodes = strings.Split(*nodes, ",")
 		for _, a := range c.nodes {
 			host, port, err := net.SplitHostPort(a)
 			if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-				return c, usageError{fmt.Errorf("--nodes: %q is not host:port (e.g. 10.0.0.1:6379)", a)}
+				return c, fmt.Errorf("--nodes: %q is not host:port (e.g. 10.0.0.1:6379)", a)
 			}
 		}
 	}
 	switch {
 	case c.replicas < 2 || c.replicas > 9:
-		return c, usageError{fmt.Errorf("--replicas %d: use 2 to 9", c.replicas)}
+		return c, fmt.Errorf("--replicas %d: use 2 to 9", c.replicas)
 	case c.every < 10*time.Millisecond:
-		return c, usageError{fmt.Errorf("--every %v: use at least 10ms", c.every)}
+		return c, fmt.Errorf("--every %v: use at least 10ms", c.every)
 	case c.work <= 0 || c.work >= c.every:
-		return c, usageError{fmt.Errorf("--work %v: must be positive and shorter than --every %v", c.work, c.every)}
+		return c, fmt.Errorf("--work %v: must be positive and shorter than --every %v", c.work, c.every)
 	case c.ttl < 100*time.Millisecond:
-		return c, usageError{fmt.Errorf("--ttl %v: use at least 100ms", c.ttl)}
+		return c, fmt.Errorf("--ttl %v: use at least 100ms", c.ttl)
 	case c.duration < 3*c.every:
-		return c, usageError{fmt.Errorf("--duration %v: use at least three periods (3 × --every = %v)", c.duration, 3*c.every)}
+		return c, fmt.Errorf("--duration %v: use at least three periods (3 × --every = %v)", c.duration, 3*c.every)
 	}
 	return c, nil
 }
 
-func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	cfg, err := parseDemo(args, stderr)
-	if err != nil {
-		return err
+// Run runs the demo on cfg, writing its table and annotations to stdout. The scheduler's log
+// lines go to stderr with -v; otherwise to a temporary file, whose path Run prints last.
+func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
+	logOut := stderr
+	if !cfg.verbose {
+		f, err := os.CreateTemp("", "cronlock-demo-*.log")
+		if err != nil {
+			return fmt.Errorf("the demo's log file: %w (or use -v to log to stderr)", err)
+		}
+		defer func() {
+			_ = f.Close()
+			fmt.Fprintf(stdout, "the scheduler's log lines: %s\n", f.Name())
+		}()
+		logOut = f
 	}
 	addrs := cfg.nodes
 	if len(addrs) == 0 {
@@ -126,7 +143,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	fmt.Fprintf(stdout, "job: %q every %v (keys under %s), %d replicas, lock TTL %v, for %v\n\n",
 		"report", cfg.every, prefix, cfg.replicas, cfg.ttl, cfg.duration)
 
-	d := &demoRun{cfg: cfg, out: stdout, ticks: map[time.Time]*tickRow{}}
+	d := &demoRun{cfg: cfg, out: stdout, log: slog.New(slog.NewTextHandler(logOut, nil)), ticks: map[time.Time]*tickRow{}}
 	var replicas []*replica
 	defer func() {
 		for _, r := range replicas {
@@ -144,7 +161,7 @@ func demo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	// Every replica's lock client uses the demo's own boot key, whose quarantine it may end:
 	// no lock of the demo's can have been forgotten before it started.
 	qctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	err = replicas[0].locks.EndQuarantine(qctx)
+	err := replicas[0].locks.EndQuarantine(qctx)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("lock nodes unreachable: %w", err)
@@ -276,7 +293,7 @@ func (d *demoRun) newReplica(name string, addrs []string, prefix string) (*repli
 		return nil, err
 	}
 	r.sched, err = scheduler.New(r.locks, scheduler.WithReplica(name), scheduler.WithPrefix(prefix),
-		scheduler.WithMiddleware(d.record(name)))
+		scheduler.WithMiddleware(d.record(name)), scheduler.WithLogger(d.log))
 	if err != nil {
 		r.close()
 		return nil, err
@@ -325,8 +342,9 @@ func (r *replica) cut(ctx context.Context, d time.Duration) {
 
 // demoRun collects what every replica did at every tick.
 type demoRun struct {
-	cfg      demoConfig
+	cfg      Config
 	out      io.Writer
+	log      *slog.Logger // the schedulers'
 	replicas []*replica
 	cutAt    time.Time
 
@@ -580,7 +598,7 @@ func (d *demoRun) control(ctx context.Context) {
 		fmt.Fprintf(d.out, "history: %v\n", err)
 		return
 	}
-	printHistory(d.out, h)
+	history.Print(d.out, h)
 }
 
 // ranManual reports whether a manual run has run.

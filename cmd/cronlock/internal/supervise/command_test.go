@@ -1,6 +1,6 @@
 //go:build unix
 
-package main
+package supervise
 
 import (
 	"context"
@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -23,15 +24,15 @@ import (
 )
 
 // newCommand returns a command job whose log goes to the returned buffer.
-func newCommand(argv ...string) (*commandJob, *syncBuffer) {
-	var logs syncBuffer
-	return &commandJob{
-		name:        "test-job",
-		argv:        argv,
-		env:         os.Environ(),
-		killGrace:   10 * time.Second,
-		log:         slog.New(slog.NewTextHandler(&logs, nil)),
-		outputLimit: 1 << 20,
+func newCommand(argv ...string) (*Command, *proctest.SyncBuffer) {
+	var logs proctest.SyncBuffer
+	return &Command{
+		Name:        "test-job",
+		Argv:        argv,
+		Env:         os.Environ(),
+		KillGrace:   10 * time.Second,
+		Log:         slog.New(slog.NewTextHandler(&logs, nil)),
+		OutputLimit: 1 << 20,
 	}, &logs
 }
 
@@ -43,7 +44,7 @@ func runCtx(tick time.Time, token uint64) context.Context {
 func TestCommandEnvironmentAndOutput(t *testing.T) {
 	c, logs := newCommand("sh", "-c", `echo "$CRONLOCK_JOB|$CRONLOCK_TICK|$CRONLOCK_TICK_UNIX_MS|$CRONLOCK_FENCING_TOKEN|$CRONLOCK_REPLICA|$CRONLOCK_ATTEMPT"; echo "to stderr" >&2; printf 'no newline'`)
 	tick := time.Date(2030, 1, 2, 3, 4, 5, 500_000_000, time.FixedZone("X", 3600))
-	require.NoError(t, c.run(runCtx(tick, 42)))
+	require.NoError(t, c.Run(runCtx(tick, 42)))
 	out := logs.String()
 	assert.Contains(t, out, `msg=test-job|2030-01-02T02:04:05.5Z|1893549845500|42|r7|2 job=test-job stream=stdout`)
 	assert.Contains(t, out, `msg="to stderr" job=test-job stream=stderr`)
@@ -54,7 +55,7 @@ func TestCommandEnvironmentAndOutput(t *testing.T) {
 
 func TestCommandFailure(t *testing.T) {
 	c, _ := newCommand("sh", "-c", `echo "first" >&2; echo "the last words" >&2; echo "   " >&2; exit 3`)
-	err := c.run(runCtx(time.Now(), 1))
+	err := c.Run(runCtx(time.Now(), 1))
 	require.Error(t, err)
 	assert.Equal(t, "command exited with status 3: the last words", err.Error())
 	assert.Equal(t, middleware.OutcomeFailed, middleware.Outcome(err))
@@ -62,7 +63,7 @@ func TestCommandFailure(t *testing.T) {
 
 func TestCommandNotFound(t *testing.T) {
 	c, _ := newCommand("/nonexistent/cronlock-test-program")
-	err := c.run(runCtx(time.Now(), 1))
+	err := c.Run(runCtx(time.Now(), 1))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `command "/nonexistent/cronlock-test-program" did not start`)
 }
@@ -72,17 +73,17 @@ func TestCommandNotFound(t *testing.T) {
 func TestCommandTimeoutStopsProcessGroup(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	c, logs := newCommand("sh", "-c", `sleep 30 & echo $! > "$0"; echo $$ >> "$0"; wait`, pidFile)
-	h := middleware.Timeout(300 * time.Millisecond)(c.run)
+	h := middleware.Timeout(300 * time.Millisecond)(c.Run)
 	start := time.Now()
 	err := h(runCtx(time.Now(), 1))
 	require.Error(t, err)
 	assert.Less(t, time.Since(start), 5*time.Second, "SIGTERM should have stopped it long before the kill grace")
 	assert.ErrorIs(t, err, middleware.ErrTimeout)
 	assert.Contains(t, err.Error(), "command stopped (killed by signal terminated)")
-	pids := readPIDs(t, pidFile)
+	pids := proctest.ReadPIDs(t, pidFile)
 	require.Len(t, pids, 2)
 	for _, pid := range pids {
-		eventually(t, "the command's processes to exit", func() bool { return processGone(pid) })
+		proctest.Eventually(t, "the command's processes to exit", func() bool { return proctest.ProcessGone(pid) })
 	}
 	assert.Contains(t, logs.String(), "stopping the command: SIGTERM to its process group")
 	assert.NotContains(t, logs.String(), "SIGKILL")
@@ -92,19 +93,19 @@ func TestCommandTimeoutStopsProcessGroup(t *testing.T) {
 func TestCommandKillAfterGrace(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	c, logs := newCommand("sh", "-c", `trap "" TERM; sleep 30 & echo $! > "$0"; echo $$ >> "$0"; wait`, pidFile)
-	c.killGrace = 200 * time.Millisecond
+	c.KillGrace = 200 * time.Millisecond
 	ctx, cancel := context.WithCancelCause(runCtx(time.Now(), 1))
 	go func() {
-		eventually(t, "the pid file", func() bool { b, _ := os.ReadFile(pidFile); return strings.Count(string(b), "\n") == 2 })
+		proctest.Eventually(t, "the pid file", func() bool { b, _ := os.ReadFile(pidFile); return strings.Count(string(b), "\n") == 2 })
 		cancel(redlock.ErrLeaseLost)
 	}()
-	err := c.run(ctx)
+	err := c.Run(ctx)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, redlock.ErrLeaseLost)
 	assert.Equal(t, middleware.OutcomeLeaseLost, middleware.Outcome(err))
 	assert.Contains(t, err.Error(), "killed by signal killed")
-	for _, pid := range readPIDs(t, pidFile) {
-		eventually(t, "the command's processes to exit", func() bool { return processGone(pid) })
+	for _, pid := range proctest.ReadPIDs(t, pidFile) {
+		proctest.Eventually(t, "the command's processes to exit", func() bool { return proctest.ProcessGone(pid) })
 	}
 	assert.Contains(t, logs.String(), "processes left at the lease's deadline or after the kill grace: SIGKILL to the process group")
 }
@@ -114,10 +115,10 @@ func TestCommandKillAfterGrace(t *testing.T) {
 func TestCommandLeftoversStopped(t *testing.T) {
 	pidFile := filepath.Join(t.TempDir(), "pids")
 	c, logs := newCommand("sh", "-c", `sleep 30 > /dev/null 2>&1 & echo $! > "$0"`, pidFile)
-	require.NoError(t, c.run(runCtx(time.Now(), 1)))
-	pids := readPIDs(t, pidFile)
+	require.NoError(t, c.Run(runCtx(time.Now(), 1)))
+	pids := proctest.ReadPIDs(t, pidFile)
 	require.Len(t, pids, 1)
-	eventually(t, "the left-over process to exit", func() bool { return processGone(pids[0]) })
+	proctest.Eventually(t, "the left-over process to exit", func() bool { return proctest.ProcessGone(pids[0]) })
 	assert.Contains(t, logs.String(), "the command exited but left processes running in its process group: stopping them")
 }
 
@@ -130,10 +131,10 @@ func TestCommandOutputHeldOpen(t *testing.T) {
 	// The parent exits once the child runs in a session of its own, out of the group.
 	c, logs := newCommand("sh", "-c", `setsid sh -c 'echo $$ > "$0"; exec sleep 30' "$0" & while [ ! -s "$0" ]; do sleep 0.01; done`, pidFile)
 	start := time.Now()
-	require.NoError(t, c.run(runCtx(time.Now(), 1)))
+	require.NoError(t, c.Run(runCtx(time.Now(), 1)))
 	assert.Less(t, time.Since(start), 10*time.Second)
 	assert.Contains(t, logs.String(), "keeps its output open")
-	for _, pid := range readPIDs(t, pidFile) {
+	for _, pid := range proctest.ReadPIDs(t, pidFile) {
 		_ = syscall.Kill(pid, syscall.SIGKILL)
 	}
 }
@@ -162,7 +163,7 @@ func TestCommandExitZeroAfterTheGraceSIGTERM(t *testing.T) {
 	defer func() { _ = lease.Close(context.Background()) }()
 	require.NoError(t, node.Stop()) // no renewal moves the deadline any more
 	c, logs := newCommand("sh", "-c", `trap 'exit 0' TERM; while :; do sleep 0.05; done`)
-	c.killGrace = 2 * time.Second // SIGTERM 2 s before the deadline, SIGKILL at it
-	require.NoError(t, c.run(job.NewContext(lease.Context(), &job.Run{Job: "test-job", Tick: time.Now()})))
+	c.KillGrace = 2 * time.Second // SIGTERM 2 s before the deadline, SIGKILL at it
+	require.NoError(t, c.Run(job.NewContext(lease.Context(), &job.Run{Job: "test-job", Tick: time.Now()})))
 	assert.Contains(t, logs.String(), "the lease's deadline is kill_grace away and not extended: SIGTERM to the process group")
 }

@@ -1,0 +1,34 @@
+// Package history writes the run history of a job (scheduler.Record) for people: the table of
+// `cronlock history` and of the demo, and the name of a run on the status page.
+package history
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/cronlock/cronlock/scheduler"
+)
+
+// Print writes the records h to w as a table, one run a line.
+func Print(w io.Writer, h []scheduler.Record) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "START (UTC)\tRUN\tOUTCOME\tREPLICA\tDURATION\tTOKEN\tTRACE\tERROR")
+	for _, r := range h {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%s\t%s\n", r.Start.UTC().Format("2006-01-02 15:04:05.000"), RunName(r),
+			r.Outcome, r.Replica, r.Duration.Round(time.Millisecond), r.Token, r.TraceID, oneLine(r.Error))
+	}
+	_ = tw.Flush()
+}
+
+// RunName is a record's tick, or "trigger <id>".
+func RunName(r scheduler.Record) string {
+	if r.Trigger != "" {
+		return "trigger " + r.Trigger
+	}
+	return "tick " + r.Tick.UTC().Format("15:04:05.000")
+}
+
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
