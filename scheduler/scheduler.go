@@ -95,17 +95,15 @@ type entry struct {
 // New returns a Scheduler that guards ticks with locks taken from locks. Add jobs, then
 // Start it; Stop it to release everything.
 func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
-	if locks == nil {
-		return nil, errors.New("scheduler: the redlock client is nil: give one made by redlock.New over the lock nodes")
-	}
-	cfg, err := newConfig(opts)
+	ctl, err := NewControl(locks, opts...)
 	if err != nil {
 		return nil, err
 	}
+	cfg := ctl.cfg
 	s := &Scheduler{
 		locks:   locks,
 		cfg:     cfg,
-		ctl:     &Control{locks: locks, cfg: cfg},
+		ctl:     ctl,
 		entries: make(map[string]*entry),
 		wake:    make(chan struct{}, 1),
 		pollNow: make(chan struct{}, 1),
