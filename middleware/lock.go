@@ -83,7 +83,8 @@ type LockConfig struct {
 	// scheduler. Default nil: no bound. (The scheduler gives its jobs one, see
 	// scheduler.WithLockConcurrency.)
 	Limiter *Limiter
-	// Logger receives the abnormal events, one line each at Warn: a lease renewal that failed,
+	// Logger receives the abnormal events, one line each at Warn: lease renewals that failed
+	// (one line for a stretch of consecutive failures, with their count),
 	// a lock that could not be released or marked done. Default: slog.Default().
 	Logger *slog.Logger
 	// Stop, once closed, stops Lock from starting handlers: a wait for a limiter slot, the
@@ -178,7 +179,8 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 					return cfg.refuseAttempt(l, &r, p)
 				}
 			}
-			lease, err := l.Lease(p.startRun(ctx, &r), cfg.leaseOptions(p, &r)...)
+			leaseOpts, renewFails := cfg.leaseOptions(p, &r)
+			lease, err := l.Lease(p.startRun(ctx, &r), leaseOpts...)
 			if err != nil {
 				p.endRun(err, false, nil, time.Time{})
 				return errors.Join(err, l.Release(context.Background()))
@@ -188,6 +190,7 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 				if !finished { // the handler panicked: release, and let the panic go on
 					p.endRun(nil, true, lease.Err(), l.ValidUntil())
 					cfg.release(lease, &r, false, p)
+					renewFails.flush()
 				}
 			}()
 			herr := errNotStarted
@@ -196,6 +199,7 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 			}
 			finished = true
 			err = cfg.finish(lease, &r, herr, p)
+			renewFails.flush()
 			p.done(err)
 			return err
 		}
@@ -391,20 +395,58 @@ func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
 }
 
 // leaseOptions returns the options of a run's lease: the renewal interval, and a hook that
-// reports each renewal to p and logs the failed ones.
-func (c LockConfig) leaseOptions(p *lockProbe, run *job.Run) []redlock.LeaseOption {
+// reports each renewal to p and counts the failed ones in the returned renewalFailures, which
+// logs them (nil if nothing would be logged nor reported).
+func (c LockConfig) leaseOptions(p *lockProbe, run *job.Run) ([]redlock.LeaseOption, *renewalFailures) {
 	opts := append(make([]redlock.LeaseOption, 0, 2), redlock.RenewEvery(c.RenewEvery))
-	logger := c.Logger
-	if p == nil && !logger.Enabled(context.Background(), slog.LevelWarn) {
-		return opts
+	if p == nil && !c.Logger.Enabled(context.Background(), slog.LevelWarn) {
+		return opts, nil
 	}
+	rf := &renewalFailures{logger: c.Logger, run: run}
 	return append(opts, redlock.OnRenew(func(rn redlock.Renewal) {
 		p.renewal(rn)
-		if rn.Err != nil {
-			logger.Warn("cronlock: lease renewal failed", "job", run.Job, "tick", run.Tick, "token", run.FencingToken,
-				"renewal", rn.Number, "err", rn.Err)
-		}
-	}))
+		rf.add(rn)
+	})), rf
+}
+
+// renewalFailures logs a run's failed lease renewals: one line for each stretch of consecutive
+// failures, with their count, when it ends — at the next successful renewal, or when the lease
+// has ended (flush). Its add runs in the lease's goroutine, and flush after Lease.Close waited
+// for it.
+type renewalFailures struct {
+	logger *slog.Logger
+	run    *job.Run
+	count  int   // failures in the current stretch
+	first  int   // renewal number of its first failure
+	err    error // its last failure's error
+}
+
+func (f *renewalFailures) add(rn redlock.Renewal) {
+	if rn.Err == nil {
+		f.log(true)
+		return
+	}
+	if f.count == 0 {
+		f.first = rn.Number
+	}
+	f.count++
+	f.err = rn.Err
+}
+
+// flush logs the failures of a stretch that lasted until the lease ended.
+func (f *renewalFailures) flush() {
+	if f != nil {
+		f.log(false)
+	}
+}
+
+func (f *renewalFailures) log(recovered bool) {
+	if f.count == 0 {
+		return
+	}
+	f.logger.Warn("cronlock: lease renewals failed", "job", f.run.Job, "tick", f.run.Tick, "token", f.run.FencingToken,
+		"failures", f.count, "first_renewal", f.first, "recovered", recovered, "err", f.err)
+	f.count = 0
 }
 
 // finish closes the lease after the handler returned herr, and returns the run's error.

@@ -19,7 +19,8 @@ type leaseConfig struct {
 }
 
 // RenewEvery sets how often the lease extends the lock. Default TTL/3. It must be shorter than
-// the TTL.
+// the TTL. After a failed renewal the lease tries again sooner, after a quarter of the
+// validity left, but never sooner than the node timeout (Client.NodeTimeout).
 func RenewEvery(d time.Duration) LeaseOption { return func(c *leaseConfig) { c.renewEvery = d } }
 
 // MaxHold bounds how long the lease keeps the lock, from its acquisition: when it is reached,
@@ -183,8 +184,9 @@ func (le *Lease) watch() {
 				le.cancel(fmt.Errorf("%w: %w", ErrLeaseLost, err))
 				return
 			default:
-				// Try again soon, while some validity is left.
-				renew.Reset(min(le.cfg.renewEvery, max(time.Until(le.deadline())/4, time.Millisecond)))
+				// Try again soon, while some validity is left, but no faster than a node may
+				// take to answer: near the deadline, quicker attempts only add load and noise.
+				renew.Reset(min(le.cfg.renewEvery, max(time.Until(le.deadline())/4, l.c.nodeTimeout(l.ttl))))
 			}
 			if le.expire(time.Now()) {
 				return

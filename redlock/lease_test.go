@@ -295,3 +295,35 @@ func TestLeaseRefusesReleasedOrLeasedLock(t *testing.T) {
 		require.ErrorIs(t, err, redlock.ErrLockLost)
 	})
 }
+
+// When every node fails at once (connections reset, new ones refused), a lease does not spin
+// in its last moments: its failed renewals are at least a node timeout apart, so from the
+// first failure to the end of the validity there are at most TTL/NodeTimeout + 1 of them.
+func TestLeaseRetriesNoFasterThanNodeTimeout(t *testing.T) {
+	c := newCluster(t, 3, true)
+	const ttl, nodeTimeout = time.Second, 250 * time.Millisecond
+	lc := c.client(t, redlock.WithNodeTimeout(nodeTimeout))
+	ctx := ctxT(t)
+
+	l, err := lc.TryAcquire(ctx, redistest.Key(t), ttl)
+	require.NoError(t, err)
+	onRenew, renewed := renewals()
+	lease, err := l.Lease(ctx, onRenew)
+	require.NoError(t, err)
+	require.NoError(t, (<-renewed).Err)
+	for _, p := range c.proxies {
+		p.RefuseNew(true)
+		p.ResetAll()
+	}
+	<-lease.Done()
+	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseLost)
+	_ = lease.Close(ctx) // waits for the lease's goroutine (no more renewals); the nodes refuse the release
+	failed := 0
+	for len(renewed) > 0 {
+		if (<-renewed).Err != nil {
+			failed++
+		}
+	}
+	assert.Positive(t, failed)
+	assert.LessOrEqual(t, failed, int(ttl/nodeTimeout)+1, "renewal attempts closer than the node timeout")
+}

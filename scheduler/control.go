@@ -2,6 +2,7 @@ package scheduler
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -9,6 +10,7 @@ import (
 
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/redlock"
 )
 
 // Scripts of the control state kept on the lock nodes (see Pause).
@@ -31,15 +33,7 @@ func (s *Scheduler) Pause(ctx context.Context, name, reason string) error {
 	if err := s.known(name); err != nil {
 		return err
 	}
-	if strings.TrimSpace(reason) == "" {
-		return fmt.Errorf("scheduler: pause %q: the reason is empty: say why, e.g. %q; it is shown in every skipped tick", name, "database migration")
-	}
-	p := job.Pause{Reason: reason, Since: s.cfg.clock.Now(), By: s.cfg.replica}
-	if _, err := s.locks.Broadcast(ctx, setScript, []string{middleware.PauseKey(s.cfg.prefix, name)}, middleware.PauseValue(p)); err != nil {
-		return fmt.Errorf("scheduler: pause %q: %w", name, err)
-	}
-	s.cfg.logger.Info("cronlock: job paused", "job", name, "reason", reason, "replica", s.cfg.replica)
-	return nil
+	return s.ctl.Pause(ctx, name, reason)
 }
 
 // Resume ends the pause of the job named name: its next tick runs as usual. Resuming a job
@@ -52,11 +46,7 @@ func (s *Scheduler) Resume(ctx context.Context, name string) error {
 	if err := s.known(name); err != nil {
 		return err
 	}
-	if _, err := s.locks.Broadcast(ctx, delScript, []string{middleware.PauseKey(s.cfg.prefix, name)}); err != nil {
-		return fmt.Errorf("scheduler: resume %q: %w", name, err)
-	}
-	s.cfg.logger.Info("cronlock: job resumed", "job", name, "replica", s.cfg.replica)
-	return nil
+	return s.ctl.Resume(ctx, name)
 }
 
 // known returns an error matching ErrUnknownJob unless a job named name is registered.
@@ -66,5 +56,52 @@ func (s *Scheduler) known(name string) error {
 	if s.entries[name] == nil {
 		return fmt.Errorf("%w: %q", ErrUnknownJob, name)
 	}
+	return nil
+}
+
+// Control pauses, resumes, triggers and reads the history of jobs by name, on the lock nodes,
+// without running them: an admin tool's view of a cluster of schedulers. It needs no
+// handlers, and it knows no job list: a name that no scheduler runs is paused or triggered
+// for nothing. Give it the options of the schedulers it controls that matter to it
+// (WithPrefix, WithHistorySize; WithReplica and WithLogger for its own log lines). The
+// Scheduler's methods of the same names do the same, for its registered jobs only.
+//
+// Its methods are safe for concurrent use.
+type Control struct {
+	locks *redlock.Client
+	cfg   config
+}
+
+// NewControl returns a Control over the lock nodes of locks, with the schedulers' options.
+func NewControl(locks *redlock.Client, opts ...Option) (*Control, error) {
+	if locks == nil {
+		return nil, errors.New("scheduler: the redlock client is nil: give one made by redlock.New over the lock nodes")
+	}
+	cfg, err := newConfig(opts)
+	if err != nil {
+		return nil, err
+	}
+	return &Control{locks: locks, cfg: cfg}, nil
+}
+
+// Pause pauses the job named name cluster-wide, as Scheduler.Pause does.
+func (c *Control) Pause(ctx context.Context, name, reason string) error {
+	if strings.TrimSpace(reason) == "" {
+		return fmt.Errorf("scheduler: pause %q: the reason is empty: say why, e.g. %q; it is shown in every skipped tick", name, "database migration")
+	}
+	p := job.Pause{Reason: reason, Since: c.cfg.clock.Now(), By: c.cfg.replica}
+	if _, err := c.locks.Broadcast(ctx, setScript, []string{middleware.PauseKey(c.cfg.prefix, name)}, middleware.PauseValue(p)); err != nil {
+		return fmt.Errorf("scheduler: pause %q: %w", name, err)
+	}
+	c.cfg.logger.Info("cronlock: job paused", "job", name, "reason", reason, "replica", c.cfg.replica)
+	return nil
+}
+
+// Resume ends the pause of the job named name, as Scheduler.Resume does.
+func (c *Control) Resume(ctx context.Context, name string) error {
+	if _, err := c.locks.Broadcast(ctx, delScript, []string{middleware.PauseKey(c.cfg.prefix, name)}); err != nil {
+		return fmt.Errorf("scheduler: resume %q: %w", name, err)
+	}
+	c.cfg.logger.Info("cronlock: job resumed", "job", name, "replica", c.cfg.replica)
 	return nil
 }

@@ -158,10 +158,15 @@ func (s *Scheduler) History(ctx context.Context, name string, n int) ([]Record, 
 	if err := s.known(name); err != nil {
 		return nil, err
 	}
+	return s.ctl.History(ctx, name, n)
+}
+
+// History returns the last n records of the job named name, as Scheduler.History does.
+func (c *Control) History(ctx context.Context, name string, n int) ([]Record, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("scheduler: history of %q: n %d: ask for at least 1 record", name, n)
 	}
-	replies, err := s.locks.Broadcast(ctx, readScript, []string{middleware.HistoryKey(s.cfg.prefix, name)}, n)
+	replies, err := c.locks.Broadcast(ctx, readScript, []string{middleware.HistoryKey(c.cfg.prefix, name)}, n)
 	if replies == nil {
 		return nil, fmt.Errorf("scheduler: history of %q: %w", name, err)
 	}
@@ -230,22 +235,12 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 		return st, fmt.Errorf("%w: %q", ErrUnknownJob, name)
 	}
 	st.Entry = entries[i]
-	replies, err := s.locks.Broadcast(ctx, getScript, []string{middleware.PauseKey(s.cfg.prefix, name)})
+	paused, err := s.ctl.Paused(ctx, name)
 	if err != nil {
-		return st, fmt.Errorf("scheduler: status of %q: %w", name, err)
+		return st, err
 	}
-	var votes int
-	var value string
-	for _, r := range replies {
-		if v, ok := r.(string); ok {
-			votes, value = votes+1, v
-		}
-	}
-	if votes >= s.locks.Quorum() {
-		p := middleware.ParsePause(value)
-		st.Paused = &p
-	}
-	history, err := s.History(ctx, name, max(s.cfg.historySize, 1))
+	st.Paused = paused
+	history, err := s.ctl.History(ctx, name, max(s.cfg.historySize, 1))
 	if err != nil {
 		return st, err
 	}
@@ -262,4 +257,25 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 		}
 	}
 	return st, nil
+}
+
+// Paused returns the pause of the job named name, nil if it is not paused (the pause key is
+// on fewer than a quorum of the nodes).
+func (c *Control) Paused(ctx context.Context, name string) (*job.Pause, error) {
+	replies, err := c.locks.Broadcast(ctx, getScript, []string{middleware.PauseKey(c.cfg.prefix, name)})
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: status of %q: %w", name, err)
+	}
+	var votes int
+	var value string
+	for _, r := range replies {
+		if v, ok := r.(string); ok {
+			votes, value = votes+1, v
+		}
+	}
+	if votes < c.locks.Quorum() {
+		return nil, nil
+	}
+	p := middleware.ParsePause(value)
+	return &p, nil
 }

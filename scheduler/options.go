@@ -226,3 +226,17 @@ func (cfg *config) finish() error {
 	}
 	return nil
 }
+
+// newConfig applies opts to the defaults and checks the result.
+func newConfig(opts []Option) (config, error) {
+	cfg := defaultConfig()
+	for i, o := range opts {
+		if o == nil {
+			return cfg, fmt.Errorf("scheduler: option %d is nil", i)
+		}
+		if err := o(&cfg); err != nil {
+			return cfg, err
+		}
+	}
+	return cfg, cfg.finish()
+}

@@ -49,6 +49,7 @@ type Entry struct {
 type Scheduler struct {
 	locks *redlock.Client
 	cfg   config
+	ctl   *Control // the control of its jobs, with the same options
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -94,25 +95,15 @@ type entry struct {
 // New returns a Scheduler that guards ticks with locks taken from locks. Add jobs, then
 // Start it; Stop it to release everything.
 func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
-	if locks == nil {
-		return nil, errors.New("scheduler: the redlock client is nil: give one made by redlock.New over the lock nodes")
-	}
-	cfg := defaultConfig()
-	for i, o := range opts {
-		if o == nil {
-			return nil, fmt.Errorf("scheduler: option %d is nil", i)
-		}
-		if err := o(&cfg); err != nil {
-			return nil, err
-		}
-	}
-	if err := cfg.finish(); err != nil {
+	ctl, err := NewControl(locks, opts...)
+	if err != nil {
 		return nil, err
 	}
-	var err error
+	cfg := ctl.cfg
 	s := &Scheduler{
 		locks:   locks,
 		cfg:     cfg,
+		ctl:     ctl,
 		entries: make(map[string]*entry),
 		wake:    make(chan struct{}, 1),
 		pollNow: make(chan struct{}, 1),

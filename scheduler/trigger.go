@@ -51,17 +51,27 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (string, error) {
 	if err := s.known(name); err != nil {
 		return "", err
 	}
-	var b [8]byte
-	_, _ = rand.Read(b[:]) // never fails
-	asked := s.cfg.clock.Now().UnixMilli()
-	id := strconv.FormatInt(asked, 10) + "-" + hex.EncodeToString(b[:])
-	_, err := s.locks.Broadcast(ctx, enqueueScript, []string{middleware.TriggersKey(s.cfg.prefix)}, asked, id+" "+name)
+	id, err := s.ctl.Trigger(ctx, name)
 	if err != nil {
-		return "", fmt.Errorf("scheduler: trigger %q: %w", name, err)
+		return "", err
 	}
 	select { // look at once, so that this replica starts it if it is running
 	case s.pollNow <- struct{}{}:
 	default:
+	}
+	return id, nil
+}
+
+// Trigger asks for a manual run of the job named name, as Scheduler.Trigger does; a
+// scheduler that runs the job starts it within its trigger poll interval.
+func (c *Control) Trigger(ctx context.Context, name string) (string, error) {
+	var b [8]byte
+	_, _ = rand.Read(b[:]) // never fails
+	asked := c.cfg.clock.Now().UnixMilli()
+	id := strconv.FormatInt(asked, 10) + "-" + hex.EncodeToString(b[:])
+	_, err := c.locks.Broadcast(ctx, enqueueScript, []string{middleware.TriggersKey(c.cfg.prefix)}, asked, id+" "+name)
+	if err != nil {
+		return "", fmt.Errorf("scheduler: trigger %q: %w", name, err)
 	}
 	return id, nil
 }

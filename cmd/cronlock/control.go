@@ -9,13 +9,13 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
-	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -49,35 +49,35 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	sched, done, err := controlScheduler(cfg)
+	if !hasJob(cfg, name) {
+		return usageError{fmt.Errorf("%s: job %q is not in %s", cmd, name, cfg.File)}
+	}
+	ctl, done, err := controlClient(cfg)
 	if err != nil {
 		return err
 	}
 	defer done()
-	if _, err := sched.Status(ctx, name); errors.Is(err, scheduler.ErrUnknownJob) {
-		return usageError{fmt.Errorf("%s: job %q is not in %s", cmd, name, cfg.File)}
-	}
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	switch cmd {
 	case "pause":
-		if err := sched.Pause(ctx, name, *reason); err != nil {
+		if err := ctl.Pause(ctx, name, *reason); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "paused %s: %s\n", name, *reason)
 	case "resume":
-		if err := sched.Resume(ctx, name); err != nil {
+		if err := ctl.Resume(ctx, name); err != nil {
 			return err
 		}
 		fmt.Fprintf(stdout, "resumed %s\n", name)
 	case "trigger":
-		id, err := sched.Trigger(ctx, name)
+		id, err := ctl.Trigger(ctx, name)
 		if err != nil {
 			return err
 		}
 		fmt.Fprintln(stdout, id)
 	case "history":
-		h, err := sched.History(ctx, name, *n)
+		h, err := ctl.History(ctx, name, *n)
 		if err != nil && h == nil {
 			return err
 		}
@@ -89,9 +89,8 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 	return nil
 }
 
-// controlScheduler returns a scheduler over cfg's nodes with cfg's jobs, never started: enough
-// to read and write the control state. done closes it.
-func controlScheduler(cfg *config.Config) (*scheduler.Scheduler, func(), error) {
+// controlClient returns a control client over cfg's nodes, with cfg's prefix. done closes it.
+func controlClient(cfg *config.Config) (*scheduler.Control, func(), error) {
 	clients, err := nodeClients(cfg)
 	if err != nil {
 		return nil, nil, err
@@ -103,21 +102,17 @@ func controlScheduler(cfg *config.Config) (*scheduler.Scheduler, func(), error) 
 		return nil, nil, usageError{fmt.Errorf("%s: nodes: %w", cfg.File, err)}
 	}
 	done := func() { _ = locks.Close(); closeClients(clients) }
-	sched, err := scheduler.New(locks, scheduler.WithPrefix(cfg.Prefix), scheduler.WithReplica(replica))
+	ctl, err := scheduler.NewControl(locks, scheduler.WithPrefix(cfg.Prefix), scheduler.WithReplica(replica))
 	if err != nil {
 		done()
 		return nil, nil, usageError{fmt.Errorf("%s: %w", cfg.File, err)}
 	}
-	stop := func() { _ = sched.Stop(context.Background()); done() }
-	for _, j := range cfg.Jobs {
-		err := sched.Add(job.Job{Name: j.Name, Spec: j.Schedule, Options: j.Options(),
-			Handler: func(context.Context) error { return errors.New("not run by a control command") }})
-		if err != nil {
-			stop()
-			return nil, nil, usageError{fmt.Errorf("%s:%d: %w", cfg.File, j.Line, err)}
-		}
-	}
-	return sched, stop, nil
+	return ctl, done, nil
+}
+
+// hasJob reports whether cfg has a job named name.
+func hasJob(cfg *config.Config, name string) bool {
+	return slices.ContainsFunc(cfg.Jobs, func(j config.Job) bool { return j.Name == name })
 }
 
 // control serves the control endpoints and the status page, under the bearer token read from

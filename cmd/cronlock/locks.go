@@ -15,7 +15,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/middleware"
 )
 
@@ -48,7 +47,7 @@ func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err != nil {
 		return err
 	}
-	if *jobName != "" && !slices.ContainsFunc(cfg.Jobs, func(j config.Job) bool { return j.Name == *jobName }) {
+	if *jobName != "" && !hasJob(cfg, *jobName) {
 		fmt.Fprintf(stderr, "warning: job %q is not in %s; showing its keys anyway\n", *jobName, cfg.File)
 	}
 	clients, err := nodeClients(cfg)
