@@ -24,6 +24,27 @@ func connectedReplicas(t *testing.T, primary *redistest.Server) string {
 	return parseInfo(info)["connected_slaves"]
 }
 
+// tickConfig writes a config of settings and a job that ticks every second, and returns its
+// path and a count of the runs so far.
+func tickConfig(t *testing.T, settings string) (string, func() int) {
+	t.Helper()
+	dir := t.TempDir()
+	ledger := dir + "/ledger"
+	cfg := writeFile(t, dir, "c.yaml", settings+`jobs:
+  - name: tick
+    schedule: "@every 1s"
+    command: [sh, -c, 'echo "$CRONLOCK_TICK" >> "$0"', `+ledger+`]
+`)
+	return cfg, func() int {
+		data, err := os.ReadFile(ledger)
+		if os.IsNotExist(err) {
+			return 0
+		}
+		require.NoError(t, err)
+		return strings.Count(string(data), "\n")
+	}
+}
+
 // wait_for_replicas: a lock counts on a node only once its replicas acknowledged it.
 func TestWaitForReplicas(t *testing.T) {
 	bin := buildBinary(t, t.TempDir())
@@ -46,22 +67,7 @@ func TestWaitForReplicas(t *testing.T) {
 	}
 	eventually(t, "every primary's replica to connect", allConnected("1", primaries...))
 	endQuarantine(t, primaries...)
-	dir := t.TempDir()
-	ledger := dir + "/ledger"
-	cfg := writeFile(t, dir, "c.yaml", nodesConfig(primaries)+`wait_for_replicas: 1
-jobs:
-  - name: tick
-    schedule: "@every 1s"
-    command: [sh, -c, 'echo "$CRONLOCK_TICK" >> "$0"', `+ledger+`]
-`)
-	runs := func() int {
-		data, err := os.ReadFile(ledger)
-		if os.IsNotExist(err) {
-			return 0
-		}
-		require.NoError(t, err)
-		return strings.Count(string(data), "\n")
-	}
+	cfg, runs := tickConfig(t, nodesConfig(primaries)+"wait_for_replicas: 1\n")
 
 	code, out := runBin(t, bin, nil, "check", "--config", cfg)
 	require.Equal(t, 0, code, out)
@@ -105,25 +111,11 @@ func TestWaitForReplicasPerNode(t *testing.T) {
 	replica := redistest.Start(t, redistest.Config{Args: []string{"--replicaof", host, port}})
 	eventually(t, "node 1's replica to connect", func() bool { return connectedReplicas(t, primaries[1]) == "1" })
 	endQuarantine(t, primaries...)
-	dir := t.TempDir()
-	ledger := dir + "/ledger"
-	cfg := writeFile(t, dir, "c.yaml", `nodes:
+	cfg, runs := tickConfig(t, `nodes:
   - "`+primaries[0].Addr()+`"
   - {addr: "`+primaries[1].Addr()+`", wait_for_replicas: 1}
   - "`+primaries[2].Addr()+`"
-jobs:
-  - name: tick
-    schedule: "@every 1s"
-    command: [sh, -c, 'echo "$CRONLOCK_TICK" >> "$0"', `+ledger+`]
 `)
-	runs := func() int {
-		data, err := os.ReadFile(ledger)
-		if os.IsNotExist(err) {
-			return 0
-		}
-		require.NoError(t, err)
-		return strings.Count(string(data), "\n")
-	}
 
 	code, out := runBin(t, bin, nil, "check", "--config", cfg)
 	require.Equal(t, 0, code, out)
