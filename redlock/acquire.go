@@ -61,7 +61,7 @@ type request struct {
 	refusals  int
 	splits    int       // ResolveSplits
 	before    time.Time // StartBefore
-	replicas  int       // WaitForReplicas
+	replicas  []int     // by node (nil: none), WaitForReplicas
 	hold      *Lock     // a live hold of the key that the caller's context carries
 	last      Attempt   // the last attempt made
 }
@@ -104,7 +104,7 @@ func (r *request) mayBeSplit(err error, nodes int) bool {
 }
 
 func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*request, error) {
-	ac := acquireConfig{replicas: c.cfg.replicas}
+	var ac acquireConfig
 	for _, o := range opts {
 		o(&ac)
 	}
@@ -119,6 +119,13 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	}
 	if ac.replicas < 0 {
 		return nil, fmt.Errorf("redlock: lock %s: WaitForReplicas(%d): give how many replicas of each node must acknowledge, or 0 not to wait", quote(key), ac.replicas)
+	}
+	replicas := c.cfg.byNode
+	if ac.ownReplicas {
+		replicas = nil
+		if ac.replicas > 0 {
+			replicas = slices.Repeat([]int{ac.replicas}, len(c.nodes))
+		}
 	}
 	if !ac.before.IsZero() && !time.Now().Before(ac.before) {
 		return nil, fmt.Errorf("redlock: lock %s: the StartBefore time has passed: %w", quote(key), context.DeadlineExceeded)
@@ -177,7 +184,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		refuse = strconv.Itoa(len(ac.refuse))
 	}
 	return &request{keys: keys, script: script, refuse: refuse, refusing: ac.refuse, ttl: ttl, ttlms: c.ttlArg(ttl), label: label, labelArg: labelArg, metadata: ac.metadata, fenceKey: fence, counter: ac.counter, counted: counted, countTTL: ac.counterTTL, group: primaryGroup(key), hook: ac.onAttempt,
-		wake: ac.wake, every: ac.everyNode, splits: ac.splits, before: ac.before, replicas: ac.replicas, hold: c.heldBy(ctx, key)}, nil
+		wake: ac.wake, every: ac.everyNode, splits: ac.splits, before: ac.before, replicas: replicas, hold: c.heldBy(ctx, key)}, nil
 }
 
 // TryAcquire makes one attempt to acquire the lock named key for ttl — more only after a

@@ -121,6 +121,9 @@ func New(nodes []Node, opts ...Option) (*Client, error) {
 	if cfg.maxWait == 0 {
 		cfg.maxWait = cfg.maxTTL
 	}
+	if err := cfg.countReplicas(n); err != nil {
+		return nil, err
+	}
 	c := &Client{nodes: nodes, names: make([]string, n), quorum: cfg.quorum, cfg: cfg,
 		retries: make([]nodeRetries, n), links: make([]link, n)}
 	c.bg, c.stopBG = context.WithCancel(context.Background())
@@ -304,7 +307,7 @@ func (c *Client) isClosed() bool {
 // requests not sent yet: they are failed with errNotSent.
 type fan struct {
 	call     *call
-	replicas int // WaitForReplicas
+	replicas []int // by node (nil: none), WaitForReplicas
 	parse    func(node int, cmd *redis.Cmd) reply
 	late     func(reply)
 	gaveUp   *atomic.Bool

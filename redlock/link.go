@@ -234,8 +234,8 @@ func (c *Client) exec(l *link, batch []*op) {
 			if ctx == nil || f.bctx.at.After(ctx.at) {
 				ctx = &f.bctx
 			}
-			if f.replicas > 0 {
-				replicas = max(replicas, f.replicas)
+			if n := f.replicasOf(o.node); n > 0 {
+				replicas = max(replicas, n)
 				if waitBy.IsZero() || f.bctx.at.Before(waitBy) {
 					waitBy = f.bctx.at
 				}
@@ -249,7 +249,7 @@ func (c *Client) exec(l *link, batch []*op) {
 	if !ok {
 		// A node that does not pipeline: one request after the other, each on its own.
 		for _, o := range live {
-			if o.f.replicas > 0 {
+			if o.f.replicasOf(o.node) > 0 {
 				o.fail(fmt.Errorf("redlock: WaitForReplicas needs a node that pipelines (a go-redis client), not %T", l.node))
 				continue
 			}
@@ -277,7 +277,7 @@ func (c *Client) exec(l *link, batch []*op) {
 		if err := o.cmd.Err(); err != nil && !isNodeReply(err) && !errors.Is(err, redis.Nil) {
 			failed = true
 		}
-		if o.f.replicas > 0 && o.cmd.Err() == nil {
+		if o.f.replicasOf(o.node) > 0 && o.cmd.Err() == nil {
 			notReplicated(o, wait, waited)
 		}
 		o.f.deliver(o)
@@ -336,9 +336,17 @@ func notReplicated(o *op, wait *redis.Cmd, timeout time.Duration) {
 	switch acks, err := wait.Int64(); {
 	case err != nil:
 		o.cmd.SetErr(fmt.Errorf("%w: WAIT: %w", ErrNotReplicated, err))
-	case acks < int64(o.f.replicas):
-		o.cmd.SetErr(fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, acks, o.f.replicas, timeout))
+	case acks < int64(o.f.replicasOf(o.node)):
+		o.cmd.SetErr(fmt.Errorf("%w: %d of %d replicas acknowledged within %v", ErrNotReplicated, acks, o.f.replicasOf(o.node), timeout))
 	}
+}
+
+// replicasOf is how many of node's replicas must acknowledge f's request (0: do not wait).
+func (f *fan) replicasOf(node int) int {
+	if f.replicas == nil {
+		return 0
+	}
+	return f.replicas[node]
 }
 
 // pipeNode is a node that pipelines: go-redis's clients are.

@@ -24,7 +24,7 @@ type Lock struct {
 	// acquisitions is the acquisition's number with CountAcquisitions; 0 without.
 	acquisitions uint64
 	late         *lateOKs // the acquisition's replies still to come; nil for a nested hold
-	replicas     int      // WaitForReplicas
+	replicas     []int    // by node (nil: none), WaitForReplicas
 	// acquiredAt is when the successful attempt started.
 	acquiredAt time.Time
 	// depth is 0 for a lock, n for the n-th nested hold of it (see Acquire).

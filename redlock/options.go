@@ -26,7 +26,10 @@ type config struct {
 	maxWait          time.Duration
 	label            string
 	contentionWindow time.Duration
-	replicas         int // WithWaitForReplicas
+	replicas         int         // WithWaitForReplicas
+	nodeReplicas     map[int]int // WithNodeReplicas, by node
+	// byNode is how many replicas each node waits for (nil: none), from the two above.
+	byNode []int
 }
 
 // Defaults of the options.
@@ -112,8 +115,9 @@ func WithMaxTTL(d time.Duration) Option {
 }
 
 // WithWaitForReplicas makes every acquisition of the client wait for n replicas of each node,
-// as if it were given WaitForReplicas(n) (an acquisition's own WaitForReplicas overrides it).
-// Default 0: do not wait.
+// as if it were given WaitForReplicas(n), except on the nodes given their own count with
+// WithNodeReplicas. An acquisition's own WaitForReplicas overrides both. Default 0: do not
+// wait.
 func WithWaitForReplicas(n int) Option {
 	return func(c *config) error {
 		if n < 0 {
@@ -122,6 +126,46 @@ func WithWaitForReplicas(n int) Option {
 		c.replicas = n
 		return nil
 	}
+}
+
+// WithNodeReplicas makes the acquisitions of the client wait for n replicas of node (its index
+// in New's nodes) instead of WithWaitForReplicas's count, for nodes that do not all have the
+// same replicas: 1 for a primary with a replica, 0 for a standalone server. Give it once per
+// node that differs. An acquisition's own WaitForReplicas overrides it. Default: the count of
+// WithWaitForReplicas.
+func WithNodeReplicas(node, n int) Option {
+	return func(c *config) error {
+		if node < 0 || n < 0 {
+			return fmt.Errorf("redlock: WithNodeReplicas(%d, %d): give a node's index in the nodes and how many of its replicas must acknowledge (0 not to wait)", node, n)
+		}
+		if c.nodeReplicas == nil {
+			c.nodeReplicas = make(map[int]int)
+		}
+		c.nodeReplicas[node] = n
+		return nil
+	}
+}
+
+// countReplicas sets c.byNode for n nodes from WithWaitForReplicas and WithNodeReplicas.
+func (c *config) countReplicas(n int) error {
+	byNode := make([]int, n)
+	waits := false
+	for i := range byNode {
+		byNode[i] = c.replicas
+		if r, ok := c.nodeReplicas[i]; ok {
+			byNode[i] = r
+		}
+		waits = waits || byNode[i] > 0
+	}
+	for node := range c.nodeReplicas {
+		if node >= n {
+			return fmt.Errorf("redlock: WithNodeReplicas(%d, …): there are %d nodes, indexed from 0 to %d", node, n, n-1)
+		}
+	}
+	if waits {
+		c.byNode = byNode
+	}
+	return nil
 }
 
 // WithoutQuarantine turns off node quarantine. Default: on — a node whose boot marker is
@@ -233,19 +277,20 @@ func (j *fullJitter) Reset() { j.b.Reset() }
 type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
-	also       []string
-	fenceKey   string
-	metadata   string
-	label      string
-	onAttempt  func(Attempt)
-	wake       bool
-	splits     int
-	before     time.Time
-	replicas   int
-	refuse     []string
-	everyNode  bool
-	counter    string        // CountAcquisitions
-	counterTTL time.Duration // CountAcquisitions
+	also        []string
+	fenceKey    string
+	metadata    string
+	label       string
+	onAttempt   func(Attempt)
+	wake        bool
+	splits      int
+	before      time.Time
+	replicas    int  // WaitForReplicas
+	ownReplicas bool // WaitForReplicas was given
+	refuse      []string
+	everyNode   bool
+	counter     string        // CountAcquisitions
+	counterTTL  time.Duration // CountAcquisitions
 }
 
 // Also takes these keys together with the primary key, atomically on each node: the lock is
@@ -325,9 +370,10 @@ func ResolveSplits(n int) AcquireOption {
 // failover to a replica that missed the lock forgets the lock and its fence counter, silently.
 // The lock's extensions and fencing write-backs wait the same way. Each node must be a go-redis
 // client (it pipelines). Cost: the replication round trip, on every node, on every
-// acquisition and renewal. Default 0: do not wait.
+// acquisition and renewal. It overrides the client's counts (WithWaitForReplicas,
+// WithNodeReplicas): n on every node. Default: the client's counts, 0 unless set.
 func WaitForReplicas(n int) AcquireOption {
-	return func(c *acquireConfig) { c.replicas = n }
+	return func(c *acquireConfig) { c.replicas, c.ownReplicas = n, true }
 }
 
 // StartBefore bounds the acquisition in time like a context deadline that cuts no request:

@@ -184,3 +184,49 @@ func BenchmarkWaitForReplicas(b *testing.B) {
 		})
 	}
 }
+
+// WithNodeReplicas waits for replicas only on the node that has them: on three primaries
+// where only node 1 has a replica, node 1's yes counts while its replica acknowledges and not
+// once the replica stops replicating, and the standalone nodes count without waiting. An
+// acquisition's own WaitForReplicas overrides the per-node counts.
+func TestWithNodeReplicas(t *testing.T) {
+	primaries := redistest.StartN(t, 3, redistest.Config{Args: []string{"--repl-diskless-sync-delay", "0"}})
+	_, port, _ := net.SplitHostPort(primaries[1].Addr())
+	replica := redistest.Start(t, redistest.Config{Args: []string{"--replicaof", "127.0.0.1", port}})
+	ctx := ctxT(t)
+	require.Eventually(t, func() bool {
+		n, _ := primaries[1].Client().Do(ctx, "wait", 1, 100).Int()
+		return n == 1
+	}, 10*time.Second, 10*time.Millisecond, "the replica never acknowledged")
+	var nodes []redlock.Node
+	for _, p := range primaries {
+		nodes = append(nodes, nodeClient(t, p.Addr()))
+	}
+	lc, err := redlock.New(nodes, redlock.WithNodeTimeout(2*time.Second), redlock.WithNodeReplicas(1, 1))
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = lc.Close() })
+	require.NoError(t, lc.EndQuarantine(ctx))
+
+	// Node 0 is held by someone else: the lock needs nodes 1 and 2.
+	key := "per-node"
+	require.NoError(t, primaries[0].Client().HSet(ctx, key, "v", "other", "l", "other").Err())
+	l, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err, "node 1's replica acknowledged, and nodes 0 and 2 do not wait")
+	_, err = l.Extend(ctx)
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+
+	require.NoError(t, replica.Client().Do(ctx, "replicaof", "no", "one").Err())
+	_, err = lc.TryAcquire(ctx, key, 10*time.Second)
+	require.ErrorIs(t, err, redlock.ErrNotReplicated, "node 1's yes was not replicated, so it did not count")
+	assert.Contains(t, err.Error(), "0 of 1 replicas acknowledged")
+	l, err = lc.TryAcquire(ctx, key, 10*time.Second, redlock.WaitForReplicas(0))
+	require.NoError(t, err, "the acquisition's own count overrides the node's")
+	require.NoError(t, l.Release(ctx))
+
+	// Without node 0's holder, nodes 0 and 2 make a quorum without node 1.
+	require.NoError(t, primaries[0].Client().Del(ctx, key).Err())
+	l, err = lc.TryAcquire(ctx, key, 10*time.Second, redlock.AskEveryNode())
+	require.NoError(t, err)
+	require.NoError(t, l.Release(ctx))
+}

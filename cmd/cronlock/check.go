@@ -80,12 +80,12 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 	reports := make([]*nodeReport, len(clients))
 	eachNode(ctx, clients, *timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
-		name := cfg.Nodes[i].Name()
+		node := cfg.Nodes[i]
 		if cc, ok := c.(*redis.ClusterClient); ok {
-			reports[i] = checkCluster(ctx, cc, name, cfg, cf.path)
+			reports[i] = checkCluster(ctx, cc, node, cfg, cf.path)
 		} else {
-			reports[i] = &nodeReport{addr: name}
-			checkNode(ctx, c.(*redis.Client), cfg.WaitForReplicas, reports[i], func(ctx context.Context, r *nodeReport) {
+			reports[i] = &nodeReport{addr: node.Name()}
+			checkNode(ctx, c.(*redis.Client), node.WaitForReplicas, reports[i], func(ctx context.Context, r *nodeReport) {
 				checkQuarantine(ctx, c, cfg, cf.path, r)
 			})
 		}
@@ -165,7 +165,7 @@ func (r *nodeReport) allWarnings(prefix string) []string {
 }
 
 // checkNode runs every check on one server into r, with quarantine the check of its boot
-// markers; wantReplicas is the config's wait_for_replicas.
+// markers; wantReplicas is the node's wait_for_replicas.
 func checkNode(ctx context.Context, c *redis.Client, wantReplicas int, r *nodeReport, quarantine func(context.Context, *nodeReport)) {
 	t0 := time.Now()
 	if err := c.Ping(ctx).Err(); err != nil {

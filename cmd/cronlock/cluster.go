@@ -294,8 +294,8 @@ func toRanges(slots []int) [][2]int {
 // checkCluster runs check on a Cluster node: its state (CLUSTER INFO), then every member as a
 // server, with each primary's boot markers summed up over the slots it serves. The node
 // answers when its cluster_state is ok and every primary answers.
-func checkCluster(ctx context.Context, cc *redis.ClusterClient, name string, cfg *config.Config, path string) *nodeReport {
-	r := &nodeReport{addr: name}
+func checkCluster(ctx context.Context, cc *redis.ClusterClient, node config.Node, cfg *config.Config, path string) *nodeReport {
+	r := &nodeReport{addr: node.Name()}
 	v, err := readCluster(ctx, cc)
 	switch {
 	case v == nil:
@@ -316,7 +316,7 @@ func checkCluster(ctx context.Context, cc *redis.ClusterClient, name string, cfg
 	v.eachMember(ctx, func(ctx context.Context, m clusterMember, c *redis.Client) {
 		mr := &nodeReport{addr: "member " + m.addr}
 		mr.add("role", "%s", m.describe())
-		checkNode(ctx, c, cfg.WaitForReplicas, mr, func(ctx context.Context, mr *nodeReport) {
+		checkNode(ctx, c, node.WaitForReplicas, mr, func(ctx context.Context, mr *nodeReport) {
 			if m.primary {
 				counts := checkSlotQuarantine(ctx, c, m.slots(), cfg, path, mr)
 				mu.Lock()

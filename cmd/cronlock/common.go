@@ -148,8 +148,10 @@ func lockClient(cfg *config.Config, clients []redis.UniversalClient, label strin
 	for i, c := range clients {
 		nodes[i] = c
 	}
-	opts := []redlock.Option{redlock.WithLabel(label), redlock.WithBootKey(cfg.BootKey), redlock.WithMaxTTL(cfg.MaxTTL),
-		redlock.WithWaitForReplicas(cfg.WaitForReplicas)}
+	opts := []redlock.Option{redlock.WithLabel(label), redlock.WithBootKey(cfg.BootKey), redlock.WithMaxTTL(cfg.MaxTTL)}
+	for i, n := range cfg.Nodes {
+		opts = append(opts, redlock.WithNodeReplicas(i, n.WaitForReplicas))
+	}
 	if cfg.AllowEvenNodes {
 		opts = append(opts, redlock.WithEvenNodes())
 	}

@@ -25,6 +25,27 @@ func connectedReplicas(t *testing.T, primary *redistest.Server) string {
 	return parseInfo(info)["connected_slaves"]
 }
 
+// tickConfig writes a config of settings and a job that ticks every second, and returns its
+// path and a count of the runs so far.
+func tickConfig(t *testing.T, settings string) (string, func() int) {
+	t.Helper()
+	dir := t.TempDir()
+	ledger := dir + "/ledger"
+	cfg := writeFile(t, dir, "c.yaml", settings+`jobs:
+  - name: tick
+    schedule: "@every 1s"
+    command: [sh, -c, 'echo "$CRONLOCK_TICK" >> "$0"', `+ledger+`]
+`)
+	return cfg, func() int {
+		data, err := os.ReadFile(ledger)
+		if os.IsNotExist(err) {
+			return 0
+		}
+		require.NoError(t, err)
+		return strings.Count(string(data), "\n")
+	}
+}
+
 // wait_for_replicas: a lock counts on a node only once its replicas acknowledged it.
 func TestWaitForReplicas(t *testing.T) {
 	bin := buildBinary(t, t.TempDir())
@@ -47,22 +68,7 @@ func TestWaitForReplicas(t *testing.T) {
 	}
 	proctest.Eventually(t, "every primary's replica to connect", allConnected("1", primaries...))
 	endQuarantine(t, primaries...)
-	dir := t.TempDir()
-	ledger := dir + "/ledger"
-	cfg := writeFile(t, dir, "c.yaml", nodesConfig(primaries)+`wait_for_replicas: 1
-jobs:
-  - name: tick
-    schedule: "@every 1s"
-    command: [sh, -c, 'echo "$CRONLOCK_TICK" >> "$0"', `+ledger+`]
-`)
-	runs := func() int {
-		data, err := os.ReadFile(ledger)
-		if os.IsNotExist(err) {
-			return 0
-		}
-		require.NoError(t, err)
-		return strings.Count(string(data), "\n")
-	}
+	cfg, runs := tickConfig(t, nodesConfig(primaries)+"wait_for_replicas: 1\n")
 
 	code, out := runBin(t, bin, nil, "check", "--config", cfg)
 	require.Equal(t, 0, code, out)
@@ -93,4 +99,39 @@ jobs:
 	proctest.Eventually(t, "the replicas to connect again", allConnected("1", primaries...))
 	before = runs()
 	proctest.Eventually(t, "ticks to run again", func() bool { return runs() >= before+2 })
+}
+
+// wait_for_replicas per node: on three primaries where only node 1 has a replica, node 1 waits
+// for it and the others for none. Ticks run; with its replica stopped node 1's yes no longer
+// counts, nodes 0 and 2 still make a quorum, and check warns for node 1 only.
+func TestWaitForReplicasPerNode(t *testing.T) {
+	bin := buildBinary(t, t.TempDir())
+	primaries := redistest.StartN(t, 3, redistest.Config{})
+	host, port, err := net.SplitHostPort(primaries[1].Addr())
+	require.NoError(t, err)
+	replica := redistest.Start(t, redistest.Config{Args: []string{"--replicaof", host, port}})
+	eventually(t, "node 1's replica to connect", func() bool { return connectedReplicas(t, primaries[1]) == "1" })
+	endQuarantine(t, primaries...)
+	cfg, runs := tickConfig(t, `nodes:
+  - "`+primaries[0].Addr()+`"
+  - {addr: "`+primaries[1].Addr()+`", wait_for_replicas: 1}
+  - "`+primaries[2].Addr()+`"
+`)
+
+	code, out := runBin(t, bin, nil, "check", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	require.Equal(t, 1, strings.Count(out, "replicas    1 connected, wait_for_replicas 1"), out)
+	require.Equal(t, 2, strings.Count(out, "replicas    0 connected, wait_for_replicas 0"), out)
+	require.NotContains(t, out, "fewer than wait_for_replicas", out)
+
+	startProc(t, bin, "daemon", nil, "run", "--config", cfg, "--replica", "a")
+	eventually(t, "ticks to run with node 1's replica up", func() bool { return runs() >= 2 })
+
+	require.NoError(t, replica.Stop())
+	eventually(t, "node 1 to see its replica gone", func() bool { return connectedReplicas(t, primaries[1]) == "0" })
+	code, out = runBin(t, bin, nil, "check", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	require.Equal(t, 1, strings.Count(out, "0 replicas connected, fewer than wait_for_replicas 1"), out)
+	before := runs()
+	eventually(t, "ticks to run on nodes 0 and 2", func() bool { return runs() >= before+2 })
 }

@@ -533,7 +533,7 @@ func sameSettings(running, next *config.Config) error {
 	nodes := func(c *config.Config) []string {
 		var out []string
 		for _, n := range c.Nodes {
-			out = append(out, fmt.Sprintf("%s|%s|%s|%v|%d", n.Name(), n.Username, n.PasswordEnv, n.TLS, n.DB))
+			out = append(out, fmt.Sprintf("%s|%s|%s|%v|%d|%d", n.Name(), n.Username, n.PasswordEnv, n.TLS, n.DB, n.WaitForReplicas))
 		}
 		return out
 	}
@@ -541,6 +541,7 @@ func sameSettings(running, next *config.Config) error {
 		key      string
 		was, now any
 	}{
+		{"wait_for_replicas", running.WaitForReplicas, next.WaitForReplicas},
 		{"nodes", nodes(running), nodes(next)},
 		{"allow_even_nodes", running.AllowEvenNodes, next.AllowEvenNodes},
 		{"prefix", running.Prefix, next.Prefix},
@@ -549,7 +550,6 @@ func sameSettings(running, next *config.Config) error {
 		{"tracing", running.Tracing, next.Tracing},
 		{"boot_key", running.BootKey, next.BootKey},
 		{"max_ttl", running.MaxTTL, next.MaxTTL},
-		{"wait_for_replicas", running.WaitForReplicas, next.WaitForReplicas},
 	} {
 		if !reflect.DeepEqual(s.was, s.now) {
 			return fmt.Errorf("%s: %s changed: only jobs: and kill_grace: change on SIGHUP; restart the daemon for %s", next.File, s.key, s.key)

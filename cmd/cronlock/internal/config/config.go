@@ -56,7 +56,8 @@ type Config struct {
 	// Default 1m.
 	MaxTTL time.Duration
 	// WaitForReplicas is how many replicas of each node must acknowledge a lock (and each
-	// renewal) before the node's yes counts (redlock.WaitForReplicas). Default 0: do not wait.
+	// renewal) before the node's yes counts (redlock.WaitForReplicas), on the nodes that do
+	// not give their own (Node.WaitForReplicas). Default 0: do not wait.
 	WaitForReplicas int
 	// MinInterval is the shortest time allowed between two ticks of a job. Default 1s.
 	MinInterval time.Duration
@@ -105,6 +106,9 @@ type Node struct {
 	TLS bool
 	// DB is the database number (always 0 for a Cluster).
 	DB int
+	// WaitForReplicas is how many of this node's replicas must acknowledge a lock before its
+	// yes counts: the node's own wait_for_replicas, else the top level's (Config.WaitForReplicas).
+	WaitForReplicas int
 	// Line is where the node is in the file.
 	Line int
 

@@ -131,6 +131,10 @@ jobs: [{name: j, schedule: '@every 1s', command: [true]}]
 			assert.Equal(t, []string{"10.0.2.1:6379"}, c.Nodes[1].Cluster)
 			assert.Equal(t, 2, c.Quorum())
 		}},
+		{"wait_for_replicas per node", "wait_for_replicas: 2\nnodes: [a:1, {addr: 'b:1', wait_for_replicas: 0}, {addr: 'c:1', wait_for_replicas: 1}]\njobs: [{name: j, schedule: '@every 1s', command: [true]}]\n", func(t *testing.T, c *config.Config) {
+			assert.Equal(t, 2, c.WaitForReplicas)
+			assert.Equal(t, []int{2, 0, 1}, []int{c.Nodes[0].WaitForReplicas, c.Nodes[1].WaitForReplicas, c.Nodes[2].WaitForReplicas}, "a node's own count, else the top level's")
+		}},
 		{"same address, other db", "nodes: [a:1, {addr: 'a:1', db: 1}, b:1]\njobs: [{name: j, schedule: '@every 1s', command: [true]}]\n", nil},
 		{"even nodes allowed", "allow_even_nodes: true\nnodes: [a:1, b:1]\njobs: [{name: j, schedule: '@every 1s', command: [true]}]\n", func(t *testing.T, c *config.Config) {
 			assert.True(t, c.AllowEvenNodes)
@@ -296,7 +300,7 @@ func TestParseBad(t *testing.T) {
 		{"unknown key far from any", good + "    owner: ops\n",
 			`c.yaml:6: jobs[0].owner: unknown key (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, env, working_dir)`},
 		{"unknown node key", "nodes: [{addr: 'a:1', password: hunter2}]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
-			`c.yaml:1: nodes[0].password: unknown key (known: addr, cluster, username, password_env, tls, db)`},
+			`c.yaml:1: nodes[0].password: unknown key (known: addr, cluster, username, password_env, tls, db, wait_for_replicas)`},
 		{"unknown tracing key", good + "tracing:\n  endpoint: x\n",
 			`c.yaml:7: tracing.endpoint: unknown key (known: otlp_endpoint, service_name, ui_url)`},
 		{"key given twice", good + "    schedule: '@daily'\n", `c.yaml:6: jobs[0].schedule: given twice (first on line 4): keep one`},
@@ -368,6 +372,8 @@ func TestParseBad(t *testing.T) {
 			`c.yaml:1: kill_grace: -1s is negative: give how long a job's processes have between SIGTERM and SIGKILL, e.g. 10s (0: SIGKILL at once)`},
 		{"negative wait_for_replicas", "wait_for_replicas: -1\n" + good,
 			`c.yaml:1: wait_for_replicas: -1 is negative: give how many replicas of each node must acknowledge a lock, e.g. 1 (0: do not wait)`},
+		{"negative wait_for_replicas of a node", "nodes: [a:1, {addr: 'b:1', wait_for_replicas: -1}, c:1]\njobs: [{name: j, schedule: '@every 1s', command: [true]}]\n",
+			`c.yaml:1: nodes[1].wait_for_replicas: -1 is negative: give how many replicas of each node must acknowledge a lock, e.g. 1 (0: do not wait)`},
 		{"zero max ttl", "max_ttl: 0s\n" + good,
 			`c.yaml:1: max_ttl: 0s: must be positive, e.g. 1m (the longest lock TTL, and how long a node that lost its memory refuses locks)`},
 		{"lock ttl above max ttl", good + "    lock_ttl: 2m\n",

@@ -575,12 +575,8 @@ func (p *parser) config(root *yaml.Node) *Config {
 		}
 	}
 	if e, ok := m["wait_for_replicas"]; ok {
-		if n, ok := p.integer(e, "wait_for_replicas"); ok {
-			if n < 0 {
-				p.fail(e.val.Line, "wait_for_replicas", "%d is negative: give how many replicas of each node must acknowledge a lock, e.g. 1 (0: do not wait)", n)
-			} else {
-				c.WaitForReplicas = n
-			}
+		if n, ok := p.replicas(e, "wait_for_replicas"); ok {
+			c.WaitForReplicas = n
 		}
 	}
 	if e, ok := m["min_interval"]; ok {
@@ -593,7 +589,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		}
 	}
 	if e, ok := m["nodes"]; ok {
-		c.Nodes = p.nodes(e)
+		c.Nodes = p.nodes(e, c.WaitForReplicas)
 		if n := len(c.Nodes); n > 0 && n%2 == 0 && !c.AllowEvenNodes {
 			p.fail(e.key.Line, "nodes", "%d nodes is an even count, which tolerates no more failed nodes than %d: use an odd count (3 or 5), or set allow_even_nodes: true", n, n-1)
 		}
@@ -688,9 +684,22 @@ func checkHostPort(s string, zeroPort bool) error {
 	return nil
 }
 
+// replicas parses a wait_for_replicas at path: a count of replicas, 0 or more. ok is false
+// when it is not (and reported).
+func (p *parser) replicas(e entry, path string) (n int, ok bool) {
+	n, ok = p.integer(e, path)
+	if ok && n < 0 {
+		p.fail(e.val.Line, path, "%d is negative: give how many replicas of each node must acknowledge a lock, e.g. 1 (0: do not wait)", n)
+		return 0, false
+	}
+	return n, ok
+}
+
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-func (p *parser) nodes(e entry) []Node {
+// nodes parses the nodes; replicas is the top level's wait_for_replicas, the count of the
+// nodes that do not give their own.
+func (p *parser) nodes(e entry, replicas int) []Node {
 	if e.val.Kind != yaml.SequenceNode {
 		p.fail(e.val.Line, "nodes", `must be a list of host:port, e.g. ["10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"], not %s`, kindName(e.val))
 		return nil
@@ -707,7 +716,7 @@ func (p *parser) nodes(e entry) []Node {
 		if item == nil {
 			return nil
 		}
-		n := Node{file: p.file, index: i, Line: item.Line}
+		n := Node{file: p.file, index: i, Line: item.Line, WaitForReplicas: replicas}
 		addrLine := item.Line
 		switch item.Kind {
 		case yaml.ScalarNode:
@@ -717,7 +726,7 @@ func (p *parser) nodes(e entry) []Node {
 			}
 			n.Addr = item.Value
 		case yaml.MappingNode:
-			m := p.mapping(item, path, []string{"addr", "cluster", "username", "password_env", "tls", "db"}, false)
+			m := p.mapping(item, path, []string{"addr", "cluster", "username", "password_env", "tls", "db", "wait_for_replicas"}, false)
 			a, hasAddr := m["addr"]
 			c, hasCluster := m["cluster"]
 			switch {
@@ -760,6 +769,11 @@ func (p *parser) nodes(e entry) []Node {
 						p.fail(d.val.Line, path+".db", "%d: a Redis Cluster has database 0 only: drop db:", db)
 					}
 					n.DB = db
+				}
+			}
+			if w, ok := m["wait_for_replicas"]; ok {
+				if r, ok := p.replicas(w, path+".wait_for_replicas"); ok {
+					n.WaitForReplicas = r
 				}
 			}
 		default:
