@@ -110,7 +110,7 @@ func TestWaitForReplicasPerNode(t *testing.T) {
 	host, port, err := net.SplitHostPort(primaries[1].Addr())
 	require.NoError(t, err)
 	replica := redistest.Start(t, redistest.Config{Args: []string{"--replicaof", host, port}})
-	eventually(t, "node 1's replica to connect", func() bool { return connectedReplicas(t, primaries[1]) == "1" })
+	proctest.Eventually(t, "node 1's replica to connect", func() bool { return connectedReplicas(t, primaries[1]) == "1" })
 	endQuarantine(t, primaries...)
 	cfg, runs := tickConfig(t, `nodes:
   - "`+primaries[0].Addr()+`"
@@ -125,13 +125,13 @@ func TestWaitForReplicasPerNode(t *testing.T) {
 	require.NotContains(t, out, "fewer than wait_for_replicas", out)
 
 	startProc(t, bin, "daemon", nil, "run", "--config", cfg, "--replica", "a")
-	eventually(t, "ticks to run with node 1's replica up", func() bool { return runs() >= 2 })
+	proctest.Eventually(t, "ticks to run with node 1's replica up", func() bool { return runs() >= 2 })
 
 	require.NoError(t, replica.Stop())
-	eventually(t, "node 1 to see its replica gone", func() bool { return connectedReplicas(t, primaries[1]) == "0" })
+	proctest.Eventually(t, "node 1 to see its replica gone", func() bool { return connectedReplicas(t, primaries[1]) == "0" })
 	code, out = runBin(t, bin, nil, "check", "--config", cfg)
 	require.Equal(t, 0, code, out)
 	require.Equal(t, 1, strings.Count(out, "0 replicas connected, fewer than wait_for_replicas 1"), out)
 	before := runs()
-	eventually(t, "ticks to run on nodes 0 and 2", func() bool { return runs() >= before+2 })
+	proctest.Eventually(t, "ticks to run on nodes 0 and 2", func() bool { return runs() >= before+2 })
 }
