@@ -479,3 +479,38 @@ func TestCheckFindsASuccessNotReportedRan(t *testing.T) {
 	r = Check(params(3), timeline(), d)
 	assert.True(t, r.OK(), "%v", r.Violations)
 }
+
+func TestCheckOverlapAfterANodeClockStep(t *testing.T) {
+	// A daemon's run whose lock a node's clock step took from it (it held exactly a quorum): its
+	// lease is lost, its supervisor stops it, and another worker's run starts before its
+	// processes are gone. Outside Redlock's assumptions: counted apart, not a violation.
+	d := clean()
+	d.Runs[0] = daemonRun(0, "w0", 1, 10*ms, 1100*ms)
+	d.Runs[0].Cancelled, d.Runs[0].Cause = true, StoppedCause
+	tl := timeline()
+	tl.add(effect{kind: nodeClockStepped, worker: -1, node: 3, from: at(500 * ms), to: at(9 * time.Second)})
+	r := Check(params(3), tl, d)
+	assert.Zero(t, r.Overlaps)
+	assert.Equal(t, 1, r.ClockStepOverlaps)
+	assert.Zero(t, r.LeasesLostUnexplained, "the clock step explains the lost lease")
+	assert.True(t, r.OK(), "%v", r.Violations)
+
+	// Without the step, the same history is an overlap and an unexplained lease loss.
+	r = Check(params(3), timeline(), d)
+	assert.Equal(t, 1, r.Overlaps)
+	assert.Equal(t, 1, r.LeasesLostUnexplained)
+
+	// A step after the second run started explains nothing about its start.
+	tl = timeline()
+	tl.add(effect{kind: nodeClockStepped, worker: -1, node: 3, from: at(1050 * ms), to: at(9 * time.Second)})
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Overlaps)
+
+	// Nor is an overlap excused when the earlier run never learnt that it lost its lock.
+	d.Runs[0].Cancelled, d.Runs[0].Cause = false, ""
+	tl = timeline()
+	tl.add(effect{kind: nodeClockStepped, worker: -1, node: 3, from: at(500 * ms), to: at(9 * time.Second)})
+	r = Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Overlaps)
+	assert.Zero(t, r.ClockStepOverlaps)
+}

@@ -275,13 +275,16 @@ func (h *harness) apply(ctx context.Context, start time.Time, schedule []planned
 		}
 		e := schedule[a.i]
 		if a.begin {
+			// From before the fault is applied: some take a moment to (a node's clock step
+			// takes up to a second to show), and the fault may act from the first step on.
+			began := time.Now()
 			what, u, err := h.begin(e)
 			if err != nil {
 				return fmt.Errorf("%v: %w", e, err)
 			}
 			undo[a.i] = u
 			episode[a.i] = len(h.tl.Episodes)
-			h.tl.Episodes = append(h.tl.Episodes, Episode{Class: e.class, What: what, Start: time.Now()})
+			h.tl.Episodes = append(h.tl.Episodes, Episode{Class: e.class, What: what, Start: began})
 			h.cfg.Logf("+%v (%s) %s %s", time.Since(start).Truncate(time.Millisecond), fmtTime(time.Now()), e.class, what)
 			continue
 		}
@@ -439,10 +442,16 @@ func (h *harness) begin(e planned) (string, func() error, error) {
 		return fmt.Sprintf("%s to %v", w.name, e.offset), func() error { return nil }, w.setOffset(e.offset)
 	case NodeClock:
 		n := h.nodes[e.nodes[0]]
+		i := len(h.tl.effects)
+		h.tl.add(effect{kind: nodeClockStepped, worker: -1, node: e.nodes[0], from: time.Now()})
 		if err := n.SetClockOffset(e.offset); err != nil {
 			return "", nil, err
 		}
-		return fmt.Sprintf("node %d by %v", e.nodes[0], e.offset), func() error { return n.SetClockOffset(0) }, nil
+		return fmt.Sprintf("node %d by %v", e.nodes[0], e.offset), func() error {
+			err := n.SetClockOffset(0)
+			h.tl.effects[i].to = time.Now().Add(h.s.ttl)
+			return err
+		}, nil
 	}
 	return "", nil, fmt.Errorf("unknown fault class %q", e.class)
 }

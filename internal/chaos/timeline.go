@@ -33,6 +33,13 @@ const (
 	workerPaused
 	// workerKilled: the worker's process was killed and is not running.
 	workerKilled
+	// nodeClockStepped: the node's wall clock was stepped, from just before the step (the node
+	// takes it within a second) to a TTL after the step back. A forward step expires the keys
+	// already there early; the step back from a backward one expires those written meanwhile.
+	// Either can take the lock from a holder that held it on exactly a quorum of nodes — as the
+	// winner of a race often does — which Redlock's assumptions exclude (no node's clock jumps
+	// by more than the drift allowance within a TTL).
+	nodeClockStepped
 )
 
 // Timeline is the record of one chaos run's faults: the episodes the schedule applied and
@@ -179,6 +186,17 @@ func (tl *Timeline) allUsable(w int, t time.Time) bool { return tl.reachable(w, 
 func (tl *Timeline) lostQuorum(w int, from, to time.Time) bool {
 	for t := from; !t.After(to); t = t.Add(step) {
 		if tl.absent(w, t) || tl.reachable(w, t) < tl.Quorum {
+			return true
+		}
+	}
+	return false
+}
+
+// clockStepped reports whether a node's wall clock was stepped (see nodeClockStepped) at some
+// time in [from, to].
+func (tl *Timeline) clockStepped(from, to time.Time) bool {
+	for _, e := range tl.effects {
+		if e.kind == nodeClockStepped && e.from.Before(to) && e.to.After(from) {
 			return true
 		}
 	}
