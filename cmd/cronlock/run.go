@@ -23,6 +23,7 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -65,7 +66,7 @@ type runFlags struct {
 	drain     time.Duration
 	logLevel  slog.Level
 	logFormat string
-	httpLimits
+	web.Limits
 	set map[string]bool // flags given explicitly
 }
 
@@ -74,9 +75,9 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 	var f runFlags
 	fs.StringVar(&f.replica, "replica", "", "this replica's `name`, shown as the holder of its locks (default: the config's replica:, else hostname-pid)")
 	fs.StringVar(&f.http, "http", "", "`address` of the HTTP server for /healthz, /readyz, /jobs and /metrics, e.g. 127.0.0.1:9464 (default: the config's http:; \"off\" for none)")
-	fs.DurationVar(&f.readTimeout, "http-read-timeout", 10*time.Second, "how long a client of the HTTP server may take to send a request, body included")
-	fs.DurationVar(&f.idleTimeout, "http-idle-timeout", 30*time.Second, "how long the HTTP server keeps an idle connection open between requests")
-	fs.IntVar(&f.maxConns, "http-max-conns", 128, "how many connections the HTTP server serves at once; more wait to be accepted")
+	fs.DurationVar(&f.ReadTimeout, "http-read-timeout", 10*time.Second, "how long a client of the HTTP server may take to send a request, body included")
+	fs.DurationVar(&f.IdleTimeout, "http-idle-timeout", 30*time.Second, "how long the HTTP server keeps an idle connection open between requests")
+	fs.IntVar(&f.MaxConns, "http-max-conns", 128, "how many connections the HTTP server serves at once; more wait to be accepted")
 	fs.Var((*optionalDuration)(&f.killGrace), "kill-grace", "`duration` from SIGTERM to SIGKILL of a run's process group, which gets SIGKILL when its lease ends (default: the config's kill_grace:, else 10s or half of lock_ttl − renew_every)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long running jobs may finish before they are stopped")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug (every tick's outcome), info, warn or error")
@@ -92,10 +93,10 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 		return f, usageError{fmt.Errorf("--kill-grace %v: must not be negative", f.killGrace)}
 	case f.drain < 0:
 		return f, usageError{fmt.Errorf("--drain %v: must not be negative", f.drain)}
-	case f.readTimeout <= 0 || f.idleTimeout <= 0:
-		return f, usageError{fmt.Errorf("--http-read-timeout %v, --http-idle-timeout %v: give positive durations", f.readTimeout, f.idleTimeout)}
-	case f.maxConns <= 0:
-		return f, usageError{fmt.Errorf("--http-max-conns %d: give a positive number of connections", f.maxConns)}
+	case f.ReadTimeout <= 0 || f.IdleTimeout <= 0:
+		return f, usageError{fmt.Errorf("--http-read-timeout %v, --http-idle-timeout %v: give positive durations", f.ReadTimeout, f.IdleTimeout)}
+	case f.MaxConns <= 0:
+		return f, usageError{fmt.Errorf("--http-max-conns %d: give a positive number of connections", f.MaxConns)}
 	case f.set["replica"] && f.replica == "":
 		return f, usageError{errors.New("--replica is empty: give a name, or leave the flag out")}
 	case f.logFormat != "text" && f.logFormat != "json":
@@ -137,7 +138,7 @@ type daemon struct {
 	defs      definitions
 	gate      *gate
 	lookupEnv func(string) (string, bool) // the daemon's environment, for env: (nil: os.LookupEnv)
-	status    *jobStatus
+	status    *web.JobStatus
 	ready     *readiness
 	server    *http.Server
 	serveWG   sync.WaitGroup
@@ -211,14 +212,14 @@ func runDaemon(ctx context.Context, f runFlags, log *slog.Logger, out *logWriter
 	signal.Notify(hups, syscall.SIGHUP)
 	defer signal.Stop(hups)
 
-	d := &daemon{cfg: cfg, flags: f, status: newJobStatus(), gate: newGate(), log: log, logOut: out}
+	d := &daemon{cfg: cfg, flags: f, status: web.NewJobStatus(), gate: newGate(), log: log, logOut: out}
 	if err := d.start(); err != nil {
 		d.close()
 		return err
 	}
 	serveErr := make(chan error, 1)
 	if d.server != nil {
-		ln, err := listenHTTP(d.server, f.maxConns, d.log)
+		ln, err := web.Listen(d.server, f.MaxConns, d.log)
 		if err != nil {
 			d.close()
 			return fmt.Errorf("http: %w", err)
@@ -327,7 +328,7 @@ func (d *daemon) start() error {
 		scheduler.WithReplica(d.replica),
 		scheduler.WithPrefix(cfg.Prefix),
 		scheduler.WithLogger(d.log),
-		scheduler.WithMiddleware(append(append([]middleware.Middleware{d.status.middleware(d.replica)}, d.tel.middleware()...), d.gate.middleware())...),
+		scheduler.WithMiddleware(append(append([]middleware.Middleware{d.status.Middleware(d.replica)}, d.tel.middleware()...), d.gate.middleware())...),
 	)
 	if err != nil {
 		_ = locks.Close()
@@ -356,7 +357,7 @@ func (d *daemon) start() error {
 	}
 	d.jobs.Store(cfg)
 	if addr != "" {
-		d.server = newHTTPServer(addr, statusHandler(d.jobs.Load, d.replica, d.sched, d.status, d.ready, d.tel.metrics), f.httpLimits, d.log)
+		d.server = web.NewServer(addr, web.Handler(d.jobs.Load, d.replica, d.sched, d.status, d.ready.report, d.tel.metrics), f.Limits, d.log)
 	}
 	return nil
 }
@@ -442,7 +443,7 @@ func (d *daemon) handlerFor(def *definition, cj *supervise.Command) job.Handler 
 		}
 		defer d.defs.end(def)
 		if run, ok := job.RunFrom(ctx); ok {
-			started(ctx, run.FencingToken)
+			web.Started(ctx, run.FencingToken)
 		}
 		return cj.Run(ctx)
 	}

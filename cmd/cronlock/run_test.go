@@ -21,8 +21,8 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 )
 
@@ -37,8 +37,8 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 type jobsDoc struct {
-	Replica string    `json:"replica"`
-	Jobs    []jobView `json:"jobs"`
+	Replica string        `json:"replica"`
+	Jobs    []web.JobView `json:"jobs"`
 }
 
 // The daemon in this process (so that goleak sees every goroutine it starts end): HTTP
@@ -132,30 +132,6 @@ func waitDialProbes(t *testing.T) {
 		buf := make([]byte, 1<<20)
 		return !strings.Contains(string(buf[:runtime.Stack(buf, true)]), "(*ConnPool).tryDial")
 	})
-}
-
-// The outcome a replica records for a tick another replica ran names the runner.
-func TestJobStatusRecordsSkips(t *testing.T) {
-	st := newJobStatus()
-	tick := time.Now().Truncate(time.Second)
-	h := st.middleware("me")(func(ctx context.Context) error {
-		return fmt.Errorf("wrapped: %w", &job.SkipError{Reason: job.SkipDone, Holder: &job.Holder{Label: "other", Done: true}})
-	})
-	ctx := job.NewContext(context.Background(), &job.Run{Job: "j", Tick: tick})
-	require.Error(t, h(ctx))
-	st.mu.Lock()
-	last := *st.last["j"]
-	st.mu.Unlock()
-	assert.Equal(t, middleware.OutcomeSkippedDone, last.Outcome)
-	assert.Equal(t, "other", last.Runner)
-	assert.Zero(t, last.Token)
-
-	// An older tick that finishes later does not replace the newer one.
-	old := job.NewContext(context.Background(), &job.Run{Job: "j", Tick: tick.Add(-time.Second)})
-	require.NoError(t, st.middleware("me")(func(ctx context.Context) error { started(ctx, 7); return nil })(old))
-	st.mu.Lock()
-	assert.Equal(t, tick, st.last["j"].Tick)
-	st.mu.Unlock()
 }
 
 func TestCommandLine(t *testing.T) {
