@@ -10,6 +10,7 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -37,14 +38,14 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 		return err
 	}
 	if name == "" {
-		return usageError{fmt.Errorf("%s: give the job's name: cronlock %s JOB --config FILE", cmd, cmd)}
+		return usageError{Err: fmt.Errorf("%s: give the job's name: cronlock %s JOB --config FILE", cmd, cmd)}
 	}
 	cfg, err := cf.load(cmd)
 	if err != nil {
 		return err
 	}
 	if !hasJob(cfg, name) {
-		return usageError{fmt.Errorf("%s: job %q is not in %s", cmd, name, cfg.File)}
+		return usageError{Err: fmt.Errorf("%s: job %q is not in %s", cmd, name, cfg.File)}
 	}
 	ctl, done, err := controlClient(cfg)
 	if err != nil {
@@ -85,21 +86,21 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 
 // controlClient returns a control client over cfg's nodes, with cfg's prefix. done closes it.
 func controlClient(cfg *config.Config) (*scheduler.Control, func(), error) {
-	clients, err := nodeClients(cfg)
+	clients, err := nodes.Clients(cfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	replica := defaultReplica()
-	locks, err := lockClient(cfg, clients, replica)
+	replica := nodes.DefaultReplica()
+	locks, err := nodes.LockClient(cfg, clients, replica)
 	if err != nil {
-		closeClients(clients)
-		return nil, nil, usageError{fmt.Errorf("%s: nodes: %w", cfg.File, err)}
+		nodes.Close(clients)
+		return nil, nil, usageError{Err: fmt.Errorf("%s: nodes: %w", cfg.File, err)}
 	}
-	done := func() { _ = locks.Close(); closeClients(clients) }
+	done := func() { _ = locks.Close(); nodes.Close(clients) }
 	ctl, err := scheduler.NewControl(locks, scheduler.WithPrefix(cfg.Prefix), scheduler.WithReplica(replica))
 	if err != nil {
 		done()
-		return nil, nil, usageError{fmt.Errorf("%s: %w", cfg.File, err)}
+		return nil, nil, usageError{Err: fmt.Errorf("%s: %w", cfg.File, err)}
 	}
 	return ctl, done, nil
 }

@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	cronlocknodes "github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 	"github.com/cronlock/cronlock/internal/redistest"
@@ -176,9 +177,9 @@ func TestNodeClientsAndJobEnviron(t *testing.T) {
 jobs: [{name: j, schedule: "@hourly", command: ["true"]}]
 `))
 	require.NoError(t, err)
-	clients, err := nodeClients(cfg)
+	clients, err := cronlocknodes.Clients(cfg)
 	require.NoError(t, err)
-	defer closeClients(clients)
+	defer cronlocknodes.Close(clients)
 	require.IsType(t, &redis.Client{}, clients[0])
 	o := clients[0].(*redis.Client).Options()
 	assert.Equal(t, "redis-1.internal:6380", o.Addr)
@@ -204,9 +205,9 @@ jobs: [{name: j, schedule: "@hourly", command: ["true"]}]
 jobs: [{name: j, schedule: "@hourly", command: ["true"]}]
 `))
 	require.NoError(t, err)
-	clusters, err := nodeClients(cfg)
+	clusters, err := cronlocknodes.Clients(cfg)
 	require.NoError(t, err)
-	defer closeClients(clusters)
+	defer cronlocknodes.Close(clusters)
 	require.IsType(t, &redis.ClusterClient{}, clusters[0])
 	co := clusters[0].(*redis.ClusterClient).Options()
 	assert.Equal(t, []string{"redis-a.internal:6380", "redis-b.internal:6380"}, co.Addrs)

@@ -1,8 +1,10 @@
-package main
+package nodes
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
 	"strings"
 	"sync"
@@ -10,13 +12,15 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 )
 
-// readiness answers /readyz: whether a quorum of nodes answers and is out of quarantine
+// Readiness answers /readyz: whether a quorum of nodes answers and is out of quarantine
 // (grants locks), from a probe of every node that is at most readyCache old. A Cluster node
 // answers when its cluster_state is ok and the primaries of the jobs' hash slots answer, and is
 // out of quarantine when every slot of the jobs' keys is (probeCluster).
-type readiness struct {
+type Readiness struct {
 	clients []redis.UniversalClient
 	names   []string // the nodes' names in messages
 	quorum  int
@@ -28,6 +32,15 @@ type readiness struct {
 	at     time.Time
 	states []nodeState
 }
+
+// NewReadiness returns the readiness of the nodes of cfg, whose clients are clients; jobs
+// returns the config whose jobs run now, whose keys' hash slots a Cluster node is probed for.
+func NewReadiness(cfg *config.Config, clients []redis.UniversalClient, jobs func() *config.Config) *Readiness {
+	return &Readiness{clients: clients, names: Names(cfg), quorum: cfg.Quorum(), bootKey: cfg.BootKey, slots: func() []int { return jobSlots(jobs()) }}
+}
+
+// Stop makes the nodes not ready from now on: the daemon is stopping.
+func (r *Readiness) Stop() { r.stop.Store(true) }
 
 const (
 	readyTimeout = time.Second
@@ -91,7 +104,7 @@ func (n nodeState) state(withErr bool) string {
 
 // check returns every node's state and how many are usable, probing the nodes if the last
 // probe is older than readyCache.
-func (r *readiness) check(ctx context.Context) (usable int, states []nodeState) {
+func (r *Readiness) check(ctx context.Context) (usable int, states []nodeState) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.at.IsZero() || time.Since(r.at) >= readyCache {
@@ -124,10 +137,10 @@ func (r *readiness) check(ctx context.Context) (usable int, states []nodeState) 
 	return usable, slices.Clone(r.states)
 }
 
-// report answers /readyz (web.Readiness): not ready while the daemon stops, or while fewer than
+// Report answers /readyz (web.Readiness): not ready while the daemon stops, or while fewer than
 // a quorum of nodes answer and are out of quarantine; one line per node, with its address and
 // error text only when details is set.
-func (r *readiness) report(ctx context.Context, details bool) (bool, string) {
+func (r *Readiness) Report(ctx context.Context, details bool) (bool, string) {
 	if r.stop.Load() {
 		return false, "not ready: stopping\n"
 	}
@@ -146,4 +159,101 @@ func (r *readiness) report(ctx context.Context, details bool) (bool, string) {
 		}
 	}
 	return usable >= r.quorum, b.String()
+}
+
+// probeEvery is how often the daemon probes its nodes.
+const probeEvery = readyCache
+
+// Watch probes the nodes every probeEvery until ctx ends, and logs each change of a
+// node's state once: down, back, in quarantine until a time, without a boot marker; and when
+// the usable nodes fall below a quorum, or reach it again.
+func (r *Readiness) Watch(ctx context.Context, log *slog.Logger, cfg *config.Config) {
+	t := time.NewTicker(probeEvery)
+	defer t.Stop()
+	var prev []nodeState
+	wasQuorum := true
+	for {
+		usable, states := r.check(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		for i, n := range states {
+			if prev != nil && prev[i].kind() == n.kind() {
+				continue
+			}
+			switch {
+			case n.err != nil:
+				log.Warn("node does not answer", "node", n.addr, "err", n.err)
+			case n.missing:
+				log.Warn("node has no boot marker: it is new or lost its memory, and will refuse locks for max_ttl after the first lock attempt; on first deployment end its quarantine with 'cronlock check --end-quarantine'",
+					"node", n.addr, "max_ttl", cfg.MaxTTL, "boot_key", cfg.BootKey)
+			case !n.until.IsZero():
+				log.Warn("node is in quarantine: it refuses locks until its boot marker's time", "node", n.addr, "until", n.until.UTC().Format(time.RFC3339Nano))
+			case prev != nil:
+				log.Info("node grants locks again", "node", n.addr, "was", prev[i].kind())
+			}
+		}
+		if isQuorum := usable >= cfg.Quorum(); isQuorum != wasQuorum {
+			if isQuorum {
+				log.Info("a quorum of nodes grants locks again", "usable", usable, "nodes", len(r.clients), "quorum", cfg.Quorum())
+			} else {
+				log.Warn("fewer nodes grant locks than a quorum: no job can run until enough come back",
+					"usable", usable, "nodes", len(r.clients), "quorum", cfg.Quorum())
+			}
+			wasQuorum = isQuorum
+		}
+		prev = states
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// quarantine is a node's boot marker, read against its clock.
+type quarantine struct {
+	missing   bool
+	value     string
+	remaining time.Duration // > 0 while in quarantine
+	nodeTime  time.Time
+}
+
+// readQuarantine reads a standalone node's boot marker (microseconds of the node's clock at
+// which its quarantine ends) and its clock.
+func readQuarantine(ctx context.Context, c redis.UniversalClient, bootKey string) (quarantine, error) {
+	qs, err := readMarkers(ctx, c, []string{bootKey})
+	if err != nil {
+		return quarantine{}, err
+	}
+	return qs[0], nil
+}
+
+// readMarkers reads boot markers on one server, and its clock, in one round trip.
+func readMarkers(ctx context.Context, c redis.Cmdable, keys []string) ([]quarantine, error) {
+	pipe := c.Pipeline()
+	gets := make([]*redis.StringCmd, len(keys))
+	for i, k := range keys {
+		gets[i] = pipe.Get(ctx, k)
+	}
+	tm := pipe.Time(ctx)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, err
+	}
+	qs := make([]quarantine, len(keys))
+	for i, get := range gets {
+		q := &qs[i]
+		q.nodeTime = tm.Val()
+		v, err := get.Result()
+		if errors.Is(err, redis.Nil) {
+			q.missing = true
+			continue
+		}
+		q.value = strings.TrimSpace(v)
+		var until int64
+		if _, err := fmt.Sscan(q.value, &until); err == nil {
+			q.remaining = time.UnixMicro(until).Sub(q.nodeTime)
+		}
+	}
+	return qs, nil
 }
