@@ -6,7 +6,6 @@ import (
 	"context"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"regexp"
 	"strings"
 	"testing"
@@ -125,18 +124,4 @@ func TestControlHTTPAndCommands(t *testing.T) {
 	assert.Contains(t, errOut, "give the job's name")
 	status, _ = get(t, d.base+"/jobs/tick/history?n=0")
 	assert.Equal(t, http.StatusBadRequest, status)
-}
-
-// Without http_token_env the control endpoints are off.
-func TestControlWithoutTokenIsForbidden(t *testing.T) {
-	c := &control{}
-	for _, token := range []string{"", "anything"} {
-		w := httptest.NewRecorder()
-		r := httptest.NewRequest(http.MethodPost, "/jobs/j/pause", nil)
-		if token != "" {
-			r.Header.Set("Authorization", "Bearer "+token)
-		}
-		assert.False(t, c.authorized(w, r))
-		assert.Equal(t, http.StatusForbidden, w.Code)
-	}
 }

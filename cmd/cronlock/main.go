@@ -23,14 +23,12 @@ import (
 	"syscall"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/demo"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/exitcode"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
 )
 
 // usageError is a mistake in the command line: exit code 2.
-type usageError struct{ err error }
-
-func (e usageError) Error() string { return e.err.Error() }
-func (e usageError) Unwrap() error { return e.err }
+type usageError = exitcode.Usage
 
 const usage = `cronlock runs cron jobs once per tick across a cluster, guarded by a Redlock.
 
@@ -84,7 +82,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 {
 		fmt.Fprint(stderr, usage)
-		return usageError{errors.New("no command given")}
+		return usageError{Err: errors.New("no command given")}
 	}
 	switch args[0] {
 	case "run":
@@ -101,13 +99,13 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		case errors.Is(err, flag.ErrHelp):
 			return err
 		case err != nil:
-			return usageError{err}
+			return usageError{Err: err}
 		}
 		return demo.Run(ctx, cfg, stdout, stderr)
 	case supervise.Mode:
 		s, err := supervise.Parse(args[1:])
 		if err != nil {
-			return usageError{err}
+			return usageError{Err: err}
 		}
 		return s.Run()
 	case "pause", "resume", "trigger", "history":
@@ -122,5 +120,5 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return nil
 	}
 	fmt.Fprint(stderr, usage)
-	return usageError{fmt.Errorf("unknown command %q", args[0])}
+	return usageError{Err: fmt.Errorf("unknown command %q", args[0])}
 }

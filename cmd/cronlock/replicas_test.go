@@ -22,7 +22,12 @@ func connectedReplicas(t *testing.T, primary *redistest.Server) string {
 	if err != nil {
 		return ""
 	}
-	return parseInfo(info)["connected_slaves"]
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "connected_slaves:"); ok {
+			return v
+		}
+	}
+	return ""
 }
 
 // tickConfig writes a config of settings and a job that ticks every second, and returns its

@@ -22,7 +22,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/exitcode"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -65,7 +68,7 @@ type runFlags struct {
 	drain     time.Duration
 	logLevel  slog.Level
 	logFormat string
-	httpLimits
+	web.Limits
 	set map[string]bool // flags given explicitly
 }
 
@@ -74,9 +77,9 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 	var f runFlags
 	fs.StringVar(&f.replica, "replica", "", "this replica's `name`, shown as the holder of its locks (default: the config's replica:, else hostname-pid)")
 	fs.StringVar(&f.http, "http", "", "`address` of the HTTP server for /healthz, /readyz, /jobs and /metrics, e.g. 127.0.0.1:9464 (default: the config's http:; \"off\" for none)")
-	fs.DurationVar(&f.readTimeout, "http-read-timeout", 10*time.Second, "how long a client of the HTTP server may take to send a request, body included")
-	fs.DurationVar(&f.idleTimeout, "http-idle-timeout", 30*time.Second, "how long the HTTP server keeps an idle connection open between requests")
-	fs.IntVar(&f.maxConns, "http-max-conns", 128, "how many connections the HTTP server serves at once; more wait to be accepted")
+	fs.DurationVar(&f.ReadTimeout, "http-read-timeout", 10*time.Second, "how long a client of the HTTP server may take to send a request, body included")
+	fs.DurationVar(&f.IdleTimeout, "http-idle-timeout", 30*time.Second, "how long the HTTP server keeps an idle connection open between requests")
+	fs.IntVar(&f.MaxConns, "http-max-conns", 128, "how many connections the HTTP server serves at once; more wait to be accepted")
 	fs.Var((*optionalDuration)(&f.killGrace), "kill-grace", "`duration` from SIGTERM to SIGKILL of a run's process group, which gets SIGKILL when its lease ends (default: the config's kill_grace:, else 10s or half of lock_ttl − renew_every)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long running jobs may finish before they are stopped")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug (every tick's outcome), info, warn or error")
@@ -89,17 +92,17 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
 	switch {
 	case f.killGrace < 0:
-		return f, usageError{fmt.Errorf("--kill-grace %v: must not be negative", f.killGrace)}
+		return f, usageError{Err: fmt.Errorf("--kill-grace %v: must not be negative", f.killGrace)}
 	case f.drain < 0:
-		return f, usageError{fmt.Errorf("--drain %v: must not be negative", f.drain)}
-	case f.readTimeout <= 0 || f.idleTimeout <= 0:
-		return f, usageError{fmt.Errorf("--http-read-timeout %v, --http-idle-timeout %v: give positive durations", f.readTimeout, f.idleTimeout)}
-	case f.maxConns <= 0:
-		return f, usageError{fmt.Errorf("--http-max-conns %d: give a positive number of connections", f.maxConns)}
+		return f, usageError{Err: fmt.Errorf("--drain %v: must not be negative", f.drain)}
+	case f.ReadTimeout <= 0 || f.IdleTimeout <= 0:
+		return f, usageError{Err: fmt.Errorf("--http-read-timeout %v, --http-idle-timeout %v: give positive durations", f.ReadTimeout, f.IdleTimeout)}
+	case f.MaxConns <= 0:
+		return f, usageError{Err: fmt.Errorf("--http-max-conns %d: give a positive number of connections", f.MaxConns)}
 	case f.set["replica"] && f.replica == "":
-		return f, usageError{errors.New("--replica is empty: give a name, or leave the flag out")}
+		return f, usageError{Err: errors.New("--replica is empty: give a name, or leave the flag out")}
 	case f.logFormat != "text" && f.logFormat != "json":
-		return f, usageError{fmt.Errorf("--log-format %q: use text or json", f.logFormat)}
+		return f, usageError{Err: fmt.Errorf("--log-format %q: use text or json", f.logFormat)}
 	}
 	return f, nil
 }
@@ -137,8 +140,8 @@ type daemon struct {
 	defs      definitions
 	gate      *gate
 	lookupEnv func(string) (string, bool) // the daemon's environment, for env: (nil: os.LookupEnv)
-	status    *jobStatus
-	ready     *readiness
+	status    *web.JobStatus
+	ready     *nodes.Readiness
 	server    *http.Server
 	serveWG   sync.WaitGroup
 	probeWG   sync.WaitGroup
@@ -146,10 +149,7 @@ type daemon struct {
 }
 
 // loggedError is an error that was logged already: main only sets the exit code.
-type loggedError struct{ err error }
-
-func (e loggedError) Error() string { return e.err.Error() }
-func (e loggedError) Unwrap() error { return e.err }
+type loggedError = exitcode.Logged
 
 // newLogger returns the daemon's logger, writing to w in the format and from the level of f.
 func newLogger(w io.Writer, f runFlags) *slog.Logger {
@@ -186,13 +186,13 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	// From here on every line goes through the daemon's log: go-redis's and OpenTelemetry's too.
 	out := &logWriter{w: stderr}
 	log := newLogger(out, f)
-	logRedisTo(log)
-	defer logRedisTo(nil)
+	nodes.LogRedisTo(log)
+	defer nodes.LogRedisTo(nil)
 	logOTelTo(log)
 	defer logOTelTo(nil)
 	if err := runDaemon(ctx, f, log, out); err != nil {
 		logErrors(log, "cronlock run", err)
-		return loggedError{err}
+		return loggedError{Err: err}
 	}
 	return nil
 }
@@ -211,14 +211,14 @@ func runDaemon(ctx context.Context, f runFlags, log *slog.Logger, out *logWriter
 	signal.Notify(hups, syscall.SIGHUP)
 	defer signal.Stop(hups)
 
-	d := &daemon{cfg: cfg, flags: f, status: newJobStatus(), gate: newGate(), log: log, logOut: out}
+	d := &daemon{cfg: cfg, flags: f, status: web.NewJobStatus(), gate: newGate(), log: log, logOut: out}
 	if err := d.start(); err != nil {
 		d.close()
 		return err
 	}
 	serveErr := make(chan error, 1)
 	if d.server != nil {
-		ln, err := listenHTTP(d.server, f.maxConns, d.log)
+		ln, err := web.Listen(d.server, f.MaxConns, d.log)
 		if err != nil {
 			d.close()
 			return fmt.Errorf("http: %w", err)
@@ -238,7 +238,7 @@ func runDaemon(ctx context.Context, f runFlags, log *slog.Logger, out *logWriter
 		"quorum", cfg.Quorum(), "startup", time.Since(processStart).Round(time.Microsecond))
 	probeCtx, stopProbe := context.WithCancel(context.Background())
 	d.stopProbe = stopProbe
-	d.probeWG.Go(func() { d.probeNodes(probeCtx) })
+	d.probeWG.Go(func() { d.ready.Watch(probeCtx, d.log, d.cfg) })
 
 	var failure error
 wait:
@@ -265,7 +265,7 @@ wait:
 			d.reload()
 		}
 	}
-	d.ready.stop.Store(true)
+	d.ready.Stop()
 
 	drainCtx, cancel := context.WithTimeoutCause(context.Background(), f.drain,
 		fmt.Errorf("--drain %v passed", f.drain))
@@ -301,7 +301,7 @@ func (d *daemon) start() error {
 		d.replica = f.replica
 	}
 	if d.replica == "" {
-		d.replica = defaultReplica()
+		d.replica = nodes.DefaultReplica()
 	}
 	addr := cfg.HTTP
 	if f.set["http"] {
@@ -311,27 +311,27 @@ func (d *daemon) start() error {
 		}
 	}
 	var err error
-	if d.clients, err = nodeClients(cfg); err != nil {
+	if d.clients, err = nodes.Clients(cfg); err != nil {
 		return err
 	}
-	d.ready = &readiness{clients: d.clients, names: nodeNames(cfg), quorum: cfg.Quorum(), bootKey: cfg.BootKey, slots: func() []int { return jobSlots(d.jobs.Load()) }}
-	locks, err := lockClient(cfg, d.clients, d.replica)
+	d.ready = nodes.NewReadiness(cfg, d.clients, d.jobs.Load)
+	locks, err := nodes.LockClient(cfg, d.clients, d.replica)
 	if err != nil {
-		return usageError{fmt.Errorf("%s: nodes: %w", cfg.File, err)}
+		return usageError{Err: fmt.Errorf("%s: nodes: %w", cfg.File, err)}
 	}
 	if d.tel, err = newTelemetry(cfg); err != nil {
 		_ = locks.Close()
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	d.sched, err = scheduler.New(locks,
 		scheduler.WithReplica(d.replica),
 		scheduler.WithPrefix(cfg.Prefix),
 		scheduler.WithLogger(d.log),
-		scheduler.WithMiddleware(append(append([]middleware.Middleware{d.status.middleware(d.replica)}, d.tel.middleware()...), d.gate.middleware())...),
+		scheduler.WithMiddleware(append(append([]middleware.Middleware{d.status.Middleware(d.replica)}, d.tel.middleware()...), d.gate.middleware())...),
 	)
 	if err != nil {
 		_ = locks.Close()
-		return usageError{fmt.Errorf("%s: %w", cfg.File, err)}
+		return usageError{Err: fmt.Errorf("%s: %w", cfg.File, err)}
 	}
 	d.locks = locks
 	if _, err := d.sched.RegisterGauges(d.tel.meters); err != nil {
@@ -344,19 +344,19 @@ func (d *daemon) start() error {
 	}
 	defs, err := d.buildJobs(cfg)
 	if err != nil {
-		return usageError{err}
+		return usageError{Err: err}
 	}
 	d.current = map[string]*definition{}
 	for i, def := range defs {
 		d.warnHostProblems(cfg.Jobs[i])
 		if err := d.sched.Add(def.job); err != nil {
-			return usageError{cfg.JobError(i, err)}
+			return usageError{Err: cfg.JobError(i, err)}
 		}
 		d.current[def.job.Name] = def
 	}
 	d.jobs.Store(cfg)
 	if addr != "" {
-		d.server = newHTTPServer(addr, statusHandler(d.jobs.Load, d.replica, d.sched, d.status, d.ready, d.tel.metrics), f.httpLimits, d.log)
+		d.server = web.NewServer(addr, web.Handler(d.jobs.Load, d.replica, d.sched, d.status, d.ready.Report, d.tel.metrics), f.Limits, d.log)
 	}
 	return nil
 }
@@ -442,7 +442,7 @@ func (d *daemon) handlerFor(def *definition, cj *supervise.Command) job.Handler 
 		}
 		defer d.defs.end(def)
 		if run, ok := job.RunFrom(ctx); ok {
-			started(ctx, run.FencingToken)
+			web.Started(ctx, run.FencingToken)
 		}
 		return cj.Run(ctx)
 	}
@@ -583,104 +583,7 @@ func (d *daemon) close() {
 		}
 		cancel()
 	}
-	closeClients(d.clients)
-}
-
-// probeEvery is how often the daemon probes its nodes.
-const probeEvery = readyCache
-
-// probeNodes probes the nodes every probeEvery until ctx ends, and logs each change of a
-// node's state once: down, back, in quarantine until a time, without a boot marker; and when
-// the usable nodes fall below a quorum, or reach it again.
-func (d *daemon) probeNodes(ctx context.Context) {
-	t := time.NewTicker(probeEvery)
-	defer t.Stop()
-	var prev []nodeState
-	wasQuorum := true
-	for {
-		usable, states := d.ready.check(ctx)
-		if ctx.Err() != nil {
-			return
-		}
-		for i, n := range states {
-			if prev != nil && prev[i].kind() == n.kind() {
-				continue
-			}
-			switch {
-			case n.err != nil:
-				d.log.Warn("node does not answer", "node", n.addr, "err", n.err)
-			case n.missing:
-				d.log.Warn("node has no boot marker: it is new or lost its memory, and will refuse locks for max_ttl after the first lock attempt; on first deployment end its quarantine with 'cronlock check --end-quarantine'",
-					"node", n.addr, "max_ttl", d.cfg.MaxTTL, "boot_key", d.cfg.BootKey)
-			case !n.until.IsZero():
-				d.log.Warn("node is in quarantine: it refuses locks until its boot marker's time", "node", n.addr, "until", n.until.UTC().Format(time.RFC3339Nano))
-			case prev != nil:
-				d.log.Info("node grants locks again", "node", n.addr, "was", prev[i].kind())
-			}
-		}
-		if isQuorum := usable >= d.cfg.Quorum(); isQuorum != wasQuorum {
-			if isQuorum {
-				d.log.Info("a quorum of nodes grants locks again", "usable", usable, "nodes", len(d.clients), "quorum", d.cfg.Quorum())
-			} else {
-				d.log.Warn("fewer nodes grant locks than a quorum: no job can run until enough come back",
-					"usable", usable, "nodes", len(d.clients), "quorum", d.cfg.Quorum())
-			}
-			wasQuorum = isQuorum
-		}
-		prev = states
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
-}
-
-// quarantine is a node's boot marker, read against its clock.
-type quarantine struct {
-	missing   bool
-	value     string
-	remaining time.Duration // > 0 while in quarantine
-	nodeTime  time.Time
-}
-
-// readQuarantine reads a standalone node's boot marker (microseconds of the node's clock at
-// which its quarantine ends) and its clock.
-func readQuarantine(ctx context.Context, c redis.UniversalClient, bootKey string) (quarantine, error) {
-	qs, err := readMarkers(ctx, c, []string{bootKey})
-	if err != nil {
-		return quarantine{}, err
-	}
-	return qs[0], nil
-}
-
-// readMarkers reads boot markers on one server, and its clock, in one round trip.
-func readMarkers(ctx context.Context, c redis.Cmdable, keys []string) ([]quarantine, error) {
-	pipe := c.Pipeline()
-	gets := make([]*redis.StringCmd, len(keys))
-	for i, k := range keys {
-		gets[i] = pipe.Get(ctx, k)
-	}
-	tm := pipe.Time(ctx)
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, err
-	}
-	qs := make([]quarantine, len(keys))
-	for i, get := range gets {
-		q := &qs[i]
-		q.nodeTime = tm.Val()
-		v, err := get.Result()
-		if errors.Is(err, redis.Nil) {
-			q.missing = true
-			continue
-		}
-		q.value = strings.TrimSpace(v)
-		var until int64
-		if _, err := fmt.Sscan(q.value, &until); err == nil {
-			q.remaining = time.UnixMicro(until).Sub(q.nodeTime)
-		}
-	}
-	return qs, nil
+	nodes.Close(d.clients)
 }
 
 // jobEnviron is the environment of the jobs' commands: the daemon's, without the variables

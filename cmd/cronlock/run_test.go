@@ -20,9 +20,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	cronlocknodes "github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 )
 
@@ -37,8 +38,8 @@ func get(t *testing.T, url string) (int, string) {
 }
 
 type jobsDoc struct {
-	Replica string    `json:"replica"`
-	Jobs    []jobView `json:"jobs"`
+	Replica string        `json:"replica"`
+	Jobs    []web.JobView `json:"jobs"`
 }
 
 // The daemon in this process (so that goleak sees every goroutine it starts end): HTTP
@@ -134,30 +135,6 @@ func waitDialProbes(t *testing.T) {
 	})
 }
 
-// The outcome a replica records for a tick another replica ran names the runner.
-func TestJobStatusRecordsSkips(t *testing.T) {
-	st := newJobStatus()
-	tick := time.Now().Truncate(time.Second)
-	h := st.middleware("me")(func(ctx context.Context) error {
-		return fmt.Errorf("wrapped: %w", &job.SkipError{Reason: job.SkipDone, Holder: &job.Holder{Label: "other", Done: true}})
-	})
-	ctx := job.NewContext(context.Background(), &job.Run{Job: "j", Tick: tick})
-	require.Error(t, h(ctx))
-	st.mu.Lock()
-	last := *st.last["j"]
-	st.mu.Unlock()
-	assert.Equal(t, middleware.OutcomeSkippedDone, last.Outcome)
-	assert.Equal(t, "other", last.Runner)
-	assert.Zero(t, last.Token)
-
-	// An older tick that finishes later does not replace the newer one.
-	old := job.NewContext(context.Background(), &job.Run{Job: "j", Tick: tick.Add(-time.Second)})
-	require.NoError(t, st.middleware("me")(func(ctx context.Context) error { started(ctx, 7); return nil })(old))
-	st.mu.Lock()
-	assert.Equal(t, tick, st.last["j"].Tick)
-	st.mu.Unlock()
-}
-
 func TestCommandLine(t *testing.T) {
 	for _, tc := range []struct {
 		args []string
@@ -200,9 +177,9 @@ func TestNodeClientsAndJobEnviron(t *testing.T) {
 jobs: [{name: j, schedule: "@hourly", command: ["true"]}]
 `))
 	require.NoError(t, err)
-	clients, err := nodeClients(cfg)
+	clients, err := cronlocknodes.Clients(cfg)
 	require.NoError(t, err)
-	defer closeClients(clients)
+	defer cronlocknodes.Close(clients)
 	require.IsType(t, &redis.Client{}, clients[0])
 	o := clients[0].(*redis.Client).Options()
 	assert.Equal(t, "redis-1.internal:6380", o.Addr)
@@ -228,9 +205,9 @@ jobs: [{name: j, schedule: "@hourly", command: ["true"]}]
 jobs: [{name: j, schedule: "@hourly", command: ["true"]}]
 `))
 	require.NoError(t, err)
-	clusters, err := nodeClients(cfg)
+	clusters, err := cronlocknodes.Clients(cfg)
 	require.NoError(t, err)
-	defer closeClients(clusters)
+	defer cronlocknodes.Close(clusters)
 	require.IsType(t, &redis.ClusterClient{}, clusters[0])
 	co := clusters[0].(*redis.ClusterClient).Options()
 	assert.Equal(t, []string{"redis-a.internal:6380", "redis-b.internal:6380"}, co.Addrs)

@@ -22,6 +22,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -431,13 +432,13 @@ func TestPageAndMetricsShareOneRead(t *testing.T) {
 	}
 	for _, path := range []string{"/", "/metrics"} {
 		before := settled()
-		time.Sleep(pageCache) // the cached read, if any, is out of date
+		time.Sleep(web.PageCache) // the cached read, if any, is out of date
 		status, _, _ := do(t, newRequest(t, "GET", d.base+path, "", nil))
 		require.Equal(t, http.StatusOK, status)
 		one := settled() - before
 		require.Positive(t, one, "a request of %s reads the nodes", path)
 
-		time.Sleep(pageCache)
+		time.Sleep(web.PageCache)
 		before = settled()
 		const clients = 200
 		start := time.Now()
@@ -460,6 +461,6 @@ func TestPageAndMetricsShareOneRead(t *testing.T) {
 		elapsed := time.Since(start)
 		reads := float64(settled()-before) / float64(one)
 		t.Logf("%s: %d requests in %v read the nodes %.1f times (%d scripts each)", path, clients, elapsed, reads, one)
-		assert.LessOrEqual(t, reads, elapsed.Seconds()/pageCache.Seconds()+1, "%s: at most one read per %v", path, pageCache)
+		assert.LessOrEqual(t, reads, elapsed.Seconds()/web.PageCache.Seconds()+1, "%s: at most one read per %v", path, web.PageCache)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"context"
@@ -39,7 +39,7 @@ type pageRun struct {
 }
 
 // page serves the status page: every job with its schedule, next tick, pause and last runs,
-// from a read of the nodes shared by every request of the last pageCache. Error texts are
+// from a read of the nodes shared by every request of the last PageCache. Error texts are
 // shown only to a request with the bearer token.
 func (c *control) page(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")

@@ -1,4 +1,4 @@
-package main
+package web
 
 import (
 	"context"
@@ -12,18 +12,18 @@ import (
 	"time"
 )
 
-// httpLimits bound what the clients of the HTTP server can take of the daemon: a client that
-// never sends, sends slowly or keeps connections open holds one of maxConns connections for
-// at most readTimeout or idleTimeout, and the daemon's own work (lock nodes, runs' pipes)
+// Limits bound what the clients of the HTTP server can take of the daemon: a client that
+// never sends, sends slowly or keeps connections open holds one of MaxConns connections for
+// at most ReadTimeout or IdleTimeout, and the daemon's own work (lock nodes, runs' pipes)
 // keeps the rest of its file descriptors.
-type httpLimits struct {
-	readTimeout time.Duration // a whole request, body included (--http-read-timeout)
-	idleTimeout time.Duration // a kept-alive connection between requests (--http-idle-timeout)
-	maxConns    int           // connections served at once; more wait to be accepted (--http-max-conns)
+type Limits struct {
+	ReadTimeout time.Duration // a whole request, body included (--http-read-timeout)
+	IdleTimeout time.Duration // a kept-alive connection between requests (--http-idle-timeout)
+	MaxConns    int           // connections served at once; more wait to be accepted (--http-max-conns)
 }
 
 const (
-	// httpHeaderTimeout bounds the reading of a request's header (at most readTimeout).
+	// httpHeaderTimeout bounds the reading of a request's header (at most ReadTimeout).
 	httpHeaderTimeout = 5 * time.Second
 	// httpWriteTimeout bounds the writing of a response.
 	httpWriteTimeout = 30 * time.Second
@@ -31,8 +31,8 @@ const (
 	maxBodyBytes = 8 << 10
 	// maxReasonBytes bounds a pause reason, stored on every node and shown on every page.
 	maxReasonBytes = 1 << 10
-	// pageCache is how long a read of the nodes serves the status page and the metrics.
-	pageCache = time.Second
+	// PageCache is how long a read of the nodes serves the status page and the metrics.
+	PageCache = time.Second
 	// snapshotTimeout bounds a read of the nodes for the page or the metrics.
 	snapshotTimeout = httpWriteTimeout / 2
 )
@@ -41,24 +41,24 @@ const (
 // daemon, and be framed by no one.
 const contentSecurityPolicy = "default-src 'none'; style-src 'unsafe-inline'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
 
-// newHTTPServer returns the daemon's HTTP server for h, within lim; its own errors go to log.
-func newHTTPServer(addr string, h http.Handler, lim httpLimits, log *slog.Logger) *http.Server {
+// NewServer returns the daemon's HTTP server for h, within lim; its own errors go to log.
+func NewServer(addr string, h http.Handler, lim Limits, log *slog.Logger) *http.Server {
 	return &http.Server{
 		Addr:              addr,
 		Handler:           h,
-		ReadHeaderTimeout: min(httpHeaderTimeout, lim.readTimeout),
-		ReadTimeout:       lim.readTimeout,
+		ReadHeaderTimeout: min(httpHeaderTimeout, lim.ReadTimeout),
+		ReadTimeout:       lim.ReadTimeout,
 		WriteTimeout:      httpWriteTimeout,
-		IdleTimeout:       lim.idleTimeout,
+		IdleTimeout:       lim.IdleTimeout,
 		MaxHeaderBytes:    64 << 10,
 		ErrorLog:          slog.NewLogLogger(log.With("component", "http").Handler(), slog.LevelWarn),
 	}
 }
 
-// listenHTTP listens on the server's address, for at most max connections at once. When the
+// Listen listens on the server's address, for at most max connections at once. When the
 // address is not a loopback one it warns; when it is, it wraps the server's handler in
 // sameHost (requests that name another host are refused: DNS rebinding).
-func listenHTTP(srv *http.Server, max int, log *slog.Logger) (net.Listener, error) {
+func Listen(srv *http.Server, max int, log *slog.Logger) (net.Listener, error) {
 	ln, err := net.Listen("tcp", srv.Addr)
 	if err != nil {
 		return nil, err
@@ -168,10 +168,10 @@ func (c *limitConn) Close() error {
 	return err
 }
 
-// cachedResponse serves h's response to a plain GET of path, made at most once per pageCache
+// cachedResponse serves h's response to a plain GET of path, made at most once per PageCache
 // however many clients ask: the metrics' gauges read every job's state from the nodes.
 func cachedResponse(path string, h http.Handler) http.Handler {
-	s := &snapshot[*recorded]{ttl: pageCache, read: func(ctx context.Context) *recorded {
+	s := &snapshot[*recorded]{ttl: PageCache, read: func(ctx context.Context) *recorded {
 		rec := &recorded{header: http.Header{}, code: http.StatusOK}
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, path, nil)
 		if err != nil { // a constant path: never

@@ -1,4 +1,4 @@
-package main
+package nodes
 
 import (
 	"context"
@@ -29,8 +29,8 @@ type redisLogKind struct {
 	dropped int
 }
 
-// logRedisTo sends go-redis's own log to l (nil: discard it), with fresh rate limits.
-func logRedisTo(l *slog.Logger) {
+// LogRedisTo sends go-redis's own log to l (nil: discard it), with fresh rate limits.
+func LogRedisTo(l *slog.Logger) {
 	redisLogMu.Lock()
 	clear(redisLogSeen)
 	redisLogMu.Unlock()

@@ -1,119 +1,18 @@
-package main
+package web
 
 import (
-	"context"
 	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
-	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
 	"github.com/cronlock/cronlock/scheduler"
 )
-
-const controlUsage = `Usage: cronlock pause|resume|trigger|history JOB --config FILE [flags]
-
-  pause    pause JOB on every replica (its ticks are skipped as skipped_paused) until resume
-  resume   end JOB's pause
-  trigger  ask for one manual run of JOB, run once by some running replica; prints its id
-  history  print JOB's last runs, newest first
-
-The state lives on the lock nodes: no daemon needs to be reached. Flags:
-`
-
-// controlCmd runs pause, resume, trigger or history.
-func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
-	fs, cf := flagSet(cmd)
-	reason := fs.String("reason", "paused with cronlock pause", "pause: why (shown with every skipped tick)")
-	n := fs.Int("n", 20, "history: how many runs")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long the command may take")
-	var name string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		name, args = args[0], args[1:]
-	}
-	if err := parseFlags(fs, controlUsage, args, stdout); err != nil {
-		return err
-	}
-	if name == "" {
-		return usageError{fmt.Errorf("%s: give the job's name: cronlock %s JOB --config FILE", cmd, cmd)}
-	}
-	cfg, err := cf.load(cmd)
-	if err != nil {
-		return err
-	}
-	if !hasJob(cfg, name) {
-		return usageError{fmt.Errorf("%s: job %q is not in %s", cmd, name, cfg.File)}
-	}
-	ctl, done, err := controlClient(cfg)
-	if err != nil {
-		return err
-	}
-	defer done()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
-	switch cmd {
-	case "pause":
-		if err := ctl.Pause(ctx, name, *reason); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "paused %s: %s\n", name, *reason)
-	case "resume":
-		if err := ctl.Resume(ctx, name); err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "resumed %s\n", name)
-	case "trigger":
-		id, err := ctl.Trigger(ctx, name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, id)
-	case "history":
-		h, err := ctl.History(ctx, name, *n)
-		if err != nil && h == nil {
-			return err
-		}
-		history.Print(stdout, h)
-		if err != nil {
-			fmt.Fprintf(stderr, "warning: %v\n", err)
-		}
-	}
-	return nil
-}
-
-// controlClient returns a control client over cfg's nodes, with cfg's prefix. done closes it.
-func controlClient(cfg *config.Config) (*scheduler.Control, func(), error) {
-	clients, err := nodeClients(cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	replica := defaultReplica()
-	locks, err := lockClient(cfg, clients, replica)
-	if err != nil {
-		closeClients(clients)
-		return nil, nil, usageError{fmt.Errorf("%s: nodes: %w", cfg.File, err)}
-	}
-	done := func() { _ = locks.Close(); closeClients(clients) }
-	ctl, err := scheduler.NewControl(locks, scheduler.WithPrefix(cfg.Prefix), scheduler.WithReplica(replica))
-	if err != nil {
-		done()
-		return nil, nil, usageError{fmt.Errorf("%s: %w", cfg.File, err)}
-	}
-	return ctl, done, nil
-}
-
-// hasJob reports whether cfg has a job named name.
-func hasJob(cfg *config.Config, name string) bool {
-	return slices.ContainsFunc(cfg.Jobs, func(j config.Job) bool { return j.Name == name })
-}
 
 // control serves the control endpoints and the status page, under the bearer token read from
 // the environment variable cfg.HTTPTokenEnv at start.
@@ -129,7 +28,7 @@ func newControl(cfg *config.Config, sched *scheduler.Scheduler) *control {
 	if cfg.HTTPTokenEnv != "" {
 		c.token = os.Getenv(cfg.HTTPTokenEnv)
 	}
-	c.jobs = &snapshot[[]pageJob]{ttl: pageCache, read: c.readJobs}
+	c.jobs = &snapshot[[]pageJob]{ttl: PageCache, read: c.readJobs}
 	return c
 }
 

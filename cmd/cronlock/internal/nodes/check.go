@@ -1,4 +1,4 @@
-package main
+package nodes
 
 import (
 	"bufio"
@@ -13,58 +13,30 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/exitcode"
 	"github.com/cronlock/cronlock/redlock"
 )
-
-const checkUsage = `Usage: cronlock check --config FILE [--end-quarantine]
-
-Checks every node of the config: whether it answers and how fast (PING), its Redis version,
-its persistence settings, its maxmemory-policy, its connected replicas (against
-wait_for_replicas), its boot marker (quarantine), and the offset of its clock from this
-host's. Each problem found comes with a warning that says how to fix
-it. A node that is a Redis Cluster answers when its cluster_state is ok and every primary
-answers; each member is checked as a server, with its role and the slots it serves, and each
-primary's boot markers (one per hash slot) are summed up: how many of its slots are out of
-quarantine, in quarantine and until when, and which have no marker.
-
---end-quarantine first ends the quarantine of every node by setting its boot marker to 0 (on
-a Cluster, the marker of every hash slot).
-New nodes have no marker, so they look like nodes that lost their memory and refuse locks
-for max_ttl after the first attempt. Use it only when no lock can have been forgotten: on first
-deployment, or when every cronlock has been stopped for longer than max_ttl.
-
-Exit codes: 0 a quorum of nodes answers (warnings may remain), 1 fewer nodes than a quorum
-answer, 2 bad config or usage.
-
-Flags:
-`
 
 // maxClockOffset is the node clock offset above which check warns.
 const maxClockOffset = 500 * time.Millisecond
 
-func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := flagSet("check")
-	endQuarantine := fs.Bool("end-quarantine", false, "end every node's quarantine first (first deployment only; see above)")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long each node may take to answer")
-	if err := parseFlags(fs, checkUsage, args, stdout); err != nil {
-		return err
-	}
-	cfg, err := cf.load("check")
+// Check checks every node of cfg, each within timeout, and prints what it found to stdout,
+// with a warning and its fix for each problem (cronlock check). With endQuarantine it first
+// ends every node's quarantine. path is the config file's, in the fixes. It fails when fewer
+// than a quorum of nodes answer.
+func Check(ctx context.Context, cfg *config.Config, path string, endQuarantine bool, timeout time.Duration, stdout, stderr io.Writer) error {
+	clients, err := Clients(cfg)
 	if err != nil {
 		return err
 	}
-	clients, err := nodeClients(cfg)
-	if err != nil {
-		return err
-	}
-	defer closeClients(clients)
+	defer Close(clients)
 
-	if *endQuarantine {
-		locks, err := lockClient(cfg, clients, defaultReplica())
+	if endQuarantine {
+		locks, err := LockClient(cfg, clients, DefaultReplica())
 		if err != nil {
-			return usageError{fmt.Errorf("%s: nodes: %w", cfg.File, err)}
+			return exitcode.Usage{Err: fmt.Errorf("%s: nodes: %w", cfg.File, err)}
 		}
-		qctx, cancel := context.WithTimeout(ctx, *timeout)
+		qctx, cancel := context.WithTimeout(ctx, timeout)
 		err = locks.EndQuarantine(qctx)
 		cancel()
 		_ = locks.Close()
@@ -79,14 +51,14 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 
 	reports := make([]*nodeReport, len(clients))
-	eachNode(ctx, clients, *timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
+	eachNode(ctx, clients, timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
 		node := cfg.Nodes[i]
 		if cc, ok := c.(*redis.ClusterClient); ok {
-			reports[i] = checkCluster(ctx, cc, node, cfg, cf.path)
+			reports[i] = checkCluster(ctx, cc, node, cfg, path)
 		} else {
 			reports[i] = &nodeReport{addr: node.Name()}
 			checkNode(ctx, c.(*redis.Client), node.WaitForReplicas, reports[i], func(ctx context.Context, r *nodeReport) {
-				checkQuarantine(ctx, c, cfg, cf.path, r)
+				checkQuarantine(ctx, c, cfg, path, r)
 			})
 		}
 	})

@@ -1,4 +1,4 @@
-package main
+package nodes
 
 import (
 	"cmp"
@@ -15,54 +15,27 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/middleware"
 )
 
-const locksUsage = `Usage: cronlock locks --config FILE [--job NAME]
-
-Shows the lock keys of the jobs on every node: the tick keys (held by a running tick, or kept
-as done after a run succeeded), the run key (held while a run of a job with overlap: forbid is
-running) and the fencing counter; for each, per node, the holder's label (its replica name),
-the fencing token, the state (held, done, skipped) and the time left. The lock value, which
-identifies a holder to the nodes, is shown as a short prefix only. Also each job's pause (with
-who paused it and why) and run history (its number of records); the history's deduplication
-markers are counted, not listed. Each key is read by its type. Keys are found with SCAN, never
-KEYS; on a node that is a Redis Cluster, on each of its primaries, and NODE is the primary the
-key is on.
-
-Exit codes: 0 shown (a minority of nodes may not have answered), 1 fewer nodes than a quorum
-answered, 2 bad config or usage.
-
-Flags:
-`
-
-func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := flagSet("locks")
-	jobName := fs.String("job", "", "show only this job's keys")
-	timeout := fs.Duration("timeout", 5*time.Second, "how long each node may take to answer")
-	if err := parseFlags(fs, locksUsage, args, stdout); err != nil {
-		return err
-	}
-	cfg, err := cf.load("locks")
+// Locks prints the lock keys of cfg's jobs (of the job named job only, when it is not "") on
+// every node, each node within timeout (cronlock locks). It fails when fewer than a quorum of
+// nodes answer.
+func Locks(ctx context.Context, cfg *config.Config, job string, timeout time.Duration, stdout io.Writer) error {
+	clients, err := Clients(cfg)
 	if err != nil {
 		return err
 	}
-	if *jobName != "" && !hasJob(cfg, *jobName) {
-		fmt.Fprintf(stderr, "warning: job %q is not in %s; showing its keys anyway\n", *jobName, cfg.File)
-	}
-	clients, err := nodeClients(cfg)
-	if err != nil {
-		return err
-	}
-	defer closeClients(clients)
+	defer Close(clients)
 
 	match := "{" + globEscape(cfg.Prefix) + ":*}:*"
-	if *jobName != "" {
-		match = "{" + globEscape(cfg.Prefix) + ":" + globEscape(*jobName) + "}:*"
+	if job != "" {
+		match = "{" + globEscape(cfg.Prefix) + ":" + globEscape(job) + "}:*"
 	}
 	rows := make([][]keyRow, len(clients))
 	errs := make([]error, len(clients))
-	eachNode(ctx, clients, *timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
+	eachNode(ctx, clients, timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
 		if cc, ok := c.(*redis.ClusterClient); ok {
 			rows[i], errs[i] = scanCluster(ctx, cc, cfg.Prefix, match)
 		} else {
@@ -149,9 +122,9 @@ func (r keyRow) keyName() string {
 	return r.key
 }
 
-// valuePrefix is how much of a lock value locks shows: enough to tell holders apart at a
+// ValuePrefix is how much of a lock value locks shows: enough to tell holders apart at a
 // glance, far too little to act as the holder.
-const valuePrefix = 6
+const ValuePrefix = 6
 
 // scanLocks reads the lock keys matching match on one node.
 func scanLocks(ctx context.Context, c *redis.Client, prefix, match string) ([]keyRow, error) {
@@ -279,7 +252,7 @@ func (r *keyRow) readLock(h map[string]string) {
 		}
 	}
 	if v := h["v"]; v != "" {
-		r.value = v[:min(len(v), valuePrefix)] + "…"
+		r.value = v[:min(len(v), ValuePrefix)] + "…"
 	}
 }
 

@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
+)
+
+const checkUsage = `Usage: cronlock check --config FILE [--end-quarantine]
+
+Checks every node of the config: whether it answers and how fast (PING), its Redis version,
+its persistence settings, its maxmemory-policy, its connected replicas (against
+wait_for_replicas), its boot marker (quarantine), and the offset of its clock from this
+host's. Each problem found comes with a warning that says how to fix
+it. A node that is a Redis Cluster answers when its cluster_state is ok and every primary
+answers; each member is checked as a server, with its role and the slots it serves, and each
+primary's boot markers (one per hash slot) are summed up: how many of its slots are out of
+quarantine, in quarantine and until when, and which have no marker.
+
+--end-quarantine first ends the quarantine of every node by setting its boot marker to 0 (on
+a Cluster, the marker of every hash slot).
+New nodes have no marker, so they look like nodes that lost their memory and refuse locks
+for max_ttl after the first attempt. Use it only when no lock can have been forgotten: on first
+deployment, or when every cronlock has been stopped for longer than max_ttl.
+
+Exit codes: 0 a quorum of nodes answers (warnings may remain), 1 fewer nodes than a quorum
+answer, 2 bad config or usage.
+
+Flags:
+`
+
+// checkCmd runs check.
+func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := flagSet("check")
+	endQuarantine := fs.Bool("end-quarantine", false, "end every node's quarantine first (first deployment only; see above)")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long each node may take to answer")
+	if err := parseFlags(fs, checkUsage, args, stdout); err != nil {
+		return err
+	}
+	cfg, err := cf.load("check")
+	if err != nil {
+		return err
+	}
+	return nodes.Check(ctx, cfg, cf.path, *endQuarantine, *timeout, stdout, stderr)
+}
+
+const locksUsage = `Usage: cronlock locks --config FILE [--job NAME]
+
+Shows the lock keys of the jobs on every node: the tick keys (held by a running tick, or kept
+as done after a run succeeded), the run key (held while a run of a job with overlap: forbid is
+running) and the fencing counter; for each, per node, the holder's label (its replica name),
+the fencing token, the state (held, done, skipped) and the time left. The lock value, which
+identifies a holder to the nodes, is shown as a short prefix only. Also each job's pause (with
+who paused it and why) and run history (its number of records); the history's deduplication
+markers are counted, not listed. Each key is read by its type. Keys are found with SCAN, never
+KEYS; on a node that is a Redis Cluster, on each of its primaries, and NODE is the primary the
+key is on.
+
+Exit codes: 0 shown (a minority of nodes may not have answered), 1 fewer nodes than a quorum
+answered, 2 bad config or usage.
+
+Flags:
+`
+
+// locksCmd runs locks.
+func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := flagSet("locks")
+	jobName := fs.String("job", "", "show only this job's keys")
+	timeout := fs.Duration("timeout", 5*time.Second, "how long each node may take to answer")
+	if err := parseFlags(fs, locksUsage, args, stdout); err != nil {
+		return err
+	}
+	cfg, err := cf.load("locks")
+	if err != nil {
+		return err
+	}
+	if *jobName != "" && !hasJob(cfg, *jobName) {
+		fmt.Fprintf(stderr, "warning: job %q is not in %s; showing its keys anyway\n", *jobName, cfg.File)
+	}
+	return nodes.Locks(ctx, cfg, *jobName, *timeout, stdout)
+}
