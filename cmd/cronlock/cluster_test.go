@@ -15,7 +15,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/middleware"
@@ -140,16 +139,4 @@ func TestClusterNodes(t *testing.T) {
 	code, out, _ = runCLI(t, "locks", "--config", cfg, "--timeout", "1s")
 	require.Equal(t, 0, code, out)
 	assert.Contains(t, out, "cluster("+strings.Join(clusters[2].Addrs(), ", ")+") (error: ")
-}
-
-// A reload that changes the members of a Cluster node is refused, as for a standalone node's
-// address.
-func TestReloadRefusesOtherClusterMembers(t *testing.T) {
-	parse := func(members string) *config.Config {
-		c, err := config.Parse("c.yaml", []byte("nodes:\n  - cluster: ["+members+"]\n  - cluster: [b:1]\n  - cluster: [c:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n"))
-		require.NoError(t, err)
-		return c
-	}
-	require.NoError(t, sameSettings(parse("a:1, a:2"), parse("a:1, a:2")))
-	assert.EqualError(t, sameSettings(parse("a:1, a:2"), parse("a:1, a:3")), "c.yaml: nodes changed: only jobs: and kill_grace: change on SIGHUP; restart the daemon for nodes")
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
@@ -26,7 +27,7 @@ The state lives on the lock nodes: no daemon needs to be reached. Flags:
 
 // controlCmd runs pause, resume, trigger or history.
 func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
-	fs, cf := flagSet(cmd)
+	fs, cf := cli.FlagSet(cmd)
 	reason := fs.String("reason", "paused with cronlock pause", "pause: why (shown with every skipped tick)")
 	n := fs.Int("n", 20, "history: how many runs")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long the command may take")
@@ -34,13 +35,13 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
 	}
-	if err := parseFlags(fs, controlUsage, args, stdout); err != nil {
+	if err := cli.ParseFlags(fs, controlUsage, args, stdout); err != nil {
 		return err
 	}
 	if name == "" {
 		return usageError{Err: fmt.Errorf("%s: give the job's name: cronlock %s JOB --config FILE", cmd, cmd)}
 	}
-	cfg, err := cf.load(cmd)
+	cfg, err := cf.Load(cmd)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/daemon"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/demo"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/exitcode"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
@@ -29,6 +30,9 @@ import (
 
 // usageError is a mistake in the command line: exit code 2.
 type usageError = exitcode.Usage
+
+// loggedError is an error that was logged already: exit code 1, and nothing more printed.
+type loggedError = exitcode.Logged
 
 const usage = `cronlock runs cron jobs once per tick across a cluster, guarded by a Redlock.
 
@@ -86,9 +90,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch args[0] {
 	case "run":
-		return runCmd(ctx, args[1:], stdout, stderr)
+		return daemon.Run(ctx, args[1:], stdout, stderr)
 	case "validate":
-		return validateCmd(ctx, args[1:], stdout, stderr)
+		return daemon.Validate(ctx, args[1:], stdout, stderr)
 	case "locks":
 		return locksCmd(ctx, args[1:], stdout, stderr)
 	case "check":

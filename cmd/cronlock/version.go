@@ -7,6 +7,8 @@ import (
 	"io"
 	"runtime"
 	"runtime/debug"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 )
 
 const versionUsage = `Usage: cronlock version
@@ -29,7 +31,7 @@ type buildFacts struct {
 
 func versionCmd(args []string, stdout io.Writer) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
-	if err := parseFlags(fs, versionUsage, args, stdout); err != nil {
+	if err := cli.ParseFlags(fs, versionUsage, args, stdout); err != nil {
 		return err
 	}
 	bi, _ := debug.ReadBuildInfo()

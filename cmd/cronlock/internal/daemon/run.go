@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/exitcode"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
@@ -61,7 +62,7 @@ Flags:
 
 // runFlags is the command line of run.
 type runFlags struct {
-	config    configFlags
+	config    cli.ConfigFlags
 	replica   string
 	http      string
 	killGrace time.Duration
@@ -73,7 +74,7 @@ type runFlags struct {
 }
 
 func parseRun(args []string, stdout io.Writer) (runFlags, error) {
-	fs, cf := flagSet("run")
+	fs, cf := cli.FlagSet("run")
 	var f runFlags
 	fs.StringVar(&f.replica, "replica", "", "this replica's `name`, shown as the holder of its locks (default: the config's replica:, else hostname-pid)")
 	fs.StringVar(&f.http, "http", "", "`address` of the HTTP server for /healthz, /readyz, /jobs and /metrics, e.g. 127.0.0.1:9464 (default: the config's http:; \"off\" for none)")
@@ -84,7 +85,7 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long running jobs may finish before they are stopped")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug (every tick's outcome), info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`format` of the log on stderr: text (logfmt) or json (one object per line)")
-	if err := parseFlags(fs, runUsage, args, stdout); err != nil {
+	if err := cli.ParseFlags(fs, runUsage, args, stdout); err != nil {
 		return f, err
 	}
 	f.config = *cf
@@ -148,6 +149,9 @@ type daemon struct {
 	stopProbe context.CancelFunc
 }
 
+// usageError is a mistake in the command line or the config: exit code 2.
+type usageError = exitcode.Usage
+
 // loggedError is an error that was logged already: main only sets the exit code.
 type loggedError = exitcode.Logged
 
@@ -171,7 +175,8 @@ func logErrors(log *slog.Logger, msg string, err error) {
 	}
 }
 
-func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+// Run runs `cronlock run` with the command line args (after "run") until ctx ends.
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	f, err := parseRun(args, stdout)
 	if err != nil {
 		return err
@@ -199,7 +204,7 @@ func runCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 
 // runDaemon runs the daemon until ctx ends, it drained and stopped. Its log writes to out.
 func runDaemon(ctx context.Context, f runFlags, log *slog.Logger, out *logWriter) error {
-	cfg, err := f.config.load("run")
+	cfg, err := f.config.Load("run")
 	if err != nil {
 		return err
 	}
@@ -457,7 +462,7 @@ func (d *daemon) handlerFor(def *definition, cj *supervise.Command) job.Handler 
 // halfway: a file with an error, or that changes more than jobs and kill_grace, is refused,
 // and the running config kept whole.
 func (d *daemon) reload() {
-	cfg, err := d.flags.config.read()
+	cfg, err := d.flags.config.Read()
 	if err == nil {
 		err = sameSettings(d.cfg, cfg)
 	}

@@ -6,6 +6,7 @@ import (
 	"io"
 	"time"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 )
 
@@ -34,17 +35,17 @@ Flags:
 
 // checkCmd runs check.
 func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := flagSet("check")
+	fs, cf := cli.FlagSet("check")
 	endQuarantine := fs.Bool("end-quarantine", false, "end every node's quarantine first (first deployment only; see above)")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long each node may take to answer")
-	if err := parseFlags(fs, checkUsage, args, stdout); err != nil {
+	if err := cli.ParseFlags(fs, checkUsage, args, stdout); err != nil {
 		return err
 	}
-	cfg, err := cf.load("check")
+	cfg, err := cf.Load("check")
 	if err != nil {
 		return err
 	}
-	return nodes.Check(ctx, cfg, cf.path, *endQuarantine, *timeout, stdout, stderr)
+	return nodes.Check(ctx, cfg, cf.Path, *endQuarantine, *timeout, stdout, stderr)
 }
 
 const locksUsage = `Usage: cronlock locks --config FILE [--job NAME]
@@ -67,13 +68,13 @@ Flags:
 
 // locksCmd runs locks.
 func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := flagSet("locks")
+	fs, cf := cli.FlagSet("locks")
 	jobName := fs.String("job", "", "show only this job's keys")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long each node may take to answer")
-	if err := parseFlags(fs, locksUsage, args, stdout); err != nil {
+	if err := cli.ParseFlags(fs, locksUsage, args, stdout); err != nil {
 		return err
 	}
-	cfg, err := cf.load("locks")
+	cfg, err := cf.Load("locks")
 	if err != nil {
 		return err
 	}

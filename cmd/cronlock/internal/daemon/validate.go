@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -28,12 +29,13 @@ Exit codes: 0 valid, 2 invalid (or bad usage).
 Flags:
 `
 
-func validateCmd(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := flagSet("validate")
-	if err := parseFlags(fs, validateUsage, args, stdout); err != nil {
+// Validate runs `cronlock validate` with the command line args (after "validate").
+func Validate(_ context.Context, args []string, stdout, stderr io.Writer) error {
+	fs, cf := cli.FlagSet("validate")
+	if err := cli.ParseFlags(fs, validateUsage, args, stdout); err != nil {
 		return err
 	}
-	cfg, err := cf.load("validate")
+	cfg, err := cf.Load("validate")
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,11 @@
+// Package daemon is `cronlock run` and `cronlock validate`: the run loop of the config's
+// shell-command jobs, from the command line to the drain on SIGTERM.
+//
+// It owns run's flags (Run) and the daemon's life: the logger (text or JSON, every line
+// counted by logWriter), the scheduler and its middleware (the gate that lets no run start
+// after "stopping", OpenTelemetry traces and metrics), each job's definition and handler (a
+// supervised command, package supervise), the reload on SIGHUP (checked whole before it is
+// applied; the definitions keep a renamed or changed job's runs from overlapping its old
+// ones), the drain and the close. It wires the node clients and readiness of package nodes and
+// the HTTP server of package web; validate runs the same start without connecting to a node.
+package daemon
