@@ -34,4 +34,17 @@
 // This package holds no state and starts no goroutines: it does not parse specs (package
 // scheduler does, so that the spec's meaning is defined in one place) and does not talk to
 // Redis.
+//
+// # API at a glance
+//
+//	Task                         Identifiers
+//	---------------------------  ------------------------------------------------------------
+//	defining a job               Job (Validate), Handler, Options (WithDefaults), Overlap
+//	                             (Forbid, Allow), DefaultLockTTL, ValidateName
+//	invalid jobs                 ErrInvalid, InvalidError
+//	inside a handler             RunFrom (Run: the tick, fencing token, attempt, replica)
+//	outcomes                     ErrSkipped, SkipError (SkipReason: SkipHeld, SkipDone,
+//	                             SkipOverlap, SkipLate, SkipPaused; Holder), ErrStopped
+//	pauses                       Pause
+//	middleware and tests         NewContext (a Run in a context, as the scheduler passes it)
 package job

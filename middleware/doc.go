@@ -46,4 +46,25 @@
 // whose every replica was down, or whose lock nodes were unavailable until its window
 // closed, does not run. Side effects are not made exactly-once: a handler that did its work
 // and then failed is retried.
+//
+// # API at a glance
+//
+// The keys' functions name what a job leaves on the lock nodes, for tools that read them
+// (cronlock locks) and for tests; the middleware and package scheduler are their one owner.
+//
+//	Task                         Identifiers
+//	---------------------------  ------------------------------------------------------------
+//	composing                    Middleware, Chain, FromJobWrapper, ToJobWrapper
+//	the cluster lock             Lock, LockConfig, DefaultPrefix, DefaultKeepDone,
+//	                             SkippedMarker, Limiter (NewLimiter)
+//	bounding a run               Timeout, ErrTimeout, Recover, ErrPanic, PanicError
+//	retries                      Retry, RetryPolicy, DefaultRetryBackOff, FullJitter,
+//	                             ErrNoAttemptsLeft
+//	observing                    Metrics (MetricsOption, WithMeterProvider), Trace
+//	                             (TraceOption, WithTracerProvider), TraceID, Outcome and the
+//	                             Outcome constants (OutcomeRan, OutcomeFailed, …), ErrNoRun
+//	pauses                       PauseValue, ParsePause
+//	the jobs' keys               TickKey, RunKey, FenceCounterKey, AttemptsKey, PauseKey,
+//	                             HistoryKey, TriggersKey, TriggerKey
+//	testing with a fake clock    Clock, Timer, SystemClock
 package middleware

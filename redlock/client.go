@@ -14,6 +14,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/hashslot"
 )
 
 // Node is one independent Redis node as the lock sees it: anything that can run Lua scripts.
@@ -444,22 +446,11 @@ func (c *Client) primary(group string) int {
 	return int(h.Sum32() % uint32(len(c.nodes)))
 }
 
-// hashTag returns the hash tag of key as Redis Cluster reads it — what lies between the first
-// "{" and the first "}" after it, when not empty — and whether it has one.
-func hashTag(key string) (string, bool) {
-	_, rest, ok := strings.Cut(key, "{")
-	if !ok {
-		return "", false
-	}
-	tag, _, ok := strings.Cut(rest, "}")
-	return tag, ok && tag != ""
-}
-
 // primaryGroup returns what a lock's primary node and contention are remembered by: the
 // key's hash tag, so that the keys of one job (its ticks, its run key) share them, else the
 // key.
 func primaryGroup(key string) string {
-	if tag, ok := hashTag(key); ok {
+	if tag, ok := hashslot.Tag(key); ok {
 		return "{" + tag + "}"
 	}
 	return key

@@ -2,18 +2,17 @@ package redlock
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/hashslot"
 )
 
 // Where a node is a Redis Cluster, a script may only touch keys of one hash slot. The keys of a
 // lock share the slot of its key (they share its hash tag, or are checked to), and the keys
 // the client adds — the boot marker and, for keys without a hash tag, the default fence
-// counter — are then taken per slot: name + ":{" + tag + "}", where tag is slotTags' entry for
-// the slot. A shard that restarts empty loses the markers of the slots it serves, and those
+// counter — are then taken per slot: name + ":{" + tag + "}" (hashslot.Key). A shard that restarts empty loses the markers of the slots it serves, and those
 // slots alone are in quarantine.
 
 // perSlotKeys sets cfg.cluster when a node is a *redis.ClusterClient, and refuses a boot key
@@ -37,7 +36,7 @@ func (c *Client) bootMarker(key string) string {
 	case !c.cfg.quarantine:
 		return ""
 	case c.cfg.cluster:
-		return inSlot(c.cfg.bootKey, slotOf(key))
+		return hashslot.Key(c.cfg.bootKey, hashslot.Of(key))
 	}
 	return c.cfg.bootKey
 }
@@ -45,11 +44,11 @@ func (c *Client) bootMarker(key string) string {
 // defaultFenceKey returns the fence counter of a lock acquired without FenceKey: one per hash
 // tag; for a key without one, DefaultFenceKey, or where the nodes are Clusters one per slot.
 func (c *Client) defaultFenceKey(key string) string {
-	if tag, ok := hashTag(key); ok {
+	if tag, ok := hashslot.Tag(key); ok {
 		return "{" + tag + "}:fence"
 	}
 	if c.cfg.cluster {
-		return inSlot(DefaultFenceKey, slotOf(key))
+		return hashslot.Key(DefaultFenceKey, hashslot.Of(key))
 	}
 	return DefaultFenceKey
 }
@@ -86,7 +85,7 @@ func (c *Client) isBootMarker(key string) bool {
 		return true
 	}
 	rest, ok := strings.CutPrefix(key, c.cfg.bootKey)
-	return ok && c.cfg.cluster && strings.HasPrefix(rest, ":{") && key == inSlot(c.cfg.bootKey, slotOf(key))
+	return ok && c.cfg.cluster && strings.HasPrefix(rest, ":{") && key == hashslot.Key(c.cfg.bootKey, hashslot.Of(key))
 }
 
 // isDefaultFence reports whether key is a default fence counter (see defaultFenceKey) of any
@@ -96,10 +95,10 @@ func (c *Client) isDefaultFence(key string) bool {
 	if key == DefaultFenceKey {
 		return true
 	}
-	if tag, ok := hashTag(key); ok && key[0] == '{' && len(key) == len(tag)+len("{}:fence") && strings.HasSuffix(key, "}:fence") {
+	if tag, ok := hashslot.Tag(key); ok && key[0] == '{' && len(key) == len(tag)+len("{}:fence") && strings.HasSuffix(key, "}:fence") {
 		return true
 	}
-	return c.cfg.cluster && strings.HasPrefix(key, DefaultFenceKey+":{") && key == inSlot(DefaultFenceKey, slotOf(key))
+	return c.cfg.cluster && strings.HasPrefix(key, DefaultFenceKey+":{") && key == hashslot.Key(DefaultFenceKey, hashslot.Of(key))
 }
 
 // checkSlots refuses, where the nodes are Clusters, a key of lock key that is not in key's
@@ -108,70 +107,11 @@ func (c *Client) checkSlots(key string, keys []string) error {
 	if !c.cfg.cluster {
 		return nil
 	}
-	slot := slotOf(key)
+	slot := hashslot.Of(key)
 	for _, k := range keys {
-		if s := slotOf(k); s != slot {
+		if s := hashslot.Of(k); s != slot {
 			return fmt.Errorf("redlock: key %s of lock %s is in hash slot %d, not in the lock key's slot %d: where the nodes are Redis Clusters, every key of a lock must share the lock key's hash tag (e.g. {job}:a and {job}:b)", quote(k), quote(key), s, slot)
 		}
 	}
 	return nil
 }
-
-// HashSlots is the number of hash slots of a Redis Cluster: slots are 0 to HashSlots-1.
-const HashSlots = 16384
-
-// HashSlot returns the hash slot of key, as Redis Cluster computes it (of its hash tag, if it
-// has one).
-func HashSlot(key string) int { return slotOf(key) }
-
-// SlotBootKey returns the boot marker of hash slot slot where the nodes are Redis Clusters
-// (WithClusterNodes), with bootKey the prefix given to WithBootKey: bootKey + ":{" + tag + "}".
-// Its value is what the marker of a standalone node holds: the end of the slot's quarantine in
-// microseconds of the node's clock, 0 once ended by EndQuarantine; a slot without one has
-// never been used, or its shard lost its memory.
-func SlotBootKey(bootKey string, slot int) string { return inSlot(bootKey, slot) }
-
-// crc16 is CRC16-XMODEM (polynomial 0x1021, initial value 0): Redis Cluster's key hash.
-func crc16(s string) uint16 {
-	var crc uint16
-	for i := range len(s) {
-		crc ^= uint16(s[i]) << 8
-		for range 8 {
-			if crc&0x8000 != 0 {
-				crc = crc<<1 ^ 0x1021
-			} else {
-				crc <<= 1
-			}
-		}
-	}
-	return crc
-}
-
-// slotOf returns the hash slot of key as Redis Cluster computes it: of its hash tag if it has
-// one, else of the whole key.
-func slotOf(key string) int {
-	if tag, ok := hashTag(key); ok {
-		key = tag
-	}
-	return int(crc16(key) % HashSlots)
-}
-
-// slotTags returns, for each slot, the smallest decimal number whose hash is that slot: the
-// hash tag that puts a key in the slot. The table is part of the layout of the nodes' keys
-// (the boot markers and default fence counters of Cluster nodes are named with it), so every
-// client computes the same one, and it must never change. Its first call builds it by hashing
-// the numbers from 0 up until every slot is covered (about 110,000 of them).
-var slotTags = sync.OnceValue(func() *[HashSlots]string {
-	var tags [HashSlots]string
-	for n, left := 0, HashSlots; left > 0; n++ {
-		s := strconv.Itoa(n)
-		if i := crc16(s) % HashSlots; tags[i] == "" {
-			tags[i] = s
-			left--
-		}
-	}
-	return &tags
-})
-
-// inSlot returns the key named name in slot: name + ":{" + tag + "}".
-func inSlot(name string, slot int) string { return name + ":{" + slotTags()[slot] + "}" }

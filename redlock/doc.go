@@ -193,4 +193,37 @@
 // counter DefaultFenceKey + ":{" + t + "}". EndQuarantine then writes the marker of every slot.
 //
 // A Client and its Locks and Leases are safe for concurrent use.
+//
+// # API at a glance
+//
+// Every exported identifier, by task. The last group is plumbing that package scheduler builds
+// its shared state on; a program that takes locks does not need it.
+//
+//	Task                         Identifiers
+//	---------------------------  ------------------------------------------------------------
+//	making a client              New, Node, Option, Client.Close; WithQuorum, WithEvenNodes,
+//	                             WithNodeTimeout, WithDriftFactor, WithMaxWait, WithBackOff,
+//	                             DefaultBackOff, WithContentionWindow, WithLabel
+//	taking a lock                Client.Acquire, Client.TryAcquire, Lock.Release, Lock.Extend;
+//	                             Lock.Key, Lock.Value, Lock.TTL, Lock.ValidUntil
+//	one acquisition's options    AcquireOption: Label, Metadata, Also, RefuseWhile,
+//	                             ResolveSplits, StartBefore, AskEveryNode, WakeOnRelease,
+//	                             WaitForReplicas, CountAcquisitions (Lock.Acquisitions),
+//	                             OnAttempt (Attempt, Refusal)
+//	why it failed                ErrNotAcquired (AcquireError, Holder), ErrQuorumUnavailable
+//	                             (QuorumError, NodeError), ErrInvalidKey, ErrInvalidTTL
+//	                             (TTLError, Client.CheckTTL), ErrNotReplicated, ErrClientClosed
+//	fencing tokens               Lock.Token, FenceKey, DefaultFenceKey
+//	leases                       Lock.Lease, LeaseOption: RenewEvery, MaxHold, MaxRenewals,
+//	                             OnRenew (Renewal); Lease.Context, Lease.Deadline, Lease.Done,
+//	                             Lease.Err, Lease.Lock, Lease.Close, LeaseFrom; ErrLeaseLost,
+//	                             ErrLeaseClosed, ErrLockLost
+//	nested holds                 WithHold, Lock.Depth (a lease's context nests too)
+//	done markers                 Lock.MarkDone (Done), ReleaseOption: KeepDone
+//	quarantine                   WithBootKey, DefaultBootKey, WithMaxTTL, DefaultMaxTTL,
+//	                             Client.MaxTTL, WithoutQuarantine, Client.EndQuarantine
+//	cluster and replicated nodes WithClusterNodes, WithWaitForReplicas, WithNodeReplicas
+//	sizing                       Client.Nodes, Client.Quorum, Client.NodeTimeout
+//	scheduler plumbing           Client.Broadcast (a script on every node, to a quorum),
+//	                             Client.Subscribe (Notifications: a wake-up per publish)
 package redlock

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/hashslot"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -23,7 +24,7 @@ func TestOwnKeysAreRefusedAsLockKeys(t *testing.T) {
 		t.Cleanup(func() { _ = rc.Close() })
 		nodes[i] = rc
 	}
-	slotFence := redlock.SlotBootKey(redlock.DefaultFenceKey, redlock.HashSlot("job"))
+	slotFence := hashslot.Key(redlock.DefaultFenceKey, hashslot.Of("job"))
 	for _, tc := range []struct {
 		name    string
 		cluster bool
@@ -38,7 +39,7 @@ func TestOwnKeysAreRefusedAsLockKeys(t *testing.T) {
 		{"boot marker", false, redlock.DefaultBootKey, nil, `lock key "cronlock:boot" is the nodes' boot marker`},
 		{"own fence key", false, "a", []redlock.AcquireOption{redlock.FenceKey("a")}, `lock key "a" is the lock's fence counter`},
 		{"fence key on the boot marker", false, "a", []redlock.AcquireOption{redlock.FenceKey(redlock.DefaultBootKey)}, `fence key "cronlock:boot" is the nodes' boot marker`},
-		{"slot's boot marker", true, redlock.SlotBootKey(redlock.DefaultBootKey, 7), nil, "is the nodes' boot marker"},
+		{"slot's boot marker", true, hashslot.Key(redlock.DefaultBootKey, 7), nil, "is the nodes' boot marker"},
 		{"slot's fence counter", true, slotFence, nil, "is a default fence counter"},
 		{"default fence counter on Clusters", true, redlock.DefaultFenceKey, nil, "is a default fence counter"},
 	} {

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/hashslot"
 )
 
 var (
@@ -65,8 +67,8 @@ func (c *Client) endSlotQuarantines(ctx context.Context, timeout time.Duration) 
 				return
 			}
 			pipe := p.Pipeline()
-			for slot := range HashSlots {
-				pipe.Set(ctx, inSlot(c.cfg.bootKey, slot), "0", 0)
+			for slot := range hashslot.Count {
+				pipe.Set(ctx, hashslot.Key(c.cfg.bootKey, slot), "0", 0)
 			}
 			if _, err := pipe.Exec(ctx); err != nil {
 				errs[i] = c.nodeError(i, err)

@@ -100,4 +100,21 @@
 //
 // A Scheduler is safe for concurrent use. Stop releases every lock and waits for every
 // goroutine it started.
+//
+// # API at a glance
+//
+//	Task                         Identifiers
+//	---------------------------  ------------------------------------------------------------
+//	running jobs                 New, Option, Scheduler.Add, Scheduler.Remove, Scheduler.Start,
+//	                             Scheduler.Stop; ErrStarted, ErrStopped, ErrDuplicate
+//	options                      WithReplica, WithPrefix, WithLocation, WithLogger,
+//	                             WithMiddleware, WithLockConcurrency, WithMaxClockSkew
+//	                             (DefaultMaxClockSkew), WithTickRetention, WithHistorySize
+//	                             (DefaultHistorySize), WithTriggerPoll (DefaultTriggerPoll)
+//	specs                        ParseSpec, SpecError, Every (EverySchedule)
+//	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status),
+//	                             Scheduler.Replica, Scheduler.RegisterGauges
+//	control from anywhere        NewControl (Control: Pause, Resume, Paused, Trigger, History,
+//	                             Record), the same on Scheduler; ErrUnknownJob
+//	testing with a fake clock    WithClock, Clock, Timer
 package scheduler

@@ -14,7 +14,7 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/exitcode"
-	"github.com/cronlock/cronlock/redlock"
+	"github.com/cronlock/cronlock/internal/hashslot"
 )
 
 // maxClockOffset is the node clock offset above which check warns.
@@ -44,7 +44,7 @@ func Check(ctx context.Context, cfg *config.Config, path string, endQuarantine b
 		case err != nil:
 			fmt.Fprintf(stderr, "warning: could not end the quarantine of every node: %v\n", err)
 		case cfg.Nodes[0].Cluster != nil:
-			fmt.Fprintf(stdout, "quarantine ended on every node (the boot markers of all %d hash slots, %s, set to 0)\n\n", redlock.HashSlots, redlock.SlotBootKey(cfg.BootKey, 0)+"…")
+			fmt.Fprintf(stdout, "quarantine ended on every node (the boot markers of all %d hash slots, %s, set to 0)\n\n", hashslot.Count, hashslot.Key(cfg.BootKey, 0)+"…")
 		default:
 			fmt.Fprintf(stdout, "quarantine ended on every node (boot marker %s set to 0)\n\n", cfg.BootKey)
 		}

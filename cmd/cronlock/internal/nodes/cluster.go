@@ -16,8 +16,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/internal/hashslot"
 	"github.com/cronlock/cronlock/middleware"
-	"github.com/cronlock/cronlock/redlock"
 )
 
 // A lock node that is a Redis Cluster keeps one boot marker per hash slot (redlock.SlotBootKey),
@@ -127,7 +127,7 @@ func readCluster(ctx context.Context, cc *redis.ClusterClient) (*clusterView, er
 func topology(shards []redis.ClusterShard) (map[string]clusterMember, []string) {
 	first := func(s redis.ClusterShard) int {
 		if len(s.Slots) == 0 {
-			return redlock.HashSlots
+			return hashslot.Count
 		}
 		return int(s.Slots[0].Start)
 	}
@@ -194,7 +194,7 @@ func (v *clusterView) eachMember(ctx context.Context, f func(ctx context.Context
 func slotMarkers(ctx context.Context, c *redis.Client, bootKey string, slots []int) ([]quarantine, error) {
 	keys := make([]string, len(slots))
 	for i, s := range slots {
-		keys[i] = redlock.SlotBootKey(bootKey, s)
+		keys[i] = hashslot.Key(bootKey, s)
 	}
 	return readMarkers(ctx, c, keys)
 }
@@ -203,7 +203,7 @@ func slotMarkers(ctx context.Context, c *redis.Client, bootKey string, slots []i
 func jobSlots(cfg *config.Config) []int {
 	var slots []int
 	for _, j := range cfg.Jobs {
-		slots = append(slots, redlock.HashSlot(middleware.RunKey(cfg.Prefix, j.Name)))
+		slots = append(slots, hashslot.Of(middleware.RunKey(cfg.Prefix, j.Name)))
 	}
 	slices.Sort(slots)
 	return slices.Compact(slots)
@@ -308,7 +308,7 @@ func checkCluster(ctx context.Context, cc *redis.ClusterClient, node config.Node
 		r.add("answers", "yes, but %v", err)
 		r.warn("%v: a slot that no primary serves takes no lock on this node. Fix: CLUSTER INFO and CLUSTER NODES on a member show which; bring its primary back, or assign the slots", err)
 	default:
-		r.add("answers", "yes, cluster_state ok, %s of %d slots served", dash(v.info["cluster_slots_ok"]), redlock.HashSlots)
+		r.add("answers", "yes, cluster_state ok, %s of %d slots served", dash(v.info["cluster_slots_ok"]), hashslot.Count)
 	}
 	var mu sync.Mutex
 	reports := map[string]*nodeReport{}
@@ -350,8 +350,8 @@ func checkCluster(ctx context.Context, cc *redis.ClusterClient, node config.Node
 	if down > 0 && r.err == nil {
 		r.err = fmt.Errorf("%d of %d primaries do not answer", down, primaries)
 	}
-	if total.slots < redlock.HashSlots {
-		total.unserved = redlock.HashSlots - total.slots
+	if total.slots < hashslot.Count {
+		total.unserved = hashslot.Count - total.slots
 	}
 	r.add("quarantine", "%s", total)
 	return r
@@ -401,7 +401,7 @@ func checkSlotQuarantine(ctx context.Context, c *redis.Client, slots []int, cfg 
 	qs, err := slotMarkers(ctx, c, cfg.BootKey, slots)
 	if err != nil {
 		r.add("quarantine", "unknown: %v", err)
-		r.warn("could not read the boot markers of its slots (%s…): %v", redlock.SlotBootKey(cfg.BootKey, slots[0]), err)
+		r.warn("could not read the boot markers of its slots (%s…): %v", hashslot.Key(cfg.BootKey, slots[0]), err)
 		return slotCounts{}
 	}
 	s := slotCounts{slots: len(slots)}
@@ -426,7 +426,7 @@ func checkSlotQuarantine(ctx context.Context, c *redis.Client, slots []int, cfg 
 		r.warn("%d of its slots are in quarantine for up to %v more (the member was new, or restarted without its data): this node refuses their locks until then, and the other nodes must make the quorum. It ends by itself; on first deployment only, cronlock check --config %s --end-quarantine ends it now", s.quarantined, s.longest.Round(time.Millisecond), path)
 	}
 	if n := len(s.unexpected); n > 0 {
-		r.warn("%d boot markers of its slots (e.g. %s) do not hold a time: is the key used by something else? Fix: give cronlock its own boot_key", n, redlock.SlotBootKey(cfg.BootKey, s.unexpected[0]))
+		r.warn("%d boot markers of its slots (e.g. %s) do not hold a time: is the key used by something else? Fix: give cronlock its own boot_key", n, hashslot.Key(cfg.BootKey, s.unexpected[0]))
 	}
 	return s
 }

@@ -1,4 +1,4 @@
-package redlock
+package hashslot
 
 import "testing"
 
@@ -8,14 +8,14 @@ func TestSlotTags(t *testing.T) {
 	if got := crc16("123456789"); got != 0x31c3 {
 		t.Fatalf("crc16(123456789) = %#x, want 0x31c3", got)
 	}
-	if got, want := slotOf("{user1000}.following"), slotOf("user1000"); got != want {
+	if got, want := Of("{user1000}.following"), Of("user1000"); got != want {
 		t.Errorf("a hash tag decides the slot: %d, want %d", got, want)
 	}
-	if got, want := slotOf("foo{}{bar}"), int(crc16("foo{}{bar}")%HashSlots); got != want {
+	if got, want := Of("foo{}{bar}"), int(crc16("foo{}{bar}")%Count); got != want {
 		t.Errorf("an empty hash tag is no tag: %d, want %d", got, want)
 	}
-	for slot, tag := range slotTags() {
-		if s := slotOf(inSlot("cronlock:boot", slot)); s != slot {
+	for slot, tag := range tags() {
+		if s := Of(Key("cronlock:boot", slot)); s != slot {
 			t.Fatalf("the marker of slot %d (tag %q) is in slot %d", slot, tag, s)
 		}
 	}
