@@ -10,11 +10,12 @@
 // builds one go-redis client per node (the same options for both libraries), takes a fresh key
 // per pair with one goroutine — cronlock: TryAcquire and Release with default options;
 // redsync: NewMutex(key, WithExpiry(10s), WithTries(1)), LockContext and UnlockContext —
-// warms up, then measures for a fixed duration. It prints each run and then, per node count,
-// the medians over the runs of each library: the pair's p50, p90 and p99, heap allocations
-// per pair, and the nodes' cost per pair from the servers' own counters (INFO): the time of
-// the commands the client sent (INFO commandstats; a script's time includes the commands it
-// calls) and the servers' process CPU (used_cpu_user + used_cpu_sys).
+// warms up, then measures for a fixed duration. It prints each run (with the mean, which is
+// what go test -bench reports as sec/op) and then, per node count, the medians over the runs
+// of each library: the pair's p50, p90 and p99, heap allocations per pair, and the nodes' cost
+// per pair from the servers' own counters (INFO): the time of the commands the client sent
+// (INFO commandstats; a script's time includes the commands it calls) and the servers'
+// process CPU (used_cpu_user + used_cpu_sys).
 package main
 
 import (
@@ -76,6 +77,7 @@ type result struct {
 	Lib      string             `json:"lib"`
 	Nodes    int                `json:"nodes"`
 	Pairs    int                `json:"pairs"`
+	Mean     float64            `json:"mean_us"`
 	P50      float64            `json:"p50_us"`
 	P90      float64            `json:"p90_us"`
 	P99      float64            `json:"p99_us"`
@@ -233,7 +235,11 @@ func child(lib, nodes string, warmup, duration time.Duration, cpuprofile string)
 		return err
 	}
 	pairs := float64(len(lat))
-	r := result{Lib: lib, Nodes: n, Pairs: len(lat), Allocs: float64(m1.Mallocs-m0.Mallocs) / pairs, Commands: map[string]cmdCost{}}
+	var sum time.Duration
+	for _, d := range lat {
+		sum += d
+	}
+	r := result{Lib: lib, Nodes: n, Pairs: len(lat), Mean: float64(sum) / pairs / float64(time.Microsecond), Allocs: float64(m1.Mallocs-m0.Mallocs) / pairs, Commands: map[string]cmdCost{}}
 	slices.Sort(lat)
 	r.P50, r.P90, r.P99 = quantile(lat, 0.50), quantile(lat, 0.90), quantile(lat, 0.99)
 	r.CPUUs = (after.cpu - before.cpu) / pairs
@@ -321,7 +327,7 @@ func compare(nodes string, rounds int, warmup, duration time.Duration, commands 
 		return fmt.Errorf("-rounds %d: give at least 1", rounds)
 	}
 	fmt.Printf("# %s, GOMAXPROCS %d; %s warm-up, %s measured per run\n", runtime.Version(), runtime.GOMAXPROCS(0), warmup, duration)
-	fmt.Printf("%-8s %5s %7s %8s %8s %8s %7s %8s %8s\n", "lib", "nodes", "pairs", "p50-µs", "p90-µs", "p99-µs", "allocs", "node-cmd", "node-cpu")
+	fmt.Printf("%-8s %5s %7s %8s %8s %8s %8s %7s %8s %8s\n", "lib", "nodes", "pairs", "mean-µs", "p50-µs", "p90-µs", "p99-µs", "allocs", "node-cmd", "node-cpu")
 	var summary []string
 	for _, n := range counts {
 		runs := map[string][]result{}
@@ -332,7 +338,7 @@ func compare(nodes string, rounds int, warmup, duration time.Duration, commands 
 					return err
 				}
 				runs[lib] = append(runs[lib], r)
-				fmt.Printf("%-8s %5d %7d %8.1f %8.1f %8.1f %7.1f %8.1f %8.1f\n", r.Lib, r.Nodes, r.Pairs, r.P50, r.P90, r.P99, r.Allocs, r.CmdUs, r.CPUUs)
+				fmt.Printf("%-8s %5d %7d %8.1f %8.1f %8.1f %8.1f %7.1f %8.1f %8.1f\n", r.Lib, r.Nodes, r.Pairs, r.Mean, r.P50, r.P90, r.P99, r.Allocs, r.CmdUs, r.CPUUs)
 				if commands {
 					printCommands(r)
 				}
