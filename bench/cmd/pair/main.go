@@ -26,6 +26,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"runtime"
@@ -62,7 +63,7 @@ func main() {
 
 	var err error
 	if *lib != "" {
-		err = child(*lib, *nodes, *warmup, *duration, *cpuprofile)
+		err = child(os.Stdout, *lib, *nodes, *warmup, *duration, *cpuprofile)
 	} else {
 		err = compare(*nodes, *rounds, *warmup, *duration, *commands)
 	}
@@ -131,8 +132,8 @@ func (redsyncPairer) topLevel(cmd string) bool {
 	return cmd == "set" || cmd == "evalsha" || cmd == "eval"
 }
 
-// child runs one library on fresh nodes and prints its result.
-func child(lib, nodes string, warmup, duration time.Duration, cpuprofile string) error {
+// child runs one library on fresh nodes and writes its result to w.
+func child(w io.Writer, lib, nodes string, warmup, duration time.Duration, cpuprofile string) error {
 	n, err := strconv.Atoi(nodes)
 	if err != nil || n < 1 {
 		return fmt.Errorf("-nodes %q: with -lib give one node count, e.g. -nodes 3", nodes)
@@ -254,7 +255,7 @@ func child(lib, nodes string, warmup, duration time.Duration, cpuprofile string)
 			r.CmdUs += c.Us
 		}
 	}
-	return json.NewEncoder(os.Stdout).Encode(r)
+	return json.NewEncoder(w).Encode(r)
 }
 
 func quantile(sorted []time.Duration, q float64) float64 {
