@@ -47,28 +47,39 @@ for i = first, last do
   end
 end
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+-- This node's time in microseconds, read only where a rule needs it: a boot marker to create
+-- or to compare with (one of 0, quarantine ended, needs none), a fencing counter to create.
+local now
+local function clock()
+  if not now then
+    local t = redis.call('TIME')
+    now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  end
+  return now
+end
 
 if q > 0 then
   local booted = redis.call('GET', KEYS[boot])
   if not booted then
-    booted = now + q * 1000
+    booted = clock() + q * 1000
     redis.call('SET', KEYS[boot], string.format('%.0f', booted))
   else
     booted = tonumber(booted)
   end
-  if now < booted then
-    return {2, math.ceil((booted - now) / 1000)}
+  if booted > 0 and clock() < booted then
+    return {2, math.ceil((booted - clock()) / 1000)}
   end
 end
 
--- A counter that does not exist yet starts at this node's time in microseconds, so a node that
+-- INCR answers 1 only where the counter did not exist (a counter starts above 0 and only
+-- grows). A new counter starts at this node's time in microseconds instead, so a node that
 -- lost its memory comes back above every token it issued before.
-if redis.call('EXISTS', KEYS[fence]) == 0 then
-  redis.call('SET', KEYS[fence], string.format('%.0f', now))
+local token = redis.call('INCR', KEYS[fence])
+if token == 1 then
+  token = clock() + 1
+  redis.call('SET', KEYS[fence], string.format('%.0f', token))
 end
-local token = string.format('%.0f', redis.call('INCR', KEYS[fence]))
+token = string.format('%.0f', token)
 
 for i = first, last do
   redis.call('HSET', KEYS[i], 'v', ARGV[1], 'l', ARGV[4], 'm', ARGV[5], 'f', token)

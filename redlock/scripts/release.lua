@@ -19,10 +19,11 @@
 --
 -- Returns the number of keys that were ours.
 local keep = tonumber(ARGV[2])
-local ours = redis.call('HGET', KEYS[1], 'v') == ARGV[1]
-local done = ours and redis.call('HGET', KEYS[1], 's') == 'done'
+local h = redis.call('HMGET', KEYS[1], 'v', 's', 'n', 'o')
+local ours = h[1] == ARGV[1]
+local done = ours and h[2] == 'done'
 if ours and not done then
-  local nested = tonumber(redis.call('HGET', KEYS[1], 'n') or '0')
+  local nested = tonumber(h[3] or '0')
   local hold = ARGV[4]
   if hold then
     if redis.call('HDEL', KEYS[1], 'h' .. hold) == 1 then
@@ -31,7 +32,7 @@ if ours and not done then
     else
       redis.call('HSET', KEYS[1], 'r' .. hold, '1')
     end
-    local outer = redis.call('HGET', KEYS[1], 'o')
+    local outer = h[4]
     if nested > 0 or not outer then
       return #KEYS
     end
@@ -43,7 +44,7 @@ if ours and not done then
 end
 local n = 0
 for i = 1, #KEYS do
-  if redis.call('HGET', KEYS[i], 'v') == ARGV[1] then
+  if (i == 1 and ours) or (i > 1 and redis.call('HGET', KEYS[i], 'v') == ARGV[1]) then
     -- A done marker of ours was released here before (a retried release, or a hold's release
     -- that came after the last): it keeps its expiry.
     if i > 1 or (keep == 0 and not done) then
