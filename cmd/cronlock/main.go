@@ -4,7 +4,7 @@
 //	cronlock validate --config FILE  check the config file
 //	cronlock locks --config FILE     the lock keys on every node
 //	cronlock check --config FILE     the health of every node, with fixes
-//	cronlock pause|resume|trigger|history JOB --config FILE   control a job cluster-wide
+//	cronlock pause|resume|trigger|history|forget JOB --config FILE   control a job cluster-wide
 //	cronlock demo [flags]            three replicas, one job, a live table of who ran each tick
 //	cronlock version                 the build's version
 //
@@ -46,6 +46,7 @@ Usage:
   cronlock pause|resume JOB --config FILE  pause a job on every replica (--reason), or resume it
   cronlock trigger JOB --config FILE       ask for one manual run of a job, run once cluster-wide
   cronlock history JOB --config FILE       the job's last runs (-n), from the lock nodes
+  cronlock forget JOB --config FILE        remove what a job no daemon runs left on the nodes
   cronlock demo [flags]            run three replicas of one job on three lock nodes (embedded, or
                                    --nodes) and show who runs each tick
   cronlock version                 print the version
@@ -112,7 +113,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageError{Err: err}
 		}
 		return s.Run()
-	case "pause", "resume", "trigger", "history":
+	case "pause", "resume", "trigger", "history", "forget":
 		return controlCmd(ctx, args[0], args[1:], stdout, stderr)
 	case "version", "--version":
 		return versionCmd(args[1:], stdout)
