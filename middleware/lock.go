@@ -293,7 +293,7 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 			// be released.
 			done := se.Holder != nil && se.Holder.Done // done, or skipped and marked
 			if done || se.Reason != job.SkipOverlap || rechecks == maxOverlapRechecks || ctx.Err() != nil {
-				if !done && se.Reason == job.SkipOverlap && run.Trigger == "" { // a manual run waits instead
+				if !done && se.Reason == job.SkipOverlap && run.Trigger == "" && !run.Backfill { // a manual run or backfill waits instead
 					c.markSkipped(ctx, locks, run, tickKey)
 				}
 				return nil, se

@@ -113,12 +113,15 @@ func endTick(ctx context.Context, span trace.Span, err error) {
 
 // setTickAttributes sets the tick span's attributes, in one call.
 func setTickAttributes(ctx context.Context, span trace.Span, outcome string, holder *job.Holder) {
-	var kv [6]attribute.KeyValue
+	var kv [7]attribute.KeyValue
 	attrs := kv[:0]
 	if run, ok := job.RunFrom(ctx); ok {
 		attrs = append(attrs, attrJob.String(run.Job), attrTick.Int64(run.Tick.UnixMilli()), attrReplica.String(run.Replica))
 		if run.Trigger != "" {
 			attrs = append(attrs, attrTrigger.String(run.Trigger))
+		}
+		if run.Backfill {
+			attrs = append(attrs, attrBackfill.Bool(true))
 		}
 	}
 	if outcome != "" {

@@ -118,5 +118,7 @@
 //	control from anywhere        NewControl (Control: Pause, Resume, Paused, Trigger, History,
 //	                             Record), the same on Scheduler; ErrUnknownJob; Control.Forget
 //	                             (ErrJobRunning)
+//	running past ticks           Scheduler.Backfill (BackfillOptions, BackfillSummary,
+//	                             DefaultBackfillMax)
 //	testing with a fake clock    WithClock, Clock, Timer
 package scheduler
