@@ -4,6 +4,7 @@
 //	cronlock validate --config FILE  check the config file
 //	cronlock locks --config FILE     the lock keys on every node
 //	cronlock check --config FILE     the health of every node, with fixes
+//	cronlock import-crontab CRONTAB  the YAML jobs: of a crontab file
 //	cronlock pause|resume|trigger|history|forget JOB --config FILE   control a job cluster-wide
 //	cronlock demo [flags]            three replicas, one job, a live table of who ran each tick
 //	cronlock version                 the build's version
@@ -43,6 +44,7 @@ Usage:
   cronlock locks --config FILE     show the lock keys on every node: holders, tokens, done ticks
   cronlock check --config FILE     check every node: reachable, version, persistence, eviction,
                                    quarantine, clock offset; warnings say how to fix each
+  cronlock import-crontab CRONTAB  print the YAML jobs: equivalent to a crontab file
   cronlock pause|resume JOB --config FILE  pause a job on every replica (--reason), or resume it
   cronlock trigger JOB --config FILE       ask for one manual run of a job, run once cluster-wide
   cronlock history JOB --config FILE       the job's last runs (-n), from the lock nodes
@@ -98,6 +100,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return locksCmd(ctx, args[1:], stdout, stderr)
 	case "check":
 		return checkCmd(ctx, args[1:], stdout, stderr)
+	case "import-crontab":
+		return importCrontabCmd(args[1:], stdout)
 	case "demo":
 		cfg, err := demo.Parse(args[1:], stderr)
 		switch {

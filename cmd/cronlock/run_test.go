@@ -156,6 +156,10 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"check"}, 2, "check: give the config file with --config FILE"},
 		{[]string{"check", "--config", "/nonexistent/c.yaml"}, 2, "config: open /nonexistent/c.yaml: no such file or directory"},
 		{[]string{"version", "now"}, 2, `version takes no arguments`},
+		{[]string{"import-crontab", "--help"}, 0, "Usage: cronlock import-crontab CRONTAB"},
+		{[]string{"help", "import-crontab"}, 0, "Usage: cronlock import-crontab CRONTAB"},
+		{[]string{"import-crontab"}, 2, "import-crontab takes one crontab file, got 0 arguments"},
+		{[]string{"import-crontab", "/nonexistent/crontab"}, 2, "open /nonexistent/crontab: no such file or directory"},
 	} {
 		code, out, errOut := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(out+errOut, tc.want) {
