@@ -229,6 +229,9 @@ type Status struct {
 	// LastRun is the newest record of a run (ran, failed or lease_lost), LastSuccess the
 	// newest that ran; nil if the history has none.
 	LastRun, LastSuccess *Record
+	// Failures counts the runs newer than LastSuccess that failed or lost their lease: how
+	// many runs in a row failed (at most the history's size).
+	Failures int
 }
 
 // Status returns the job's entry, pause and last runs, read from the lock nodes like History.
@@ -256,9 +259,12 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 		if st.LastRun == nil {
 			st.LastRun = &r
 		}
-		if r.Outcome == middleware.OutcomeRan {
+		switch r.Outcome {
+		case middleware.OutcomeRan:
 			st.LastSuccess = &r
-			break
+			return st, nil
+		case middleware.OutcomeFailed, middleware.OutcomeLeaseLost:
+			st.Failures++
 		}
 	}
 	return st, nil

@@ -89,7 +89,8 @@ type entry struct {
 	keepDone time.Duration
 	next     time.Time
 	prev     time.Time
-	index    int // in the queue; -1 when not queued
+	missed   int64 // ticks not fired because the loop fell behind (fireDue)
+	index    int   // in the queue; -1 when not queued
 }
 
 // New returns a Scheduler that guards ticks with locks taken from locks. Add jobs, then
@@ -349,6 +350,7 @@ func (s *Scheduler) fireDue(now time.Time) {
 			next = e.sched.Next(now)
 		}
 		if missed > 0 {
+			e.missed += int64(missed)
 			s.cfg.logger.Warn("cronlock: missed ticks: the scheduler fell behind", "job", e.job.Name, "missed", missed, "running", tick)
 		}
 		e.prev, e.next = tick, next

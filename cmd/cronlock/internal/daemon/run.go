@@ -342,6 +342,9 @@ func (d *daemon) start() error {
 	if _, err := d.sched.RegisterGauges(d.tel.meters); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	if err := d.tel.registerReadiness(d.ready); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	if d.logOut != nil {
 		if err := d.logOut.register(d.tel.meters); err != nil {
 			return fmt.Errorf("metrics: %w", err)
