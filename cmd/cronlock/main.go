@@ -6,6 +6,7 @@
 //	cronlock check --config FILE     the health of every node, with fixes
 //	cronlock import-crontab CRONTAB  the YAML jobs: of a crontab file
 //	cronlock pause|resume|trigger|history|forget JOB --config FILE   control a job cluster-wide
+//	cronlock backfill JOB --from T --to T --config FILE   run a job's past ticks that did not run
 //	cronlock demo [flags]            three replicas, one job, a live table of who ran each tick
 //	cronlock version                 the build's version
 //
@@ -49,6 +50,9 @@ Usage:
   cronlock trigger JOB --config FILE       ask for one manual run of a job, run once cluster-wide
   cronlock history JOB --config FILE       the job's last runs (-n), from the lock nodes
   cronlock forget JOB --config FILE        remove what a job no daemon runs left on the nodes
+  cronlock backfill JOB --from T --to T --config FILE
+                                   run the job's past ticks in a range that did not run, once
+                                   each across the cluster, through a running daemon
   cronlock demo [flags]            run three replicas of one job on three lock nodes (embedded, or
                                    --nodes) and show who runs each tick
   cronlock version                 print the version
@@ -117,6 +121,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageError{Err: err}
 		}
 		return s.Run()
+	case "backfill":
+		return backfillCmd(ctx, args[1:], stdout, stderr)
 	case "pause", "resume", "trigger", "history", "forget":
 		return controlCmd(ctx, args[0], args[1:], stdout, stderr)
 	case "version", "--version":

@@ -32,7 +32,7 @@ func newControl(cfg *config.Config, sched *scheduler.Scheduler) *control {
 	return c
 }
 
-// mount adds GET /, GET /jobs/{name}/history and POST /jobs/{name}/{pause,resume,trigger}.
+// mount adds GET /, GET /jobs/{name}/history and POST /jobs/{name}/{pause,resume,trigger,backfill}.
 // The job's name is one path segment, path-escaped (url.PathEscape).
 func (c *control) mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", c.page)
@@ -60,6 +60,7 @@ func (c *control) mount(mux *http.ServeMux) {
 	for _, action := range []string{"pause", "resume", "trigger"} {
 		mux.HandleFunc("POST /jobs/{name}/"+action, func(w http.ResponseWriter, r *http.Request) { c.act(w, r, action) })
 	}
+	mux.HandleFunc("POST /jobs/{name}/backfill", c.backfill)
 }
 
 // failed writes err's status and reports whether it did (fatal: err stops the request). The
