@@ -224,6 +224,9 @@ type Status struct {
 	// LastRun is the newest record of a run (ran, failed or lease_lost), LastSuccess the
 	// newest that ran; nil if the history has none.
 	LastRun, LastSuccess *Record
+	// History is every record the nodes keep of the job (WithHistorySize), newest first, as
+	// History returns them: the records LastRun and LastSuccess were picked from.
+	History []Record
 }
 
 // Status returns the job's entry, pause and last runs, read from the lock nodes like History.
@@ -240,11 +243,11 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 		return st, err
 	}
 	st.Paused = paused
-	history, err := s.ctl.History(ctx, name, max(s.cfg.historySize, 1))
+	st.History, err = s.ctl.History(ctx, name, max(s.cfg.historySize, 1))
 	if err != nil {
 		return st, err
 	}
-	for _, r := range history {
+	for _, r := range st.History {
 		if r.Outcome == middleware.OutcomeSkippedPaused {
 			continue
 		}
