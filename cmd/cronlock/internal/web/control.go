@@ -20,6 +20,7 @@ import (
 type control struct {
 	cfg      *config.Config
 	sched    *scheduler.Scheduler
+	replica  string
 	status   *JobStatus
 	ready    Readiness
 	token    string // "": the mutating endpoints and sign-in are off
@@ -28,7 +29,7 @@ type control struct {
 }
 
 func newControl(cfg *config.Config, sched *scheduler.Scheduler, st *JobStatus, ready Readiness) *control {
-	c := &control{cfg: cfg, sched: sched, status: st, ready: ready}
+	c := &control{cfg: cfg, sched: sched, replica: sched.Replica(), status: st, ready: ready}
 	if cfg.HTTPTokenEnv != "" {
 		c.token = os.Getenv(cfg.HTTPTokenEnv)
 	}

@@ -134,7 +134,7 @@ type tick struct{ UTC, Zone string }
 
 // data returns what every page of r shows.
 func (c *control) data(r *http.Request, title string) pageData {
-	d := pageData{Title: title, Replica: c.sched.Replica(), Now: time.Now(), Controls: c.token != "", Details: c.bearer(r)}
+	d := pageData{Title: title, Replica: c.replica, Now: time.Now(), Controls: c.token != "", Details: c.bearer(r)}
 	if id := c.sessions.session(r, d.Now); id != "" {
 		d.SignedIn, d.CSRF, d.Details = true, c.sessions.csrf(id), true
 	}
