@@ -132,7 +132,6 @@ func TestLoginAndCSRF(t *testing.T) {
 	assert.True(t, d.SignedIn)
 	assert.Equal(t, csrf, d.CSRF, "the pages' forms carry the session's CSRF token")
 
-
 	w = serve(c.logout, form("/logout", "", session))
 	assert.Equal(t, http.StatusForbidden, w.Code, "sign-out is a form like the others")
 	w = serve(c.logout, form("/logout", "csrf="+csrf, session))
