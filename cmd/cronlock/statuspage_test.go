@@ -126,19 +126,19 @@ func TestConsoleInBrowser(t *testing.T) {
   - name: broken
     schedule: "@every 200ms"
     command: ["sh", "-c", "exit 3"]
-  - name: aaa-held
+  - name: zzz-held
     schedule: "@yearly"
     command: ["true"]
 `)
-	status, body := post(t, d.base+"/jobs/aaa-held/pause", "pagetoken", "reason=maintenance+window")
+	status, body := post(t, d.base+"/jobs/zzz-held/pause", "pagetoken", "reason=maintenance+window")
 	require.Equal(t, http.StatusOK, status, body)
 	ctx := browser(t)
 	waitText(t, ctx, d.base+"/", `#job-often td.last`, "ran")
 	waitText(t, ctx, d.base+"/", `#job-broken td.last`, "failed")
-	waitText(t, ctx, d.base+"/", `#job-aaa-held td.pause`, "Paused: maintenance window")
+	waitText(t, ctx, d.base+"/", `#job-zzz-held td.pause`, "Paused: maintenance window")
 	ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("table.overview tr.job")].map(r => r.id)`))
 	require.NoError(t, err)
-	require.Equal(t, []string{"job-broken", "job-aaa-held", "job-nightly", "job-often"}, ids, "failing, then paused, then by name")
+	require.Equal(t, []string{"job-broken", "job-zzz-held", "job-nightly", "job-often"}, ids, "failing, then paused, then the rest by name")
 	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#job-broken td.success`)))
 	require.NoError(t, err)
 	require.Equal(t, "never", text)
@@ -181,6 +181,22 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.False(t, c.Secure, "plain HTTP on loopback")
 	require.False(t, c.Session, "it expires")
 	require.WithinDuration(t, time.Now().Add(web.SessionLife), time.Unix(int64(c.Expires), 0), time.Minute)
+
+	// A form without its CSRF token is refused: the browser's, with the hidden field taken out,
+	// and a plain client's with the browser's cookie.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(d.base+"/jobs/nightly")))
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`(document.querySelector('form[action$="/trigger"] input[name=csrf]').remove(), true)`))
+	require.NoError(t, err)
+	resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(`form[action$="/trigger"] button`)))
+	require.NoError(t, err)
+	require.EqualValues(t, http.StatusForbidden, resp.Status, "a form without its CSRF token")
+	for _, body := range []string{"", "csrf=forged"} {
+		req := newRequest(t, "POST", d.base+"/jobs/nightly/trigger", "", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+		status, page, _ := do(t, req)
+		require.Equal(t, http.StatusForbidden, status, "%q: %s", body, page)
+	}
 
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(d.base+"/jobs/nightly"),
