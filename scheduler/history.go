@@ -70,6 +70,9 @@ redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], '*', unpack(ARGV, 3))
 return 1`)
 	readScript = redis.NewScript(`return redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1])`)
 	getScript  = redis.NewScript(`return redis.call('GET', KEYS[1])`)
+	// Reads a job's pause KEYS[1] and its last ARGV[1] records in KEYS[2], for Status: one
+	// round trip per node (the keys share the job's hash tag).
+	statusScript = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1])}`)
 )
 
 // recorder collects what the history needs from inside the handler chain: the token and trace
@@ -175,6 +178,16 @@ func (c *Control) History(ctx context.Context, name string, n int) ([]Record, er
 	if replies == nil {
 		return nil, fmt.Errorf("scheduler: history of %q: %w", name, err)
 	}
+	out := mergeHistory(name, replies, n)
+	if err != nil {
+		return out, fmt.Errorf("scheduler: history of %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// mergeHistory merges the nodes' replies to readScript (nil for a node that did not answer)
+// into the last n records, newest first (by tick, then start), each once.
+func mergeHistory(name string, replies []any, n int) []Record {
 	seen := map[string]bool{}
 	var out []Record
 	for _, reply := range replies {
@@ -193,10 +206,7 @@ func (c *Control) History(ctx context.Context, name string, n int) ([]Record, er
 	if len(out) > n {
 		out = out[:n]
 	}
-	if err != nil {
-		return out, fmt.Errorf("scheduler: history of %q: %w", name, err)
-	}
-	return out, nil
+	return out
 }
 
 // parseRecord reads one stream entry: [id, [field, value, ...]].
@@ -232,6 +242,9 @@ type Status struct {
 	// Failures counts the runs newer than LastSuccess that failed or lost their lease: how
 	// many runs in a row failed (at most the history's size).
 	Failures int
+	// History is every record the nodes keep of the job (WithHistorySize), newest first, as
+	// History returns them: the records LastRun and LastSuccess were picked from.
+	History []Record
 }
 
 // Status returns the job's entry, pause and last runs, read from the lock nodes like History.
@@ -243,16 +256,20 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 		return st, fmt.Errorf("%w: %q", ErrUnknownJob, name)
 	}
 	st.Entry = entries[i]
-	paused, err := s.ctl.Paused(ctx, name)
+	keys := []string{middleware.PauseKey(s.cfg.prefix, name), middleware.HistoryKey(s.cfg.prefix, name)}
+	replies, err := s.locks.Broadcast(ctx, statusScript, keys, max(s.cfg.historySize, 1))
 	if err != nil {
-		return st, err
+		return st, fmt.Errorf("scheduler: status of %q: %w", name, err)
 	}
-	st.Paused = paused
-	history, err := s.ctl.History(ctx, name, max(s.cfg.historySize, 1))
-	if err != nil {
-		return st, err
+	pauses, histories := make([]any, len(replies)), make([]any, len(replies))
+	for i, r := range replies {
+		if pair, ok := r.([]any); ok && len(pair) == 2 {
+			pauses[i], histories[i] = pair[0], pair[1]
+		}
 	}
-	for _, r := range history {
+	st.Paused = s.ctl.pause(pauses)
+	st.History = mergeHistory(name, histories, max(s.cfg.historySize, 1))
+	for _, r := range st.History {
 		if r.Outcome == middleware.OutcomeSkippedPaused {
 			continue
 		}
@@ -277,6 +294,12 @@ func (c *Control) Paused(ctx context.Context, name string) (*job.Pause, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: status of %q: %w", name, err)
 	}
+	return c.pause(replies), nil
+}
+
+// pause returns the pause that a quorum of the nodes' replies to a GET of the pause key hold
+// (nil for a node that did not answer or has none); nil if fewer than a quorum hold one.
+func (c *Control) pause(replies []any) *job.Pause {
 	var votes int
 	var value string
 	for _, r := range replies {
@@ -285,8 +308,8 @@ func (c *Control) Paused(ctx context.Context, name string) (*job.Pause, error) {
 		}
 	}
 	if votes < c.locks.Quorum() {
-		return nil, nil
+		return nil
 	}
 	p := middleware.ParsePause(value)
-	return &p, nil
+	return &p
 }

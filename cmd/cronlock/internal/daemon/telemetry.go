@@ -103,7 +103,7 @@ func (t *telemetry) registerReadiness(r *nodes.Readiness) error {
 		metric.WithDescription("1 while a quorum of the lock nodes answers and is out of quarantine (/readyz), else 0."),
 		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
 			ready := int64(0)
-			if ok, _ := r.Report(ctx, false); ok {
+			if r.Report(ctx, false).Ready {
 				ready = 1
 			}
 			o.Observe(ready)
