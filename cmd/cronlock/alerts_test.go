@@ -61,14 +61,12 @@ func TestAlertsFireInPrometheus(t *testing.T) {
 `
 	}
 	cfg := writeFile(t, dir, "c.yaml", config(false))
-	serving := regexp.MustCompile(`msg="http: serving /healthz /readyz /jobs /metrics" addr=(\S+)`)
 	var daemons []*proc
 	var targets []string
 	for i := range 2 {
 		p := startProc(t, bin, fmt.Sprintf("daemon %d", i), nil, "run", "--config", cfg, "--replica", fmt.Sprintf("r%d", i), "--http", "127.0.0.1:0")
-		proctest.Eventually(t, "the daemon's HTTP server", func() bool { return serving.MatchString(p.out.String()) })
 		daemons = append(daemons, p)
-		targets = append(targets, fmt.Sprintf("%q", serving.FindStringSubmatch(p.out.String())[1]))
+		targets = append(targets, fmt.Sprintf("%q", p.httpAddr(t)))
 	}
 
 	rules, err := os.ReadFile(filepath.Join("..", "..", "deploy", "prometheus", "alerts.yml"))

@@ -17,7 +17,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
 
@@ -38,12 +37,10 @@ jobs:
   - {name: slow, schedule: '@every 1m', command: [sh, -c, '`+line+`; sleep 1']}
 `)
 	env := []string{"CRONLOCK_TEST_TOKEN=s3cret"}
-	serving := regexp.MustCompile(`msg="http: serving [^"]*" addr=(\S+)`)
 	var bases []string
 	for i := range 2 {
 		p := startProc(t, bin, fmt.Sprintf("daemon %d", i), env, "run", "--config", cfg, "--replica", fmt.Sprintf("r%d", i), "--http", "127.0.0.1:0")
-		proctest.Eventually(t, "the daemon's HTTP server", func() bool { return serving.MatchString(p.out.String()) })
-		bases = append(bases, "http://"+serving.FindStringSubmatch(p.out.String())[1])
+		bases = append(bases, "http://"+p.httpAddr(t))
 		t.Cleanup(func() { p.signal(t, syscall.SIGTERM); assert.Equal(t, 0, p.wait(t)) })
 	}
 	to := time.Now().Truncate(time.Minute).Add(-time.Minute)

@@ -263,8 +263,6 @@ func vmKiB(t *testing.T, pid int, field string) int {
 	return kib
 }
 
-var servingAddr = regexp.MustCompile(`msg="http: serving [^"]*" addr=(\S+)`)
-
 // The daemon as a process under attack: its config, its connections, its memory.
 func TestDaemonUnderAttack(t *testing.T) {
 	bin := buildBinary(t, t.TempDir())
@@ -323,8 +321,7 @@ func TestDaemonUnderAttack(t *testing.T) {
 		// would take them all.
 		p := startProc(t, "sh", "daemon", nil, "-c", `ulimit -n 256 && exec "$0" "$@"`, bin, "run", "--config", cfg,
 			"--http", "127.0.0.1:0", "--http-idle-timeout", "100ms", "--http-max-conns", "32")
-		p.waitLog(t, "http: serving")
-		addr := servingAddr.FindStringSubmatch(p.out.String())[1]
+		addr := p.httpAddr(t)
 		p.waitLog(t, `msg="run finished"`)
 
 		const conns = 2000
@@ -364,8 +361,7 @@ func TestDaemonUnderAttack(t *testing.T) {
 		endQuarantine(t, nodes...)
 		cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+"http_token_env: CRONLOCK_TEST_TOKEN\njobs:\n  - {name: j, schedule: '@yearly', command: ['true']}\n")
 		p := startProc(t, bin, "daemon", []string{"CRONLOCK_TEST_TOKEN=s3cret"}, "run", "--config", cfg, "--http", "127.0.0.1:0")
-		p.waitLog(t, "http: serving")
-		base := "http://" + servingAddr.FindStringSubmatch(p.out.String())[1]
+		base := "http://" + p.httpAddr(t)
 		status, _, _ := do(t, newRequest(t, "GET", base+"/", "", nil)) // the page's first read
 		require.Equal(t, http.StatusOK, status)
 		pid := p.cmd.Process.Pid
