@@ -48,7 +48,8 @@ type BackfillSummary struct {
 // runs those ticks).
 //
 // Backfill blocks until the last tick ended. Ending ctx stops it after the tick under way,
-// whose run is not cancelled (Stop cancels it). It needs a started scheduler with the job
+// whose run is not cancelled (Stop cancels it). Called from a run of the same job with
+// Forbid, it waits for that run, that is until ctx ends: call it from elsewhere. It needs a started scheduler with the job
 // registered. It returns what it did, and an error when it could not go on: ctx ended, the
 // scheduler was stopped (ErrStopped), the job is paused, or the lock nodes were unavailable
 // for a tick's whole window (redlock.ErrQuorumUnavailable).
