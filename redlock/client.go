@@ -270,7 +270,8 @@ type reply struct {
 	count   uint64 // the acquisition counter's value (CountAcquisitions)
 	holder  *Holder
 	refusal *Refusal
-	value   any // Broadcast's reply
+	revoked bool // an extension refused because the lock was revoked there (Revoke)
+	value   any  // Broadcast's reply
 	err     error
 }
 

@@ -140,7 +140,9 @@ func newValue() string {
 // Extend renews the lock on the nodes for its TTL again, and returns its new validity. It
 // succeeds only when a quorum of nodes still holds the lock for us: otherwise the error
 // matches ErrLockLost (not ours on too many nodes) or ErrQuorumUnavailable (too many nodes
-// failed), and the validity is unchanged.
+// failed), and the validity is unchanged. It fails with an error matching ErrRevoked (and
+// ErrLockLost) as soon as one node answers that the lock was revoked (Revoke), even when
+// a quorum extended it.
 func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 	c := l.c
 	if l.isReleased() {
@@ -152,6 +154,10 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 	_, err := c.fanout(ctx, f, c.all(), c.nodeTimeout(l.ttl), func(r reply) bool { return t.add(c, r) })
 	if err != nil {
 		return 0, err
+	}
+	if t.revoked > 0 {
+		return 0, withContext(ctx, &QuorumError{Op: "extend", Key: l.keys[0], Reason: ErrRevoked,
+			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs})
 	}
 	if t.ok < c.quorum {
 		// Lost only when too many nodes said "not ours" for the lock to be on a quorum; a node
@@ -180,14 +186,16 @@ func judgeCmd(node int, cmd *redis.Cmd) reply {
 	return judge(node, n, err)
 }
 
-// judge turns a node's count of keys acted on into a reply. A key that holds a value of
-// another kind (WRONGTYPE) is not our lock there.
+// judge turns a node's count of keys acted on into a reply; -1 is extend.lua's refusal of a
+// revoked lock. A key that holds a value of another kind (WRONGTYPE) is not our lock there.
 func judge(node int, n int64, err error) reply {
 	switch {
 	case isWrongType(err):
 		return reply{node: node, outcome: outcomeRefused}
 	case err != nil:
 		return reply{node: node, outcome: outcomeError, err: err}
+	case n < 0:
+		return reply{node: node, outcome: outcomeRefused, revoked: true}
 	case n == 0:
 		return reply{node: node, outcome: outcomeRefused}
 	}

@@ -11,6 +11,7 @@ import (
 type tally struct {
 	n, quorum                        int
 	ok, refused, quarantined, failed int
+	revoked                          int // refusals because the lock was revoked (Revoke)
 	oks                              []reply
 	few                              [5]reply // oks' room for up to 5 nodes
 	refusedNodes                     []int
@@ -29,6 +30,9 @@ func (t *tally) add(c *Client, r reply) bool {
 		t.oks = append(t.oks, r)
 	case outcomeRefused:
 		t.refused++
+		if r.revoked {
+			t.revoked++
+		}
 		t.refusedNodes = append(t.refusedNodes, r.node)
 		t.noteHolder(r.holder)
 		if t.refusal == nil {

@@ -1,0 +1,108 @@
+package redlock_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/redlock"
+)
+
+// refusedHolder tries key on lc and returns the holder of the refusal.
+func refusedHolder(t *testing.T, lc *redlock.Client, key string, opts ...redlock.AcquireOption) redlock.Holder {
+	t.Helper()
+	_, err := lc.TryAcquire(ctxT(t), key, 10*time.Second, opts...)
+	ae, ok := errors.AsType[*redlock.AcquireError](err)
+	require.True(t, ok, "want a refusal, got %v", err)
+	require.NotNil(t, ae.Holder, "the refusal names no holder: %v", err)
+	return *ae.Holder
+}
+
+// Revoke ends the holder's renewals, and so its lease, but frees nothing: the lock stays
+// held until the holder releases it.
+func TestRevokeEndsTheHoldersLease(t *testing.T) {
+	c := newCluster(t, 3, false)
+	holder, other := c.client(t), c.client(t)
+	ctx := ctxT(t)
+	l, err := holder.TryAcquire(ctx, "job:tick:1", 10*time.Second, redlock.Also("job:run"))
+	require.NoError(t, err)
+	lease, err := l.Lease(ctx, redlock.RenewEvery(9*time.Second)) // no renewal during the test
+	require.NoError(t, err)
+	defer func() { _ = lease.Close(ctx) }()
+
+	h := refusedHolder(t, other, "job:tick:2", redlock.Also("job:run"))
+	require.Equal(t, "job:run", h.Key)
+	marked, err := other.Revoke(ctx, h)
+	require.NoError(t, err)
+	require.Equal(t, 3, marked)
+
+	_, err = l.Extend(ctx)
+	require.ErrorIs(t, err, redlock.ErrRevoked)
+	require.ErrorIs(t, err, redlock.ErrLockLost)
+	require.NoError(t, lease.Err(), "Extend by hand does not end the lease; the lease's own renewal does")
+
+	// Still held: the waiter waits for the release.
+	refusedHolder(t, other, "job:tick:2", redlock.Also("job:run"))
+	require.NoError(t, lease.Close(ctx))
+	l2, err := other.TryAcquire(ctx, "job:tick:2", 10*time.Second, redlock.Also("job:run"))
+	require.NoError(t, err)
+	require.NoError(t, l2.Release(ctx))
+}
+
+// A revoked lease ends at its next renewal, with a cause matching ErrRevoked and ErrLeaseLost.
+func TestRevokedLeaseIsLostAtItsNextRenewal(t *testing.T) {
+	c := newCluster(t, 3, false)
+	holder, other := c.client(t), c.client(t)
+	ctx := ctxT(t)
+	l, err := holder.TryAcquire(ctx, "k", time.Second)
+	require.NoError(t, err)
+	lease, err := l.Lease(ctx, redlock.RenewEvery(100*time.Millisecond))
+	require.NoError(t, err)
+	defer func() { _ = lease.Close(ctx) }()
+	_, err = other.Revoke(ctx, refusedHolder(t, other, "k"))
+	require.NoError(t, err)
+	select {
+	case <-lease.Done():
+	case <-ctx.Done():
+		t.Fatal("the revoked lease was not lost")
+	}
+	require.ErrorIs(t, lease.Err(), redlock.ErrRevoked)
+	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseLost)
+}
+
+// Announce publishes on the channel; a done marker, or a lock released since, is not revoked;
+// a Holder not from a refusal is refused.
+func TestRevokeAnnounceAndNothingToRevoke(t *testing.T) {
+	c := newCluster(t, 3, false)
+	holder, other := c.client(t), c.client(t)
+	ctx := ctxT(t)
+	heard := other.Subscribe(ctx, "revoked")
+	require.NotNil(t, heard)
+	defer heard.Close()
+
+	l, err := holder.TryAcquire(ctx, "k", 10*time.Second)
+	require.NoError(t, err)
+	h := refusedHolder(t, other, "k")
+	_, err = other.Revoke(ctx, h, redlock.Announce("revoked", "k"))
+	require.NoError(t, err)
+	select {
+	case <-heard.C():
+	case <-ctx.Done():
+		t.Fatal("no announcement")
+	}
+
+	require.NoError(t, l.Release(ctx, redlock.KeepDone(time.Minute)))
+	marked, err := other.Revoke(ctx, h)
+	require.NoError(t, err)
+	require.Zero(t, marked, "a released lock was revoked")
+	done := refusedHolder(t, other, "k")
+	require.True(t, done.Done)
+	marked, err = other.Revoke(ctx, done)
+	require.NoError(t, err)
+	require.Zero(t, marked, "a done marker was revoked")
+
+	_, err = other.Revoke(ctx, redlock.Holder{Key: "k"})
+	require.ErrorContains(t, err, "no lock value")
+}
