@@ -40,11 +40,12 @@
 //	Task                         Identifiers
 //	---------------------------  ------------------------------------------------------------
 //	defining a job               Job (Validate), Handler, Options (WithDefaults), Overlap
-//	                             (Forbid, Allow), DefaultLockTTL, ValidateName
+//	                             (Forbid, Allow, Replace), DefaultLockTTL, ValidateName
 //	invalid jobs                 ErrInvalid, InvalidError
 //	inside a handler             RunFrom (Run: the tick, fencing token, attempt, replica)
 //	outcomes                     ErrSkipped, SkipError (SkipReason: SkipHeld, SkipDone,
-//	                             SkipOverlap, SkipLate, SkipPaused; Holder), ErrStopped
+//	                             SkipOverlap, SkipLate, SkipPaused; Holder), ErrStopped,
+//	                             ErrReplaced
 //	pauses                       Pause
 //	middleware and tests         NewContext (a Run in a context, as the scheduler passes it)
 package job

@@ -26,6 +26,13 @@ const (
 	Forbid Overlap = iota
 	// Allow: runs of different ticks may overlap; each tick still runs once.
 	Allow
+	// Replace: no two runs of a job at once, cluster-wide, as with Forbid; but a tick that
+	// comes while a previous run is still running asks that run to stop — its context is
+	// cancelled with a cause matching ErrReplaced, on whichever replica it runs — and starts
+	// once the old run has released its locks, if that happens within the tick's window. The
+	// old run's outcome is "replaced", and its tick is done: it is not retried. Manual runs and
+	// backfilled ticks replace nothing: they wait, as with Forbid.
+	Replace
 )
 
 func (o Overlap) String() string {
@@ -34,6 +41,8 @@ func (o Overlap) String() string {
 		return "forbid"
 	case Allow:
 		return "allow"
+	case Replace:
+		return "replace"
 	}
 	return fmt.Sprintf("Overlap(%d)", int(o))
 }
@@ -169,8 +178,8 @@ func (j Job) Validate() error {
 		return bad("Options.RenewEvery", "%v is not shorter than LockTTL %v: the lock would expire before it is renewed; use LockTTL/3 (%v), or leave it 0", o.RenewEvery, o.LockTTL, o.LockTTL/3)
 	case o.RenewEvery > o.LockTTL/2:
 		return bad("Options.RenewEvery", "%v is more than half of LockTTL %v: one slow or failed renewal would lose the lock; use LockTTL/3 (%v), or leave it 0", o.RenewEvery, o.LockTTL, o.LockTTL/3)
-	case o.Overlap != Forbid && o.Overlap != Allow:
-		return bad("Options.Overlap", "%v is unknown: use job.Forbid (the default) or job.Allow", o.Overlap)
+	case o.Overlap < Forbid || o.Overlap > Replace:
+		return bad("Options.Overlap", "%v is unknown: use job.Forbid (the default), job.Allow or job.Replace", o.Overlap)
 	case o.Retries < 0:
 		return bad("Options.Retries", "%d is negative: give the number of retries after a failed run, or 0 for none", o.Retries)
 	case o.CatchUp < 0:

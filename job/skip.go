@@ -100,3 +100,9 @@ func (e *SkipError) Unwrap() error { return e.Err }
 // when Stop's context ended. Such a tick is released, not kept as done, so another replica
 // may still run it within its window.
 var ErrStopped = errors.New("job: stopped: the scheduler is stopping")
+
+// ErrReplaced is matched (errors.Is) by the cause with which a run of an Overlap Replace job
+// is cancelled when a newer tick of the job asks it to stop, and by the error of that run.
+// Its handler should return soon after: the newer tick starts only once the run released
+// its lock.
+var ErrReplaced = errors.New("job: replaced: a newer tick of the job asked this run to stop")

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -175,8 +176,12 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 					return cfg.refuseAttempt(l, &r, p)
 				}
 			}
-			leaseOpts, renewFails := cfg.leaseOptions(p, &r)
-			lease, err := l.Lease(p.startRun(ctx, &r), leaseOpts...)
+			// The run's context ends with job.ErrReplaced as its cause when a renewal finds the
+			// lock revoked by a newer tick (Replace), before the lease ends with the loss.
+			rctx, replaced := context.WithCancelCause(p.startRun(ctx, &r))
+			defer replaced(nil)
+			leaseOpts, renewFails := cfg.leaseOptions(p, &r, replaced)
+			lease, err := l.Lease(rctx, leaseOpts...)
 			if err != nil {
 				p.endRun(err, false, nil, time.Time{})
 				return errors.Join(err, l.Release(context.Background()))
@@ -230,12 +235,17 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 	}
 	if p != nil {
 		p.tickKey = tickKey
-		// The tick span's context, for the replicas that will be refused to link to.
-		if md := p.metadata(); md != "" {
-			opts = append(opts, redlock.Metadata(md))
-		}
 	}
-	if c.Overlap == job.Forbid {
+	// The tick span's context, for the replicas that will be refused to link to; and for a
+	// Replace job the tick, for the ticks that will find this run under way.
+	md := p.metadata()
+	if c.Overlap == job.Replace {
+		md += tickMark + strconv.FormatInt(run.Tick.UnixMilli(), 10)
+	}
+	if md != "" {
+		opts = append(opts, redlock.Metadata(md))
+	}
+	if c.Overlap != job.Allow {
 		opts = append(opts, redlock.Also(runKey))
 	}
 	if c.MaxAttempts > 0 && run.Trigger == "" {
@@ -253,6 +263,7 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 		rechecks int
 		settle   time.Duration // added to the next wait
 		last     redlock.Attempt
+		revoked  *redlock.Holder // the run this tick asked to stop (Replace)
 	)
 	opts = append(opts, redlock.OnAttempt(func(a redlock.Attempt) { last = a; p.attempt(a) }))
 	base := len(opts)
@@ -292,15 +303,25 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 			// of a release that missed a node: look again, on every node, once it had time to
 			// be released.
 			done := se.Holder != nil && se.Holder.Done // done, or skipped and marked
-			if done || se.Reason != job.SkipOverlap || rechecks == maxOverlapRechecks || ctx.Err() != nil {
+			if c.replaces(run) && se.Reason == job.SkipOverlap && !done && ae.Holder != nil && olderRun(*ae.Holder, run) && ctx.Err() == nil {
+				// Ask the run under way to stop, once per run found, and wait for its release
+				// within the window, asking every node (the run key may be a leftover on the
+				// primary, as below).
+				if revoked == nil || !revoked.Same(*ae.Holder) {
+					revoked = ae.Holder
+					c.replace(ctx, locks, run, *ae.Holder, p)
+				}
+				rechecks = 1
+			} else if done || se.Reason != job.SkipOverlap || rechecks == maxOverlapRechecks || ctx.Err() != nil {
 				if !done && se.Reason == job.SkipOverlap && run.Trigger == "" && !run.Backfill { // a manual run or backfill waits instead
 					c.markSkipped(ctx, locks, run, tickKey)
 				}
 				return nil, se
+			} else {
+				rechecks++
+				c.Logger.Debug("cronlock: looking at the run key again", "job", run.Job, "tick", run.Tick, "replica", run.Replica,
+					"ok", ae.OK, "refused", ae.Refused, "holder", se.Holder)
 			}
-			rechecks++
-			c.Logger.Debug("cronlock: looking at the run key again", "job", run.Job, "tick", run.Tick, "replica", run.Replica,
-				"ok", ae.OK, "refused", ae.Refused, "holder", se.Holder)
 			// Let the failed attempt be released before the next one, or it could be refused by
 			// its own leftover: the release was sent when the attempt failed, takes about as
 			// long as an attempt, and is over within the node timeout.
@@ -328,6 +349,55 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 			return nil, errors.Join(err, context.Cause(ctx))
 		}
 	}
+}
+
+// ReplaceChannel is the Pub/Sub channel on which a tick of an Overlap Replace job announces
+// that it asked the run under way to stop: {prefix}:replace. The scheduler listens to it, and
+// looks at once whether one of its runs was asked (see redlock.Revoke).
+func ReplaceChannel(prefix string) string { return "{" + prefix + "}:replace" }
+
+// replaces reports whether run's tick replaces the run under way: a scheduled tick of an
+// Overlap Replace job (manual runs and backfilled ticks wait instead).
+func (c LockConfig) replaces(run *job.Run) bool {
+	return c.Overlap == job.Replace && run.Trigger == "" && !run.Backfill
+}
+
+// tickMark starts the tick's instant (Unix milliseconds) in the lock metadata of a Replace
+// job's run, after the trace context if any.
+const tickMark = " tick="
+
+// olderRun reports whether the run found holding the job's run key (h) is of a tick before
+// run's, from its lock metadata (a run of a job that was not Replace there has no tick in it:
+// it counts as older). A replica whose clock is behind must not replace the run of a newer
+// tick with its own older one: it skips its tick instead.
+func olderRun(h redlock.Holder, run *job.Run) bool {
+	i := strings.LastIndex(h.Metadata, tickMark)
+	if i < 0 {
+		return true
+	}
+	ms, err := strconv.ParseInt(h.Metadata[i+len(tickMark):], 10, 64)
+	return err != nil || ms < run.Tick.UnixMilli()
+}
+
+// lockTraceparent returns the trace context of a lock's metadata, without its tick.
+func lockTraceparent(md string) string {
+	tp, _, _ := strings.Cut(md, " ")
+	return tp
+}
+
+// replace asks the run that holds the job's run key (h) to stop: its lock is revoked, so its
+// lease ends at its next renewal, and the revocation is announced on ReplaceChannel for its
+// scheduler to stop it at once.
+func (c LockConfig) replace(ctx context.Context, locks *redlock.Client, run *job.Run, h redlock.Holder, p *lockProbe) {
+	marked, err := locks.Revoke(ctx, h, redlock.Announce(ReplaceChannel(c.Prefix), run.Job))
+	p.replacing(h, marked, err)
+	if err != nil {
+		c.Logger.Warn("cronlock: could not ask the run under way to stop; this tick waits for it until its window closes",
+			"job", run.Job, "tick", run.Tick, "holder", h.Label, "marked", marked, "err", err)
+		return
+	}
+	c.Logger.Info("cronlock: asked the run under way to stop (overlap replace)", "job", run.Job, "tick", run.Tick,
+		"holder", h.Label, "marked", marked)
 }
 
 // refuseAttempt ends an attempt at a tick beyond MaxAttempts, whose lock l was just taken:
@@ -393,18 +463,19 @@ func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
 }
 
 // leaseOptions returns the options of a run's lease: the renewal interval, and a hook that
-// reports each renewal to p and counts the failed ones in the returned renewalFailures, which
-// logs them (nil if nothing would be logged nor reported).
-func (c LockConfig) leaseOptions(p *lockProbe, run *job.Run) ([]redlock.LeaseOption, *renewalFailures) {
-	opts := append(make([]redlock.LeaseOption, 0, 2), redlock.RenewEvery(c.RenewEvery))
-	if p == nil && !c.Logger.Enabled(context.Background(), slog.LevelWarn) {
-		return opts, nil
-	}
+// ends the run's context through replaced when a renewal finds the lock revoked (a newer tick
+// of a Replace job asked the run to stop), and otherwise reports each renewal to p and counts
+// the failed ones in the returned renewalFailures, which logs them.
+func (c LockConfig) leaseOptions(p *lockProbe, run *job.Run, replaced context.CancelCauseFunc) ([]redlock.LeaseOption, *renewalFailures) {
 	rf := &renewalFailures{logger: c.Logger, run: run}
-	return append(opts, redlock.OnRenew(func(rn redlock.Renewal) {
+	return []redlock.LeaseOption{redlock.RenewEvery(c.RenewEvery), redlock.OnRenew(func(rn redlock.Renewal) {
+		if errors.Is(rn.Err, redlock.ErrRevoked) {
+			replaced(fmt.Errorf("%w: %w", job.ErrReplaced, rn.Err))
+			return
+		}
 		p.renewal(rn)
 		rf.add(rn)
-	})), rf
+	})}, rf
 }
 
 // renewalFailures logs a run's failed lease renewals: one line for each stretch of consecutive
@@ -454,7 +525,8 @@ func (f *renewalFailures) log(recovered bool) {
 // markDone wherever no newer holder took it.
 func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error, p *lockProbe) error {
 	lost := lease.Err() // nil while the lease holds
-	leaseLost := errors.Is(lost, redlock.ErrLeaseLost)
+	replaced := errors.Is(lost, job.ErrReplaced)
+	leaseLost := errors.Is(lost, redlock.ErrLeaseLost) && !replaced
 	p.endRun(herr, false, lost, lease.Lock().ValidUntil())
 	if herr == nil {
 		if err := c.release(lease, run, true, p); err != nil {
@@ -464,6 +536,13 @@ func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error, p *lo
 				"token", run.FencingToken, "lease", lost)
 		}
 		return nil
+	}
+	if replaced { // the tick is done, and the run not tried again: a newer tick replaces it
+		c.release(lease, run, true, p)
+		if !errors.Is(herr, job.ErrReplaced) {
+			herr = fmt.Errorf("%w (%w)", herr, lost)
+		}
+		return backoff.Permanent(herr)
 	}
 	c.release(lease, run, run.Trigger != "", p) // a manual run is done even if it failed
 	if leaseLost && !errors.Is(herr, redlock.ErrLeaseLost) {

@@ -164,7 +164,7 @@ func (ins *instruments) forJob(name string) *jobMetrics {
 		reasons: map[string]measureOpts{}, causes: map[string]measureOpts{},
 	}
 	for _, o := range []string{OutcomeRan, OutcomeFailed, OutcomeSkippedHeld, OutcomeSkippedDone,
-		OutcomeSkippedOverlap, OutcomeSkippedLate, OutcomeSkippedPaused, OutcomeLeaseLost, OutcomeQuorumUnavailable, OutcomeStopped} {
+		OutcomeSkippedOverlap, OutcomeSkippedLate, OutcomeSkippedPaused, OutcomeReplaced, OutcomeLeaseLost, OutcomeQuorumUnavailable, OutcomeStopped} {
 		jm.outcomes[o] = newMeasureOpts(attrJob.String(name), attrOutcome.String(o))
 	}
 	for _, r := range []string{resultAcquired, resultHeld, resultDone, resultOverlap, resultPaused, resultUnavailable, resultError} {
@@ -173,7 +173,7 @@ func (ins *instruments) forJob(name string) *jobMetrics {
 	for _, r := range []string{resultHeld, resultDone, resultOverlap, resultPaused, resultUnavailable, resultError, renewalLockLost} {
 		jm.reasons[r] = newMeasureOpts(attrJob.String(name), attrReason.String(r))
 	}
-	for _, c := range []string{causeLease, causeTimeout} {
+	for _, c := range []string{causeLease, causeTimeout, causeReplaced} {
 		jm.causes[c] = newMeasureOpts(attrJob.String(name), attrCause.String(c))
 	}
 	ins.jobs[name] = jm

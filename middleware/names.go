@@ -17,6 +17,8 @@ const (
 	eventRenewalFailed = "cronlock.lease.renewal_failed"
 	eventLost          = "cronlock.lease.lost"
 	eventDuplicate     = "cronlock.duplicate.detected"
+	eventReplacing     = "cronlock.replace.requested" // a tick asked the run under way to stop (job.Replace)
+	eventReplaced      = "cronlock.run.replaced"      // this run was asked to stop by a newer tick
 )
 
 // Attribute keys, of spans, events and measurements.
@@ -65,8 +67,9 @@ const (
 
 // Causes of cronlock.job.timeouts: why a run's context was cut short.
 const (
-	causeLease   = "lease"   // the lease was lost: the lock's validity ran out before renewal
-	causeTimeout = "timeout" // job.Options.Timeout (middleware.Timeout) passed
+	causeLease    = "lease"    // the lease was lost: the lock's validity ran out before renewal
+	causeTimeout  = "timeout"  // job.Options.Timeout (middleware.Timeout) passed
+	causeReplaced = "replaced" // a newer tick asked the run to stop (job.Replace)
 )
 
 // Reasons of cronlock.lease.renewal.failures.

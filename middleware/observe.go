@@ -237,10 +237,13 @@ func (p *lockProbe) endRun(herr error, panicked bool, lost error, validUntil tim
 	if p == nil {
 		return
 	}
-	leaseLost := errors.Is(lost, redlock.ErrLeaseLost)
+	replaced := errors.Is(lost, job.ErrReplaced)
+	leaseLost := errors.Is(lost, redlock.ErrLeaseLost) && !replaced
 	if m := p.m; m != nil {
 		p.runEnd = time.Now()
 		switch {
+		case replaced:
+			m.timeouts.Add(p.ctx, 1, m.cause(causeReplaced).add...)
 		case leaseLost:
 			m.timeouts.Add(p.ctx, 1, m.cause(causeLease).add...)
 		case errors.Is(herr, ErrTimeout):
@@ -261,10 +264,13 @@ func (p *lockProbe) endRun(herr error, panicked bool, lost error, validUntil tim
 		}
 		s.AddEvent(eventLost, trace.WithTimestamp(at), trace.WithAttributes(attrCause.String(lost.Error())))
 	}
+	if replaced {
+		s.AddEvent(eventReplaced, trace.WithAttributes(attrCause.String(lost.Error())))
+	}
 	switch {
 	case panicked:
 		s.SetStatus(codes.Error, "panic")
-	case herr != nil:
+	case herr != nil && !replaced: // a replaced run was stopped, it did not fail
 		s.RecordError(herr)
 		s.SetStatus(codes.Error, herr.Error())
 	case leaseLost:
@@ -298,6 +304,19 @@ func (p *lockProbe) endRelease(err error) {
 		}
 		s.End()
 	}
+}
+
+// replacing records, as an event on the tick's span, that the tick asked the run under way
+// (h, on marked nodes) to stop; err is Revoke's.
+func (p *lockProbe) replacing(h redlock.Holder, marked int, err error) {
+	if p == nil || p.tick == nil {
+		return
+	}
+	attrs := []attribute.KeyValue{attrHolder.String(h.Label), attrNodesOK.Int(marked)}
+	if err != nil {
+		attrs = append(attrs, attrCause.String(err.Error()))
+	}
+	p.tick.AddEvent(eventReplacing, trace.WithAttributes(attrs...))
 }
 
 // duplicate records, as an event on the tick's span, a newer holder of the tick found when a

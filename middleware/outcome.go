@@ -16,6 +16,7 @@ const (
 	OutcomeSkippedOverlap    = "skipped_overlap"
 	OutcomeSkippedLate       = "skipped_late"
 	OutcomeSkippedPaused     = "skipped_paused"
+	OutcomeReplaced          = "replaced"
 	OutcomeLeaseLost         = "lease_lost"
 	OutcomeQuorumUnavailable = "quorum_unavailable"
 	OutcomeStopped           = "stopped"
@@ -23,7 +24,8 @@ const (
 
 // Outcome names the outcome of a tick on one replica from the error its handler chain
 // returned: OutcomeRan for nil, a skipped_* outcome for a *job.SkipError, OutcomeStopped when
-// the error matches job.ErrStopped (the scheduler is stopping), OutcomeLeaseLost
+// the error matches job.ErrStopped (the scheduler is stopping), OutcomeReplaced when it
+// matches job.ErrReplaced (a newer tick stopped the run, Overlap Replace), OutcomeLeaseLost
 // when the error matches redlock.ErrLeaseLost, OutcomeQuorumUnavailable when it matches
 // redlock.ErrQuorumUnavailable, and OutcomeFailed otherwise.
 func Outcome(err error) string {
@@ -47,6 +49,8 @@ func Outcome(err error) string {
 	switch {
 	case errors.Is(err, job.ErrStopped):
 		return OutcomeStopped
+	case errors.Is(err, job.ErrReplaced):
+		return OutcomeReplaced
 	case errors.Is(err, redlock.ErrLeaseLost):
 		return OutcomeLeaseLost
 	case errors.Is(err, redlock.ErrQuorumUnavailable):

@@ -92,7 +92,7 @@ func endTick(ctx context.Context, span trace.Span, err error) {
 	outcome := Outcome(err)
 	var holder *job.Holder
 	switch outcome {
-	case OutcomeRan:
+	case OutcomeRan, OutcomeReplaced:
 	case OutcomeFailed, OutcomeLeaseLost, OutcomeQuorumUnavailable:
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
@@ -100,7 +100,7 @@ func endTick(ctx context.Context, span trace.Span, err error) {
 		se, ok := errors.AsType[*job.SkipError](err)
 		if ok && se.Holder != nil {
 			holder = se.Holder
-			if sc, ok := parseTraceparent(holder.Metadata); ok {
+			if sc, ok := parseTraceparent(lockTraceparent(holder.Metadata)); ok {
 				span.AddLink(trace.Link{SpanContext: sc})
 			}
 		}

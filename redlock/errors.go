@@ -120,6 +120,10 @@ type Holder struct {
 	value string
 }
 
+// Same reports whether h and o describe one hold of one key: the same key, taken by the same
+// acquisition (its lock value, which a Holder never shows).
+func (h Holder) Same(o Holder) bool { return h.Key == o.Key && h.value == o.value }
+
 // Refusal is a node's refusal of a lock because a RefuseWhile key exists on it.
 type Refusal struct {
 	// Key is the RefuseWhile key found.

@@ -14,13 +14,14 @@ import (
 
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/redlock"
 )
 
 // DefaultHistorySize is the default of WithHistorySize.
 const DefaultHistorySize = 100
 
 // Record is one entry of a job's run history: a tick or manual run that ran (outcome ran,
-// failed, lease_lost, or stopped when Stop cut it short), or a tick skipped because the job
+// failed, lease_lost, replaced, or stopped when Stop cut it short), or a tick skipped because the job
 // was paused (skipped_paused).
 type Record struct {
 	Job string
@@ -80,6 +81,9 @@ return 1`)
 // whether its handler is running.
 type recorder struct {
 	owner   *Scheduler
+	run     *job.Run                // the run it records
+	cancel  context.CancelCauseFunc // ends the run's context (a replacement)
+	lease   *redlock.Lease          // the run's lease, set before running
 	running atomic.Bool
 	token   uint64
 	traceID string
@@ -101,6 +105,7 @@ func record(next job.Handler) job.Handler {
 			rec.token = run.FencingToken
 		}
 		rec.traceID, rec.start = middleware.TraceID(ctx), time.Now()
+		rec.lease, _ = redlock.LeaseFrom(ctx)
 		rec.running.Store(true)
 		err := next(ctx)
 		rec.running.Store(false)
@@ -115,12 +120,15 @@ func record(next job.Handler) job.Handler {
 // runHandler runs e's handler chain for run, then logs the outcome and records it in the
 // history. It returns the handler's error.
 func (s *Scheduler) runHandler(e *entry, run *job.Run, rec *recorder) error {
-	err := e.handler(context.WithValue(job.NewContext(s.runCtx, run), recorderKey{}, rec))
+	ctx, cancel := context.WithCancelCause(job.NewContext(s.runCtx, run))
+	defer cancel(nil)
+	rec.cancel = cancel
+	err := e.handler(context.WithValue(ctx, recorderKey{}, rec))
 	started := !rec.start.IsZero() // the handler ran
 	s.report(run, err, started)
 	outcome := middleware.Outcome(err)
 	switch {
-	case outcome == middleware.OutcomeRan, outcome == middleware.OutcomeFailed, outcome == middleware.OutcomeLeaseLost,
+	case outcome == middleware.OutcomeRan, outcome == middleware.OutcomeFailed, outcome == middleware.OutcomeLeaseLost, outcome == middleware.OutcomeReplaced,
 		outcome == middleware.OutcomeSkippedPaused, outcome == middleware.OutcomeStopped && started:
 	default:
 		return err

@@ -376,7 +376,7 @@ func (s *Scheduler) launch(e *entry, tick, next time.Time) {
 // goRun runs e's handler chain for run in a goroutine owned by the scheduler, then calls
 // after (if not nil) with the chain's error; s.mu must be held.
 func (s *Scheduler) goRun(e *entry, run *job.Run, after func(error)) {
-	rec := &recorder{owner: s}
+	rec := &recorder{owner: s, run: run}
 	s.active[rec] = true
 	s.runs.Add(1)
 	go func() {
@@ -403,7 +403,7 @@ func (s *Scheduler) report(run *job.Run, err error, started bool) {
 		level = slog.LevelError
 	case outcome == middleware.OutcomeFailed, outcome == middleware.OutcomeLeaseLost, outcome == middleware.OutcomeQuorumUnavailable:
 		level = slog.LevelWarn
-	case outcome == middleware.OutcomeSkippedPaused, outcome == middleware.OutcomeStopped && started:
+	case outcome == middleware.OutcomeSkippedPaused, outcome == middleware.OutcomeReplaced, outcome == middleware.OutcomeStopped && started:
 		level = slog.LevelInfo
 	}
 	ctx := context.Background()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/redlock"
 )
 
 // DefaultTriggerPoll is the default of WithTriggerPoll.
@@ -77,18 +79,25 @@ func (c *Control) Trigger(ctx context.Context, name string) (string, error) {
 }
 
 // pollTriggers starts the pending manual runs until Stop: when the nodes announce one, when
-// Trigger is called here, and every poll interval. Stop ends its requests to the nodes.
+// Trigger is called here, and every poll interval. It also stops the runs here that a newer
+// tick asked to stop, when the nodes announce a replacement (Overlap Replace). Stop ends its
+// requests to the nodes.
 func (s *Scheduler) pollTriggers() {
 	defer close(s.pollDone)
 	ctx := s.stopping // its requests end with Stop
 	asked := s.locks.Subscribe(ctx, middleware.TriggersKey(s.cfg.prefix)+":asked")
 	defer asked.Close()
+	replacing := s.locks.Subscribe(ctx, middleware.ReplaceChannel(s.cfg.prefix))
+	defer replacing.Close()
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
 		select {
 		case <-s.stop:
 			return
+		case <-replacing.C():
+			s.stopReplaced(ctx)
+			continue
 		case <-t.C:
 		case <-s.pollNow:
 			t.Stop()
@@ -97,6 +106,26 @@ func (s *Scheduler) pollTriggers() {
 		}
 		s.startTriggers(ctx)
 		t.Reset(s.cfg.triggerPoll)
+	}
+}
+
+// stopReplaced looks whether a newer tick asked one of the runs under way here to stop — its
+// lock was revoked (redlock.Revoke), which a renewal tells — and cancels each such run's
+// context with a cause matching job.ErrReplaced. A run not stopped here, because the
+// announcement did not arrive, is stopped by its own lease at its next renewal.
+func (s *Scheduler) stopReplaced(ctx context.Context) {
+	s.mu.Lock()
+	var runs []*recorder
+	for rec := range s.active {
+		if e := s.entries[rec.run.Job]; e != nil && e.job.Overlap != job.Allow && rec.running.Load() && rec.lease != nil {
+			runs = append(runs, rec)
+		}
+	}
+	s.mu.Unlock()
+	for _, rec := range runs {
+		if _, err := rec.lease.Lock().Extend(ctx); errors.Is(err, redlock.ErrRevoked) {
+			rec.cancel(fmt.Errorf("%w: %w", job.ErrReplaced, err))
+		}
 	}
 }
 

@@ -163,7 +163,7 @@ type Job struct {
 	LockTTL time.Duration
 	// RenewEvery is how often the lock is renewed (0: LockTTL/3).
 	RenewEvery time.Duration
-	// Overlap is job.Forbid (default) or job.Allow.
+	// Overlap is job.Forbid (default), job.Replace or job.Allow.
 	Overlap job.Overlap
 	// Retries is how many times a failed run is tried again.
 	Retries int

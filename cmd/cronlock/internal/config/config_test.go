@@ -407,7 +407,7 @@ func TestParseBad(t *testing.T) {
 			`c.yaml:6: jobs[0].retries: -1 is negative: give the number of retries after a failed run, or 0 for none`},
 		{"retries not a number", good + "    retries: three\n", `c.yaml:6: jobs[0].retries: must be a whole number, not the string "three"`},
 		{"bad overlap", good + "    overlap: sometimes\n",
-			`c.yaml:6: jobs[0].overlap: "sometimes" is not an overlap policy: use forbid (the default: no two runs of the job at once, cluster-wide) or allow`},
+			`c.yaml:6: jobs[0].overlap: "sometimes" is not an overlap policy: use forbid (the default: no two runs of the job at once, cluster-wide; a tick that comes while one runs is skipped), replace (a tick stops the run under way, then starts) or allow`},
 		{"empty file", "", `c.yaml: is empty: give at least nodes: and jobs: (see docs/cli.md)`},
 		{"only comments", "# nothing\n", `c.yaml: is empty: give at least nodes: and jobs: (see docs/cli.md)`},
 		{"top level list", "- a\n", `c.yaml:1: the top level must be a mapping of keys (nodes:, jobs:, …), not a list`},
@@ -448,7 +448,7 @@ jobs:
 		`c.yaml:1: nodes: 2 nodes is an even count, which tolerates no more failed nodes than 1: use an odd count (3 or 5), or set allow_even_nodes: true`,
 		`c.yaml:4: jobs[0].schedule: spec "@every 1x": @every: "1x" is not a duration (time: unknown unit "x" in duration "1x"): write it like 10s, 1m30s, 250ms; e.g. "*/5 * * * *" (every 5 minutes), "0 30 9 * * 1-5" (9:30:00 on weekdays), "@hourly", "@every 10s", "CRON_TZ=Europe/Paris 0 9 * * *"`,
 		`c.yaml:9: jobs[1].timeout: 5 is not a duration: give a unit, e.g. 5s or 5m`,
-		`c.yaml:10: jobs[1].overlap: "maybe" is not an overlap policy: use forbid (the default: no two runs of the job at once, cluster-wide) or allow`,
+		`c.yaml:10: jobs[1].overlap: "maybe" is not an overlap policy: use forbid (the default: no two runs of the job at once, cluster-wide; a tick that comes while one runs is skipped), replace (a tick stops the run under way, then starts) or allow`,
 	}, strings.Split(err.Error(), "\n"))
 }
 

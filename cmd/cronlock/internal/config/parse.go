@@ -901,7 +901,7 @@ var fieldKeys = map[string]string{
 // of LockTTL 30s") into the keys and values the user wrote.
 var goNames = strings.NewReplacer(
 	"LockTTL", "lock_ttl", "RenewEvery", "renew_every", "CatchUp", "catch_up",
-	"job.Forbid", "forbid", "job.Allow", "allow",
+	"job.Forbid", "forbid", "job.Allow", "allow", "job.Replace", "replace",
 )
 
 func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool, minInterval time.Duration) []Job {
@@ -994,8 +994,10 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 				j.Overlap = job.Forbid
 			case "allow":
 				j.Overlap = job.Allow
+			case "replace":
+				j.Overlap = job.Replace
 			default:
-				p.fail(e.val.Line, path+".overlap", "%q is not an overlap policy: use forbid (the default: no two runs of the job at once, cluster-wide) or allow", s)
+				p.fail(e.val.Line, path+".overlap", "%q is not an overlap policy: use forbid (the default: no two runs of the job at once, cluster-wide; a tick that comes while one runs is skipped), replace (a tick stops the run under way, then starts) or allow", s)
 			}
 		}
 	}
