@@ -65,6 +65,6 @@
 //	                             Outcome constants (OutcomeRan, OutcomeFailed, …), ErrNoRun
 //	pauses                       PauseValue, ParsePause
 //	the jobs' keys               TickKey, RunKey, AttemptsKey, PauseKey,
-//	                             HistoryKey, TriggersKey, TriggerKey
+//	                             HistoryKey, TriggersKey, TriggerKey, ReplaceChannel
 //	testing with a fake clock    Clock, Timer, SystemClock
 package middleware

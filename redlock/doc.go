@@ -219,6 +219,7 @@
 //	                             OnRenew (Renewal); Lease.Context, Lease.Deadline, Lease.Done,
 //	                             Lease.Err, Lease.Lock, Lease.Close, LeaseFrom; ErrLeaseLost,
 //	                             ErrLeaseClosed, ErrLockLost
+//	asking a holder to give up   Client.Revoke (RevokeOption: Announce), Holder.Same, ErrRevoked
 //	nested holds                 WithHold, Lock.Depth (a lease's context nests too)
 //	done markers                 Lock.MarkDone (Done), ReleaseOption: KeepDone
 //	quarantine                   WithBootKey, DefaultBootKey, WithMaxTTL, DefaultMaxTTL,

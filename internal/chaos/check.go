@@ -26,7 +26,13 @@ type Params struct {
 type JobSpec struct {
 	Name   string
 	Forbid bool // Overlap Forbid; its runs write to the fenced store
+	// Replace: Overlap Replace; its runs write to the fenced store, and each works longer than
+	// the interval, so the next tick replaces it.
+	Replace bool
 }
+
+// exclusive reports whether no two runs of the job may run at once.
+func (j JobSpec) exclusive() bool { return j.Forbid || j.Replace }
 
 // Ways a missed tick is explained; see Check.
 const (
@@ -54,6 +60,12 @@ type Result struct {
 	SuccessNotRan int
 
 	Overlaps int // runs that started before an earlier conflicting run's context ended
+	// Replaced counts runs stopped by a newer tick (context cause job.ErrReplaced); a tick
+	// whose run was replaced counts as ran.
+	Replaced int
+	// ReplacedOverlaps counts runs of a Replace job that started before a replaced run of it
+	// had returned: a newer tick starts only once the run it replaced is over.
+	ReplacedOverlaps int
 	// ClockStepOverlaps counts overlaps outside Redlock's assumptions, not counted in Overlaps:
 	// the earlier run's lock was taken from it by a node clock step (node-clock) while it ran,
 	// and its context was cancelled for it. Fencing is what protects writes then; the stale
@@ -100,8 +112,17 @@ func (r *Result) OK() bool { return len(r.Violations) == 0 }
 // the tick to have been takeable: the longest backoff between attempts (500ms) and an attempt.
 const quorumStretchMin = 700 * time.Millisecond
 
-// leaseLostCause is redlock.ErrLeaseLost's text as a run's cause shows it.
-const leaseLostCause = "lease lost"
+// leaseLostCause is redlock.ErrLeaseLost's text as a run's cause shows it, and replacedCause
+// job.ErrReplaced's.
+const (
+	leaseLostCause = "lease lost"
+	replacedCause  = "job: replaced"
+)
+
+// replaced reports whether run was stopped by a newer tick of its job.
+func replaced(run *JobRun) bool {
+	return run.Finished && run.Cancelled && strings.HasPrefix(run.Cause, replacedCause)
+}
 
 // daemonGoneMax is how long a daemon worker's run may outlive its daemon: the supervisor
 // kills the run's process group as soon as the daemon's pipe closes (TestSupervisor's bound).
@@ -118,9 +139,10 @@ const StoppedCause = "stopped before its work was done"
 //   - no tick ran twice: at most one run per tick finished with its context live, no run of
 //     a tick started after one of its runs had succeeded, and no tick had more runs than
 //     Retries+1; a replica whose run of a tick succeeded reports the tick ran;
-//   - runs that exclude each other (of one tick; of one Forbid job) never overlapped, unless
-//     the older run's context had ended (its exclusive section ends at the earlier of its
-//     end and its context's deadline; a killed run's at the kill);
+//   - runs that exclude each other (of one tick; of one Forbid or Replace job) never
+//     overlapped, unless the older run's context had ended (its exclusive section ends at the
+//     earlier of its end and its context's deadline; a killed run's at the kill); and no run of
+//     a Replace job started before a run it replaced had returned, context ended or not;
 //   - the fenced store accepted only increasing tokens, and refused no write from a run whose
 //     context was live before and after it;
 //   - every tick in [From, To) without a finished run is explained by the timeline: a run of
@@ -196,7 +218,10 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 				lockEnd[run] = later(lockEnd[run], run.End.Add(p.TTL))
 			}
 			stopped := run.Cancelled && run.Cause == StoppedCause
-			if kill, ok := tl.killAfter(w, run.Start); stopped && ok && !kill.After(run.End) {
+			if replaced(run) {
+				r.Replaced++
+				leaseOK[run] = true
+			} else if kill, ok := tl.killAfter(w, run.Start); stopped && ok && !kill.After(run.End) {
 				r.Killed++
 				leaseOK[run] = true
 			} else if stopped || run.Cancelled && strings.Contains(run.Cause, leaseLostCause) {
@@ -273,8 +298,22 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 		checkExclusive("tick "+fmtTime(time.UnixMilli(id.tick))+" of "+id.job, runs)
 	}
 	for _, j := range p.Jobs {
-		if j.Forbid {
-			checkExclusive("Forbid job "+j.Name, byJob[j.Name])
+		if j.exclusive() {
+			checkExclusive("job "+j.Name, byJob[j.Name])
+		}
+		if !j.Replace {
+			continue
+		}
+		for _, old := range byJob[j.Name] {
+			if !replaced(old) {
+				continue
+			}
+			for _, run := range byJob[j.Name] {
+				if run != old && run.Start.After(old.Start) && run.Start.Before(old.End) {
+					r.ReplacedOverlaps++
+					violate("job %s: run %s started %v before the run it replaced, %s, returned", j.Name, describe(run), old.End.Sub(run.Start), describe(old))
+				}
+			}
 		}
 	}
 
@@ -312,7 +351,7 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 			r.Ticks++
 			id := tickID{j.Name, tick.UnixMilli()}
 			runs := byTick[id]
-			if slices.ContainsFunc(runs, func(run *JobRun) bool { return run.Finished && !run.Cancelled }) {
+			if slices.ContainsFunc(runs, func(run *JobRun) bool { return run.Finished && !run.Cancelled || replaced(run) }) {
 				r.Ran++
 				continue
 			}
@@ -366,7 +405,7 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 	}
 	// Replicas fire the tick within MaxSkew of it and try until the next one.
 	from, to := tick.Add(-time.Second/2), tick.Add(p.Interval+time.Second/2)
-	if j.Forbid {
+	if j.exclusive() {
 		for _, run := range jobRuns {
 			if run.Start.Before(to) && lockEnd[run].After(from) {
 				return MissOverlap
@@ -385,7 +424,7 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 	// one cut off from nodes that took its requests (a round trip above the node timeout): it
 	// gives up, and its release does not reach them.
 	if slices.ContainsFunc(outcomes, func(o Outcome) bool {
-		return o.Outcome == "skipped_held" || j.Forbid && o.Outcome == "skipped_overlap"
+		return o.Outcome == "skipped_held" || j.exclusive() && o.Outcome == "skipped_overlap"
 	}) {
 		if tl.workerAway(from, to.Add(p.TTL)) || tl.linkCutDuring(from, to) {
 			return MissHolder

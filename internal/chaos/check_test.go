@@ -534,3 +534,33 @@ func TestCheckHostStallExplainsAMiss(t *testing.T) {
 	assert.True(t, tl.addStall(effect{kind: nodeStalled, worker: -1, node: 1, from: at(2500 * ms), to: at(2600 * ms)}))
 	assert.True(t, tl.addStall(effect{kind: nodeStalled, worker: -1, node: 0, from: at(3100 * ms), to: at(3200 * ms)}))
 }
+
+// A Replace job: each run is replaced by the next tick, which starts once it returned. A
+// replaced run's tick counts as ran, its cancellation is no lost lease; a successor that
+// started before the replaced run returned is a violation, even after its context ended.
+func TestCheckReplacedRuns(t *testing.T) {
+	p := params(3)
+	p.Jobs = []JobSpec{{Name: "f", Replace: true}}
+	replacedRun := func(i int, replica string, token uint64, start, end time.Duration) JobRun {
+		r := run(i, replica, token, start, end)
+		r.Cancelled, r.Cause = true, "job: replaced: a newer tick of the job asked this run to stop"
+		return r
+	}
+	d := Data{Runs: []JobRun{
+		replacedRun(0, "w0", 1, 10*ms, 1005*ms),
+		replacedRun(1, "w1", 2, 1010*ms, 2005*ms),
+		run(2, "w2", 3, 2010*ms, 2500*ms),
+	}}
+	r := Check(p, timeline(), d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, 3, r.Ran)
+	assert.Equal(t, 2, r.Replaced)
+	assert.Zero(t, r.LeasesLost)
+
+	// Tick 1's run started before tick 0's returned, after its context had ended.
+	d.Runs[0].End, d.Runs[0].Deadline = at(1100*ms), at(1000*ms)
+	r = Check(p, timeline(), d)
+	assert.Equal(t, 1, r.ReplacedOverlaps)
+	assert.Zero(t, r.Overlaps, "the context had ended: no overlap by the Forbid rule")
+	assert.False(t, r.OK())
+}

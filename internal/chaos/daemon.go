@@ -116,6 +116,9 @@ func (h *harness) writeDaemonConfig(w *worker) (string, error) {
 	}
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
 	for _, j := range jobs {
+		if j.Replace {
+			continue // testworkers only: a daemon's replaced run looks like a stopped one in the ledger
+		}
 		dj := daemonJob{
 			Name: j.Name, Schedule: "@every " + h.s.interval.String(), Command: []string{"sh", "-c", runScript},
 			LockTTL: h.s.ttl.String(), Overlap: "allow", Retries: h.s.retries, WorkingDir: h.runsDir(),

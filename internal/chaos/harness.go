@@ -23,8 +23,8 @@ import (
 	"github.com/cronlock/cronlock/redlock"
 )
 
-// The jobs every worker runs.
-var jobs = []JobSpec{{Name: "forbid", Forbid: true}, {Name: "allow"}}
+// The jobs every worker runs (daemon workers all but the Replace job).
+var jobs = []JobSpec{{Name: "forbid", Forbid: true}, {Name: "allow"}, {Name: "replace", Replace: true}}
 
 const (
 	ledgerKey = "ledger"
@@ -652,9 +652,12 @@ func (w *worker) command() ([]string, error) {
 	}
 	var names []string
 	for _, j := range jobs {
-		if j.Forbid {
+		switch {
+		case j.Forbid:
 			names = append(names, j.Name)
-		} else {
+		case j.Replace:
+			names = append(names, j.Name+":replace")
+		default:
 			names = append(names, j.Name+":allow")
 		}
 	}
@@ -667,7 +670,7 @@ func (w *worker) command() ([]string, error) {
 		"-ledger", h.ledger.Addr(), "-ledger-key", ledgerKey, "-fenced", fencedKey,
 		"-job", strings.Join(names, ","), "-spec", "@every " + h.s.interval.String(),
 		"-replica", w.name, "-offset", string(data), "-offset-file", w.offsetFile(),
-		"-work", h.s.workMin.String(), "-work-max", h.s.workMax.String(),
+		"-work", h.s.workMin.String(), "-work-max", h.s.workMax.String(), "-replace-work", (h.s.interval * 3 / 2).String(),
 		"-ttl", h.s.ttl.String(), "-max-ttl", h.s.maxTTL.String(), "-node-timeout", h.s.nodeTimeout.String(),
 		"-retries", strconv.Itoa(h.s.retries),
 		"-duration", (h.s.warmup + h.cfg.Duration + h.s.settle + 10*time.Minute).String(), "-grace", "5s", "-check-leaks", "-v"}, nil

@@ -65,6 +65,7 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "faults applied: %s\n", r.episodes())
 	fmt.Fprintf(&b, "ticks %d, ran %d, runs %d; duplicates %d, run again after a success %d, more runs than retries+1 %d, successes not reported ran %d, overlaps %d (after a node clock step, outside the assumptions: %d), stale writes accepted %d (refused %d, accepted %d), fencing broken %d\n",
 		res.Ticks, res.Ran, res.Runs, res.Duplicates, res.RunAfterSuccess, res.TooManyRuns, res.SuccessNotRan, res.Overlaps, res.ClockStepOverlaps, res.StaleAccepted, res.Refused, res.Accepted, res.FencingBroken)
+	fmt.Fprintf(&b, "replaced runs %d, runs started before the run they replaced returned %d\n", res.Replaced, res.ReplacedOverlaps)
 	fmt.Fprintf(&b, "missed: %s; unexplained %d\n", counts(res.Missed), res.Unexplained)
 	fmt.Fprintf(&b, "leases lost %d (unexplained %d), runs killed %d, unfinished %d, started without quorum %d, outlived their daemon %d\n",
 		res.LeasesLost, res.LeasesLostUnexplained, res.Killed, res.Unfinished, res.StartedWithoutQuorum, res.Orphans)

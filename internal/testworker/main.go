@@ -83,13 +83,14 @@ func run() error {
 		nodes      = flag.String("nodes", "", "comma-separated addresses of the lock nodes")
 		ledger     = flag.String("ledger", "", "address of the ledger node")
 		ledgerKey  = flag.String("ledger-key", "ledger", "ledger list key")
-		jobs       = flag.String("job", "job", "comma-separated job names, each optionally followed by :allow (default :forbid)")
+		jobs       = flag.String("job", "job", "comma-separated job names, each optionally followed by :allow or :replace (default :forbid)")
 		spec       = flag.String("spec", "@every 1s", "job spec")
 		replica    = flag.String("replica", "", "replica name (default hostname-pid)")
 		offset     = flag.Duration("offset", 0, "offset of this replica's clock")
 		offsetFile = flag.String("offset-file", "", "file with this replica's clock offset, re-read on SIGHUP")
 		work       = flag.Duration("work", 5*time.Millisecond, "how long each run works (at least)")
 		workMax    = flag.Duration("work-max", 0, "if above -work, each run works a random time up to this")
+		replWork   = flag.Duration("replace-work", 0, "how long each run of a :replace job works, if not 0 (longer than the spec's interval: each run is replaced by the next tick)")
 		fenced     = flag.String("fenced", "", "key prefix of the fenced store Forbid jobs write their tokens to")
 		ttl        = flag.Duration("ttl", 0, "lock TTL (default 30s)")
 		maxTTL     = flag.Duration("max-ttl", 0, "lock client MaxTTL, also the quarantine (default 1m)")
@@ -154,10 +155,16 @@ func run() error {
 		case "", "forbid":
 		case "allow":
 			o = job.Allow
+		case "replace":
+			o = job.Replace
 		default:
-			return fmt.Errorf("-job %q: overlap %q is unknown, use forbid or allow", j, overlap)
+			return fmt.Errorf("-job %q: overlap %q is unknown, use forbid, allow or replace", j, overlap)
 		}
-		handler := cfg.handler(led, o == job.Forbid)
+		jcfg := cfg
+		if o == job.Replace && *replWork > 0 {
+			jcfg.work, jcfg.workMax = *replWork, *replWork
+		}
+		handler := jcfg.handler(led, o != job.Allow)
 		if err := s.Add(job.Job{Name: name, Spec: *spec, Handler: handler, Options: job.Options{LockTTL: *ttl, CatchUp: *catchUp, Overlap: o, Retries: *retries}}); err != nil {
 			return err
 		}
