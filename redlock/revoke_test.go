@@ -94,6 +94,7 @@ func TestRevokeAnnounceAndNothingToRevoke(t *testing.T) {
 	}
 
 	require.NoError(t, l.Release(ctx, redlock.KeepDone(time.Minute)))
+	require.NoError(t, holder.Close()) // waits for the release's requests to the last node
 	marked, err := other.Revoke(ctx, h)
 	require.NoError(t, err)
 	require.Zero(t, marked, "a released lock was revoked")
