@@ -53,8 +53,11 @@ type request struct {
 	group    string        // primaryGroup of the primary key
 	hook     func(Attempt)
 	wake     bool
-	every    bool // AskEveryNode
-	sweep    bool // this attempt asks every node (Acquire, see sweepAfter)
+	// listening: the acquisition is subscribed to the lock's releases (WakeOnRelease), so its
+	// refusals by the primary key mark the lock for the release to publish (acquire.lua).
+	listening bool
+	every     bool // AskEveryNode
+	sweep     bool // this attempt asks every node (Acquire, see sweepAfter)
 	// refusedBy is the lock value of the holder whose primary node alone refused the last
 	// attempts, and refusals how many in a row; "" and 0 after any other outcome.
 	refusedBy string
@@ -265,6 +268,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 			// Listen for the release from now on, then try again at once: the release may
 			// have come before the subscription.
 			if w = c.subscribe(ctx, req); w != nil {
+				req.listening = true
 				continue
 			}
 			req.wake = false // no node can notify: plain backoff
@@ -479,8 +483,13 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	if t.oks = t.few[:0]; len(c.nodes) > len(t.few) {
 		t.oks = make([]reply, 0, len(c.nodes))
 	}
-	valueArg := any(value)                                                                                                                  // boxed once, for the acquisition and the release
-	acquire := acquireScript.call(req.script, valueArg, req.ttlms, c.quarantineMillis, req.labelArg, req.metadata, req.refuse, req.counted) // shared by every node's request
+	valueArg := any(value) // boxed once, for the acquisition and the release
+	argv := [...]any{valueArg, req.ttlms, c.quarantineMillis, req.labelArg, req.metadata, req.refuse, req.counted, listeningArg}
+	args := argv[:len(argv)-1] // ARGV[8] only when listening: absent, it marks nothing
+	if req.listening {
+		args = argv[:]
+	}
+	acquire := acquireScript.call(req.script, args...) // shared by every node's request
 	parse := func(i int, cmd *redis.Cmd) reply {
 		res, err := cmd.Slice()
 		if err != nil {
@@ -586,6 +595,9 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	late.settle(l)
 	return report(l, nil)
 }
+
+// listeningArg is the acquire script's ARGV[8] for an acquisition listening for releases.
+var listeningArg any = "1"
 
 // parseAcquire reads the acquire script's reply.
 func parseAcquire(node int, req *request, res []any) reply {
