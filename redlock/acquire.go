@@ -663,6 +663,15 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 	for _, r := range oks {
 		top = max(top, r.token)
 	}
+	atTop := 0
+	for _, r := range oks {
+		if r.token == top {
+			atTop++
+		}
+	}
+	if atTop >= c.quorum { // the common case: nothing to write back, nothing to build
+		return top, nil
+	}
 	have := make([]bool, len(c.nodes))
 	for _, r := range oks {
 		have[r.node] = r.token == top
@@ -690,7 +699,7 @@ func (c *Client) count(ctx context.Context, req *request, oks []reply) (uint64, 
 }
 
 // raise sends k, the write-back of value to the counter key, to every node that does not
-// have it yet (have), until a quorum has it.
+// have it yet (have, fewer than a quorum), until a quorum has it.
 func (c *Client) raise(ctx context.Context, req *request, key string, value uint64, have []bool, k *call) error {
 	t := tally{n: len(c.nodes), quorum: c.quorum}
 	need := make([]int, 0, len(c.nodes))
@@ -700,9 +709,6 @@ func (c *Client) raise(ctx context.Context, req *request, key string, value uint
 		} else {
 			need = append(need, i)
 		}
-	}
-	if t.ok >= c.quorum {
-		return nil
 	}
 	f := &fan{call: k, replicas: req.replicas,
 		parse: func(i int, cmd *redis.Cmd) reply {
