@@ -53,8 +53,11 @@ type request struct {
 	group    string        // primaryGroup of the primary key
 	hook     func(Attempt)
 	wake     bool
-	every    bool // AskEveryNode
-	sweep    bool // this attempt asks every node (Acquire, see sweepAfter)
+	// listening: the acquisition is subscribed to the lock's releases (WakeOnRelease), so its
+	// refusals by the primary key mark the lock for the release to publish (acquire.lua).
+	listening bool
+	every     bool // AskEveryNode
+	sweep     bool // this attempt asks every node (Acquire, see sweepAfter)
 	// refusedBy is the lock value of the holder whose primary node alone refused the last
 	// attempts, and refusals how many in a row; "" and 0 after any other outcome.
 	refusedBy string
@@ -265,6 +268,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 			// Listen for the release from now on, then try again at once: the release may
 			// have come before the subscription.
 			if w = c.subscribe(ctx, req); w != nil {
+				req.listening = true
 				continue
 			}
 			req.wake = false // no node can notify: plain backoff
@@ -479,8 +483,13 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	if t.oks = t.few[:0]; len(c.nodes) > len(t.few) {
 		t.oks = make([]reply, 0, len(c.nodes))
 	}
-	valueArg := any(value)                                                                                                                  // boxed once, for the acquisition and the release
-	acquire := acquireScript.call(req.script, valueArg, req.ttlms, c.quarantineMillis, req.labelArg, req.metadata, req.refuse, req.counted) // shared by every node's request
+	valueArg := any(value) // boxed once, for the acquisition and the release
+	argv := [...]any{valueArg, req.ttlms, c.quarantineMillis, req.labelArg, req.metadata, req.refuse, req.counted, listeningArg}
+	args := argv[:len(argv)-1] // ARGV[8] only when listening: absent, it marks nothing
+	if req.listening {
+		args = argv[:]
+	}
+	acquire := acquireScript.call(req.script, args...) // shared by every node's request
 	parse := func(i int, cmd *redis.Cmd) reply {
 		res, err := cmd.Slice()
 		if err != nil {
@@ -587,6 +596,9 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 	return report(l, nil)
 }
 
+// listeningArg is the acquire script's ARGV[8] for an acquisition listening for releases.
+var listeningArg any = "1"
+
 // parseAcquire reads the acquire script's reply.
 func parseAcquire(node int, req *request, res []any) reply {
 	bad := func() reply {
@@ -651,6 +663,15 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 	for _, r := range oks {
 		top = max(top, r.token)
 	}
+	atTop := 0
+	for _, r := range oks {
+		if r.token == top {
+			atTop++
+		}
+	}
+	if atTop >= c.quorum { // the common case: nothing to write back, nothing to build
+		return top, nil
+	}
 	have := make([]bool, len(c.nodes))
 	for _, r := range oks {
 		have[r.node] = r.token == top
@@ -678,7 +699,7 @@ func (c *Client) count(ctx context.Context, req *request, oks []reply) (uint64, 
 }
 
 // raise sends k, the write-back of value to the counter key, to every node that does not
-// have it yet (have), until a quorum has it.
+// have it yet (have, fewer than a quorum), until a quorum has it.
 func (c *Client) raise(ctx context.Context, req *request, key string, value uint64, have []bool, k *call) error {
 	t := tally{n: len(c.nodes), quorum: c.quorum}
 	need := make([]int, 0, len(c.nodes))
@@ -688,9 +709,6 @@ func (c *Client) raise(ctx context.Context, req *request, key string, value uint
 		} else {
 			need = append(need, i)
 		}
-	}
-	if t.ok >= c.quorum {
-		return nil
 	}
 	f := &fan{call: k, replicas: req.replicas,
 		parse: func(i int, cmd *redis.Cmd) reply {

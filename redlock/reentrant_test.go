@@ -182,7 +182,8 @@ func TestWakeOnReleaseHandsOffAtOnce(t *testing.T) {
 }
 
 // A release that no one waits for publishes nothing (a PUBLISH is written to the AOF and sent
-// to replicas even when no one listens); one that a waiter subscribed to does.
+// to replicas even when no one listens), even with a subscriber that was never refused; one
+// that a subscribed waiter was refused by does, on the node that refused it.
 func TestReleasePublishesOnlyToWaiters(t *testing.T) {
 	c := newCluster(t, 3, false)
 	lc := c.client(t)
@@ -216,9 +217,29 @@ func TestReleasePublishesOnlyToWaiters(t *testing.T) {
 	_, err = sub.Receive(ctx) // the subscription's confirmation
 	require.NoError(t, err)
 	require.NoError(t, held.Release(ctx))
-	msg, err := sub.ReceiveMessage(ctx)
+	require.Zero(t, publishes(), "a release that no waiter was refused by published")
+
+	// A waiter refused once before it subscribed, then once after: only that refusal marks
+	// the lock (on the primary node, asked alone once the lock is contended).
+	held, err = lc.TryAcquire(ctx, key, 10*time.Second)
 	require.NoError(t, err)
-	require.Equal(t, key+":released", msg.Channel)
+	slow := func() backoff.BackOff { return backoff.NewConstantBackOff(time.Minute) }
+	waiter := c.client(t, redlock.WithBackOff(slow))
+	attempts := make(chan redlock.Attempt, 10)
+	got := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := waiter.Acquire(ctx, key, 10*time.Second, redlock.WakeOnRelease(),
+			redlock.OnAttempt(func(a redlock.Attempt) { attempts <- a }))
+		assert.NoError(t, err)
+		got <- l
+	}()
+	<-attempts // refused
+	<-attempts // refused again, after subscribing
+	require.NoError(t, held.Release(ctx))
+	l := <-got
+	require.NotNil(t, l)
+	require.NoError(t, l.Release(ctx))
+	require.Equal(t, 1, publishes(), "the release the waiter was refused by")
 }
 
 // scriptOnly hides a node's Subscribe: a node that cannot deliver release notifications.

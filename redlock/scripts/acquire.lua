@@ -13,6 +13,9 @@
 -- ARGV[5]   metadata (e.g. a trace context), shown to others
 -- ARGV[6]   how many KEYS before the counter are RefuseWhile keys (string keys; 0 if none)
 -- ARGV[7]   1 when the last key is an acquisition counter (absent or 0: none)
+-- ARGV[8]   1 when the caller listens for the lock's release (WakeOnRelease, subscribed): a
+--           refusal by the primary key then marks it (field 'w'), and its release publishes
+--           (see release.lua); absent or 0: no mark
 --
 -- Returns {0, token, count} when taken (count: the acquisition counter's value, 0 without one), {1, key index, label, metadata, state, pttl, value} when a key is
 -- held by another value, {2, remaining ms} while the node is in quarantine, {3, index among
@@ -43,6 +46,9 @@ end
 for i = first, last do
   local h = redis.call('HMGET', KEYS[i], 'v', 'l', 'm', 's')
   if h[1] and h[1] ~= ARGV[1] then
+    if i == first and ARGV[8] == '1' then
+      redis.call('HSET', KEYS[i], 'w', '1')
+    end
     return {1, i - first + 1, h[2] or '', h[3] or '', h[4] or '', redis.call('PTTL', KEYS[i]), h[1]}
   end
 end

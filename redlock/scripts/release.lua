@@ -7,9 +7,9 @@
 -- of done marker it asked for). The lock stays while a hold is counted here. The last hold
 -- deletes every key that still holds our value — except the primary key when this release or
 -- the outer one asked to keep it as a done marker — and publishes the release on
--- KEYS[1]..ARGV[3] if anyone subscribed to it on this node (a PUBLISH would be propagated to
--- the AOF and replicas even with no one listening). A done marker of our value is never
--- deleted by a release.
+-- KEYS[1]..ARGV[3] if a waiter listening for it was refused here (it marked the primary key,
+-- field 'w', see acquire.lua; a PUBLISH would be propagated to the AOF and replicas even with
+-- no one listening). A done marker of our value is never deleted by a release.
 --
 -- KEYS      lock keys; KEYS[1] is the primary key
 -- ARGV[1]   lock value
@@ -19,7 +19,7 @@
 --
 -- Returns the number of keys that were ours.
 local keep = tonumber(ARGV[2])
-local h = redis.call('HMGET', KEYS[1], 'v', 's', 'n', 'o')
+local h = redis.call('HMGET', KEYS[1], 'v', 's', 'n', 'o', 'w')
 local ours = h[1] == ARGV[1]
 local done = ours and h[2] == 'done'
 if ours and not done then
@@ -56,8 +56,7 @@ for i = 1, #KEYS do
     n = n + 1
   end
 end
-local channel = KEYS[1] .. ARGV[3]
-if n > 0 and keep == 0 and not done and redis.call('PUBSUB', 'NUMSUB', channel)[2] > 0 then
-  redis.call('PUBLISH', channel, '1')
+if h[5] and n > 0 and keep == 0 and not done then
+  redis.call('PUBLISH', KEYS[1] .. ARGV[3], '1')
 end
 return n
