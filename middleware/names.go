@@ -22,8 +22,9 @@ const (
 // Attribute keys, of spans, events and measurements.
 const (
 	attrJob     = attribute.Key("cronlock.job")
-	attrTick    = attribute.Key("cronlock.tick")    // the scheduled instant, Unix milliseconds
-	attrTrigger = attribute.Key("cronlock.trigger") // the id of a manual run
+	attrTick    = attribute.Key("cronlock.tick")          // the scheduled instant, Unix milliseconds
+	attrDelay   = attribute.Key("cronlock.tick.delay_ms") // job.Run.PlannedStart − Tick, when > 0 (Options.Jitter)
+	attrTrigger = attribute.Key("cronlock.trigger")       // the id of a manual run
 	attrReplica = attribute.Key("cronlock.replica")
 	attrOutcome = attribute.Key("cronlock.outcome")
 	attrHolder  = attribute.Key("cronlock.holder")       // label of the replica that holds a skipped tick

@@ -28,7 +28,8 @@ func WithTracerProvider(tp trace.TracerProvider) TraceOption {
 }
 
 // Trace records each tick on this replica as a span named "cronlock.tick", with the job's
-// name, the tick's scheduled instant (Unix milliseconds), the replica's name and the tick's
+// name, the tick's scheduled instant (Unix milliseconds), its jitter delay when it has one
+// (job.Options.Jitter; milliseconds), the replica's name and the tick's
 // outcome (Outcome: "ran", "failed", "skipped_held", "skipped_done", "skipped_overlap",
 // "skipped_late", "skipped_paused", "lease_lost", "quorum_unavailable" or "stopped"; a
 // skipped_paused span also has "cronlock.pause.reason"). Failures, lost leases and unavailable
@@ -113,10 +114,13 @@ func endTick(ctx context.Context, span trace.Span, err error) {
 
 // setTickAttributes sets the tick span's attributes, in one call.
 func setTickAttributes(ctx context.Context, span trace.Span, outcome string, holder *job.Holder) {
-	var kv [6]attribute.KeyValue
+	var kv [7]attribute.KeyValue
 	attrs := kv[:0]
 	if run, ok := job.RunFrom(ctx); ok {
 		attrs = append(attrs, attrJob.String(run.Job), attrTick.Int64(run.Tick.UnixMilli()), attrReplica.String(run.Replica))
+		if d := run.PlannedStart.Sub(run.Tick); d > 0 {
+			attrs = append(attrs, attrDelay.Int64(d.Milliseconds()))
+		}
 		if run.Trigger != "" {
 			attrs = append(attrs, attrTrigger.String(run.Trigger))
 		}

@@ -36,6 +36,11 @@ var (
 type Entry struct {
 	Name string
 	Spec string
+	// Schedule is the spec the ticks are computed from: Spec with its H resolved from the
+	// job's name (ResolveSpec); Spec itself when it has no H.
+	Schedule string
+	// Jitter is the job's Options.Jitter: each tick starts up to this much after its instant.
+	Jitter time.Duration
 	// Next is the next tick the scheduler will fire (zero if the spec has no more ticks).
 	// Before Start it is computed from the current time.
 	Next time.Time
@@ -84,10 +89,12 @@ const (
 
 type entry struct {
 	job      job.Job // with defaults applied
+	schedule string  // the spec with H resolved
 	sched    cron.Schedule
 	handler  job.Handler // the whole chain
 	keepDone time.Duration
-	next     time.Time
+	next     time.Time // the next tick
+	at       time.Time // when the next tick starts: next plus its jitter delay
 	prev     time.Time
 	index    int // in the queue; -1 when not queued
 }
@@ -146,7 +153,7 @@ func (s *Scheduler) Add(j job.Job) error {
 		return &job.InvalidError{Job: j.Name, Field: "Name", Err: ErrDuplicate,
 			Problem: "is already registered: give each job its own name, or Remove the old one first"}
 	}
-	e.next = e.sched.Next(s.cfg.clock.Now())
+	s.setNext(e, e.sched.Next(s.cfg.clock.Now()))
 	s.entries[j.Name] = e
 	if !e.next.IsZero() {
 		heap.Push(&s.queue, e)
@@ -160,7 +167,11 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
-	sched, err := ParseSpec(j.Spec, s.cfg.loc)
+	schedule, err := ResolveSpec(j.Spec, j.Name)
+	var sched cron.Schedule
+	if err == nil {
+		sched, err = ParseSpec(schedule, s.cfg.loc)
+	}
 	if err != nil {
 		ie := &job.InvalidError{Job: j.Name, Field: "Spec", Problem: err.Error(), Err: err}
 		if se, ok := errors.AsType[*SpecError](err); ok {
@@ -178,6 +189,9 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 	}
 	o := j.Options
 	keepDone := max(s.cfg.retention, o.CatchUp+2*s.cfg.maxSkew+time.Second)
+	if err := s.checkJitter(j, schedule, sched, keepDone); err != nil {
+		return nil, err
+	}
 	chain := append(slices.Clone(s.cfg.middleware),
 		middleware.Retry(middleware.RetryPolicy{Retries: o.Retries, BackOff: o.RetryBackOff, Clock: s.cfg.clock, Stop: s.stop}),
 		middleware.Lock(s.locks, middleware.LockConfig{
@@ -188,7 +202,7 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 		middleware.Timeout(o.Timeout),
 		middleware.Recover(),
 	)
-	return &entry{job: j, sched: sched, handler: middleware.Chain(chain...)(j.Handler), keepDone: keepDone, index: -1}, nil
+	return &entry{job: j, schedule: schedule, sched: sched, handler: middleware.Chain(chain...)(j.Handler), keepDone: keepDone, index: -1}, nil
 }
 
 // Remove unregisters the job named name: it fires no more ticks. A run of it that is under
@@ -220,7 +234,7 @@ func (s *Scheduler) Entries() []Entry {
 		if s.state == idle { // not firing yet: the next tick is the first one after now
 			next = e.sched.Next(now)
 		}
-		out = append(out, Entry{Name: e.job.Name, Spec: e.job.Spec, Next: next, Prev: e.prev})
+		out = append(out, Entry{Name: e.job.Name, Spec: e.job.Spec, Schedule: e.schedule, Jitter: e.job.Jitter, Next: next, Prev: e.prev})
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out
@@ -243,7 +257,7 @@ func (s *Scheduler) Start() error {
 	now := s.cfg.clock.Now()
 	s.queue = s.queue[:0]
 	for _, e := range s.entries {
-		e.next = e.sched.Next(now)
+		s.setNext(e, e.sched.Next(now))
 		e.index = -1
 		if !e.next.IsZero() {
 			s.queue = append(s.queue, e)
@@ -256,7 +270,7 @@ func (s *Scheduler) Start() error {
 			if t, ok := newestTick(e.sched, now.Add(-e.job.CatchUp), now); ok {
 				s.cfg.logger.Info("cronlock: catching up a missed tick", "job", e.job.Name, "tick", t)
 				e.prev = t
-				s.launch(e, t, e.next)
+				s.launch(e, t, e.next, now)
 			}
 		}
 	}
@@ -309,7 +323,7 @@ func (s *Scheduler) loop() {
 		var timer Timer
 		var fire <-chan time.Time
 		if len(s.queue) > 0 {
-			timer = s.cfg.clock.NewTimer(s.queue[0].next.Sub(now))
+			timer = s.cfg.clock.NewTimer(s.queue[0].at.Sub(now))
 			fire = timer.C()
 		}
 		s.mu.Unlock()
@@ -329,45 +343,54 @@ func (s *Scheduler) loop() {
 	}
 }
 
-// fireDue launches a run for each entry whose next tick has come; s.mu must be held. When the
-// loop fell behind (a paused process, a clock that jumped), only the newest due tick of a job
-// fires: older ones are missed.
+// fireDue launches a run for each entry whose next tick's start (its instant plus its jitter
+// delay) has come; s.mu must be held. When the loop fell behind (a paused process, a clock
+// that jumped), only the newest due tick of a job fires: older ones are missed.
 func (s *Scheduler) fireDue(now time.Time) {
 	if s.state != running {
 		return
 	}
-	for len(s.queue) > 0 && !s.queue[0].next.After(now) {
+	for len(s.queue) > 0 && !s.queue[0].at.After(now) {
 		e := s.queue[0]
-		tick := e.next
+		tick, start := e.next, e.at
 		next := e.sched.Next(tick)
 		missed := 0
-		for !next.IsZero() && !next.After(now) && missed < 100000 {
-			tick, next = next, e.sched.Next(next)
+		for !next.IsZero() {
+			ns := s.startOf(e, next)
+			if ns.After(now) {
+				break
+			}
+			if missed == 100000 { // very far behind: skip to now
+				next = e.sched.Next(now)
+				break
+			}
+			tick, start, next = next, ns, e.sched.Next(next)
 			missed++
-		}
-		if !next.IsZero() && !next.After(now) { // very far behind: skip to now
-			next = e.sched.Next(now)
 		}
 		if missed > 0 {
 			s.cfg.logger.Warn("cronlock: missed ticks: the scheduler fell behind", "job", e.job.Name, "missed", missed, "running", tick)
 		}
-		e.prev, e.next = tick, next
+		e.prev = tick
+		s.setNext(e, next)
 		if next.IsZero() {
 			heap.Pop(&s.queue)
 		} else {
 			heap.Fix(&s.queue, 0)
 		}
-		s.launch(e, tick, next)
+		s.launch(e, tick, next, start)
 	}
 }
 
-// launch runs tick of e in a goroutine owned by the scheduler; s.mu must be held.
-func (s *Scheduler) launch(e *entry, tick, next time.Time) {
-	deadline := tick.Add(e.keepDone - 2*s.cfg.maxSkew)
-	if !next.IsZero() && next.Before(deadline) {
-		deadline = next
-	}
-	run := &job.Run{Job: e.job.Name, Tick: tick, Attempt: 1, Replica: s.cfg.replica, Deadline: deadline}
+// setNext makes next the next tick of e, starting at its instant plus its jitter delay; it
+// does not reorder the queue.
+func (s *Scheduler) setNext(e *entry, next time.Time) {
+	e.next, e.at = next, s.startOf(e, next)
+}
+
+// launch runs tick of e, planned to start at start, in a goroutine owned by the scheduler;
+// next is the tick after it. s.mu must be held.
+func (s *Scheduler) launch(e *entry, tick, next, start time.Time) {
+	run := &job.Run{Job: e.job.Name, Tick: tick, PlannedStart: start, Attempt: 1, Replica: s.cfg.replica, Deadline: s.deadline(e, tick, next)}
 	s.goRun(e, run, nil)
 }
 
