@@ -1,8 +1,8 @@
 # The whole test suite: tools the tests need, static checks, every test with the race detector
 # against real redis-server processes, then a short seeded run of the fault-injection suite.
-.PHONY: test deps lint unit packaging chaos bench demo e2e image dist systemd-verify manifests
+.PHONY: test deps lint promcheck unit packaging chaos bench demo e2e image dist systemd-verify manifests
 
-test: deps lint unit packaging
+test: deps lint promcheck unit packaging
 	@$(MAKE) --no-print-directory chaos DURATION=90s SEED=1 FAULTS=all DAEMONS=1 CHAOS_TIMEOUT=15m
 
 deps:
@@ -20,6 +20,11 @@ lint:
 	@! go list -f '{{join .Imports "\n"}}' ./examples/... | grep 'cronlock/cronlock/internal' \
 		|| { echo "examples must use only the public API, so that each can be copied out of the repo"; exit 1; }
 	go run ./internal/docscheck
+
+# The monitoring files: deploy/prometheus/alerts.yml checked and unit-tested by promtool, and
+# every query of deploy/grafana/cronlock.json parsed by promtool (scripts/promcheck.sh).
+promcheck:
+	scripts/promcheck.sh
 
 # internal/containertest runs alone, in packaging: its containers would compete for the two
 # cores with the timing-sensitive tests of the other packages.

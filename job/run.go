@@ -23,6 +23,8 @@ type Run struct {
 	// Trigger is the id of the manual run (scheduler.Trigger) that this run is, standing in for
 	// the tick; empty for a scheduled tick.
 	Trigger string
+	// Backfill is true for a past tick run by scheduler.Scheduler.Backfill.
+	Backfill bool
 	// Attempt counts the attempts at this tick, from 1: across the cluster under a scheduler
 	// (every replica's attempts count, see Options.Retries), on this replica with
 	// middleware.Retry alone.

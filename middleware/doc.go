@@ -64,7 +64,7 @@
 //	                             (TraceOption, WithTracerProvider), TraceID, Outcome and the
 //	                             Outcome constants (OutcomeRan, OutcomeFailed, …), ErrNoRun
 //	pauses                       PauseValue, ParsePause
-//	the jobs' keys               TickKey, RunKey, FenceCounterKey, AttemptsKey, PauseKey,
+//	the jobs' keys               TickKey, RunKey, AttemptsKey, PauseKey,
 //	                             HistoryKey, TriggersKey, TriggerKey
 //	testing with a fake clock    Clock, Timer, SystemClock
 package middleware

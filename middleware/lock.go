@@ -46,13 +46,9 @@ func AttemptsKey(prefix, name string, tick time.Time) string {
 	return "{" + prefix + ":" + name + "}:attempts:" + strconv.FormatInt(tick.UnixMilli(), 10)
 }
 
-// FenceCounterKey returns the key of a job's fencing counter, shared by all its ticks so that tokens
-// increase from tick to tick: {prefix:name}:fence.
-func FenceCounterKey(prefix, name string) string { return "{" + prefix + ":" + name + "}:fence" }
-
 // LockConfig configures Lock. The zero value of each field means its default.
 type LockConfig struct {
-	// Prefix starts every key (TickKey, RunKey, FenceCounterKey). Default "cronlock".
+	// Prefix starts every key (TickKey, RunKey, and so the job's fence counter). Default "cronlock".
 	Prefix string
 	// TTL of the tick's lock. Default job.DefaultLockTTL (30s).
 	TTL time.Duration
@@ -221,7 +217,9 @@ const (
 func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run, p *lockProbe) (*redlock.Lock, error) {
 	tickKey, runKey := TickKey(c.Prefix, run.Job, run.Tick), RunKey(c.Prefix, run.Job)
 	opts := make([]redlock.AcquireOption, 0, 10) // room for every option below
-	opts = append(opts, redlock.FenceKey(FenceCounterKey(c.Prefix, run.Job)), redlock.ResolveSplits(maxSplitRetries))
+	// No FenceKey: redlock's default counter for keys tagged {prefix:name} is {prefix:name}:fence,
+	// one per job, shared by its ticks and manual runs, so tokens increase from run to run.
+	opts = append(opts, redlock.ResolveSplits(maxSplitRetries))
 	if run.Trigger != "" {
 		tickKey = TriggerKey(c.Prefix, run.Job, run.Trigger) // an operator's run: a pause does not stop it
 	} else {
@@ -295,7 +293,7 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 			// be released.
 			done := se.Holder != nil && se.Holder.Done // done, or skipped and marked
 			if done || se.Reason != job.SkipOverlap || rechecks == maxOverlapRechecks || ctx.Err() != nil {
-				if !done && se.Reason == job.SkipOverlap && run.Trigger == "" { // a manual run waits instead
+				if !done && se.Reason == job.SkipOverlap && run.Trigger == "" && !run.Backfill { // a manual run or backfill waits instead
 					c.markSkipped(ctx, locks, run, tickKey)
 				}
 				return nil, se
@@ -355,7 +353,7 @@ const SkippedMarker = "cronlock:skipped:overlap"
 // tick comes, and skip that one in turn. Best effort: if the tick is taken meanwhile, the
 // taker decides.
 func (c LockConfig) markSkipped(ctx context.Context, locks *redlock.Client, run *job.Run, tickKey string) {
-	opts := []redlock.AcquireOption{redlock.FenceKey(FenceCounterKey(c.Prefix, run.Job)), redlock.Metadata(SkippedMarker)}
+	opts := []redlock.AcquireOption{redlock.Metadata(SkippedMarker)}
 	if run.Replica != "" {
 		opts = append(opts, redlock.Label(run.Replica))
 	}

@@ -21,16 +21,17 @@ const (
 
 // Attribute keys, of spans, events and measurements.
 const (
-	attrJob     = attribute.Key("cronlock.job")
-	attrTick    = attribute.Key("cronlock.tick")          // the scheduled instant, Unix milliseconds
-	attrDelay   = attribute.Key("cronlock.tick.delay_ms") // job.Run.PlannedStart − Tick, when > 0 (Options.Jitter)
-	attrTrigger = attribute.Key("cronlock.trigger")       // the id of a manual run
-	attrReplica = attribute.Key("cronlock.replica")
-	attrOutcome = attribute.Key("cronlock.outcome")
-	attrHolder  = attribute.Key("cronlock.holder")       // label of the replica that holds a skipped tick
-	attrPause   = attribute.Key("cronlock.pause.reason") // why a skipped_paused tick's job is paused
-	attrToken   = attribute.Key("cronlock.fencing_token")
-	attrAttempt = attribute.Key("cronlock.run.attempt") // job.Run.Attempt (Retry's count)
+	attrJob      = attribute.Key("cronlock.job")
+	attrTick     = attribute.Key("cronlock.tick")          // the scheduled instant, Unix milliseconds
+	attrPlanned  = attribute.Key("cronlock.planned_start") // job.Run.PlannedStart, Unix milliseconds, when it is not the tick
+	attrTrigger  = attribute.Key("cronlock.trigger")       // the id of a manual run
+	attrBackfill = attribute.Key("cronlock.backfill")      // true for a past tick run by a backfill
+	attrReplica  = attribute.Key("cronlock.replica")
+	attrOutcome  = attribute.Key("cronlock.outcome")
+	attrHolder   = attribute.Key("cronlock.holder")       // label of the replica that holds a skipped tick
+	attrPause    = attribute.Key("cronlock.pause.reason") // why a skipped_paused tick's job is paused
+	attrToken    = attribute.Key("cronlock.fencing_token")
+	attrAttempt  = attribute.Key("cronlock.run.attempt") // job.Run.Attempt (Retry's count)
 
 	attrLockAttempt  = attribute.Key("cronlock.lock.attempt")
 	attrLockResult   = attribute.Key("cronlock.lock.result")

@@ -196,8 +196,9 @@
 //
 // # API at a glance
 //
-// Every exported identifier, by task. The last group is plumbing that package scheduler builds
-// its shared state on; a program that takes locks does not need it.
+// Every exported identifier, by task. The last group is for state kept beside the locks, on
+// the same nodes and with the same quorum rules, such as a switch that refuses a lock
+// (ExampleClient_Broadcast); package scheduler keeps its pauses, manual runs and history so.
 //
 //	Task                         Identifiers
 //	---------------------------  ------------------------------------------------------------
@@ -206,7 +207,7 @@
 //	                             DefaultBackOff, WithContentionWindow, WithLabel
 //	taking a lock                Client.Acquire, Client.TryAcquire, Lock.Release, Lock.Extend;
 //	                             Lock.Key, Lock.Value, Lock.TTL, Lock.ValidUntil
-//	one acquisition's options    AcquireOption: Label, Metadata, Also, RefuseWhile,
+//	one acquisition's options    AcquireOption: Label, Metadata, Also,
 //	                             ResolveSplits, StartBefore, AskEveryNode, WakeOnRelease,
 //	                             WaitForReplicas, CountAcquisitions (Lock.Acquisitions),
 //	                             OnAttempt (Attempt, Refusal)
@@ -224,6 +225,7 @@
 //	                             Client.MaxTTL, WithoutQuarantine, Client.EndQuarantine
 //	cluster and replicated nodes WithClusterNodes, WithWaitForReplicas, WithNodeReplicas
 //	sizing                       Client.Nodes, Client.Quorum, Client.NodeTimeout
-//	scheduler plumbing           Client.Broadcast (a script on every node, to a quorum),
-//	                             Client.Subscribe (Notifications: a wake-up per publish)
+//	state beside the locks       Client.Broadcast (a script on every node, to a quorum),
+//	                             Client.Subscribe (Notifications: a wake-up per publish),
+//	                             RefuseWhile (Refusal)
 package redlock

@@ -212,3 +212,45 @@ func ExampleWakeOnRelease() {
 	// Output:
 	// handed over with a newer token: true
 }
+
+// State kept beside the locks: a maintenance switch written to every node with Broadcast
+// refuses the lock wherever it is (RefuseWhile), at no extra round trip, and a script that
+// publishes wakes the replicas that Subscribe to its channel.
+func ExampleClient_Broadcast() {
+	nodes, stop := localNodes(3)
+	defer stop()
+	client, _ := redlock.New(nodes)
+	defer client.Close()
+	ctx := context.Background()
+	_ = client.EndQuarantine(ctx)
+
+	changed := client.Subscribe(ctx, "billing:switches")
+	defer changed.Close()
+	set := redis.NewScript(`redis.call('SET', KEYS[1], ARGV[1]) return redis.call('PUBLISH', ARGV[2], KEYS[1])`)
+	if _, err := client.Broadcast(ctx, set, []string{"{billing}:maintenance"}, "until 02:00", "billing:switches"); err != nil {
+		panic(err) // fewer than a quorum confirmed: some nodes may have the switch
+	}
+	<-changed.C()
+	fmt.Println("switch changed")
+
+	_, err := client.TryAcquire(ctx, "{billing}:invoices", 10*time.Second, redlock.RefuseWhile("{billing}:maintenance"))
+	var ae *redlock.AcquireError
+	if errors.As(err, &ae) && ae.Refusal != nil {
+		fmt.Println("refused:", ae.Refusal.Value)
+	}
+
+	del := redis.NewScript(`return redis.call('DEL', KEYS[1])`)
+	if _, err := client.Broadcast(ctx, del, []string{"{billing}:maintenance"}); err != nil {
+		panic(err)
+	}
+	l, err := client.TryAcquire(ctx, "{billing}:invoices", 10*time.Second, redlock.RefuseWhile("{billing}:maintenance"))
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println("acquired")
+	_ = l.Release(ctx)
+	// Output:
+	// switch changed
+	// refused: until 02:00
+	// acquired
+}

@@ -61,7 +61,8 @@
 // # Control
 //
 // Pause and Resume stop and restart a job on every replica, Trigger asks for one manual run,
-// History and Status read what the cluster did. All of it lives on the lock nodes, under the
+// History and Status read what the cluster did, and Control.Forget removes what a retired job
+// left on the nodes. All of it lives on the lock nodes, under the
 // job's hash tag (the trigger queue under the prefix's), written to a quorum and read merged:
 // no coordinator, and a minority of nodes down loses nothing (docs/guarantees.md).
 //
@@ -115,6 +116,9 @@
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status),
 //	                             Scheduler.Replica, Scheduler.RegisterGauges
 //	control from anywhere        NewControl (Control: Pause, Resume, Paused, Trigger, History,
-//	                             Record), the same on Scheduler; ErrUnknownJob
+//	                             Record), the same on Scheduler; ErrUnknownJob; Control.Forget
+//	                             (ErrJobRunning)
+//	running past ticks           Scheduler.Backfill (BackfillOptions, BackfillSummary,
+//	                             DefaultBackfillMax)
 //	testing with a fake clock    WithClock, Clock, Timer
 package scheduler

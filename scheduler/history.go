@@ -31,6 +31,8 @@ type Record struct {
 	PlannedStart time.Time
 	// Trigger is the manual run's id; empty for a tick.
 	Trigger string
+	// Backfill is true for a past tick run by Backfill.
+	Backfill bool
 	// Replica is the replica that ran it (for a pause: the first that recorded the skip).
 	Replica string
 	// Outcome is middleware.Outcome's name of it.
@@ -71,6 +73,9 @@ redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], '*', unpack(ARGV, 3))
 return 1`)
 	readScript = redis.NewScript(`return redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1])`)
 	getScript  = redis.NewScript(`return redis.call('GET', KEYS[1])`)
+	// Reads a job's pause KEYS[1] and its last ARGV[1] records in KEYS[2], for Status: one
+	// round trip per node (the keys share the job's hash tag).
+	statusScript = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1])}`)
 )
 
 // recorder collects what the history needs from inside the handler chain: the token and trace
@@ -126,7 +131,7 @@ func (s *Scheduler) runHandler(e *entry, run *job.Run, rec *recorder) error {
 	if s.cfg.historySize == 0 {
 		return err
 	}
-	r := Record{Job: run.Job, Tick: run.Tick, PlannedStart: run.PlannedStart, Trigger: run.Trigger, Replica: run.Replica, Outcome: outcome,
+	r := Record{Job: run.Job, Tick: run.Tick, PlannedStart: run.PlannedStart, Trigger: run.Trigger, Backfill: run.Backfill, Replica: run.Replica, Outcome: outcome,
 		Start: rec.start, Duration: rec.elapsed, Token: rec.token, TraceID: rec.traceID}
 	if outcome == middleware.OutcomeSkippedPaused {
 		r.Start, r.Duration, r.Token = time.Now(), 0, 0
@@ -148,6 +153,9 @@ func (s *Scheduler) appendHistory(r Record, keep time.Duration) error {
 		"tick", r.Tick.UnixMilli(), "planned", r.PlannedStart.UnixMicro(), "trigger", r.Trigger, "replica", r.Replica, "outcome", r.Outcome,
 		"start", r.Start.UnixMicro(), "duration", r.Duration.Microseconds(), "token", strconv.FormatUint(r.Token, 10),
 		"trace", r.TraceID, "error", r.Error}
+	if r.Backfill {
+		args = append(args, "backfill", "1")
+	}
 	_, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, key + ":" + r.runID()}, args...)
 	return err
 }
@@ -173,6 +181,16 @@ func (c *Control) History(ctx context.Context, name string, n int) ([]Record, er
 	if replies == nil {
 		return nil, fmt.Errorf("scheduler: history of %q: %w", name, err)
 	}
+	out := mergeHistory(name, replies, n)
+	if err != nil {
+		return out, fmt.Errorf("scheduler: history of %q: %w", name, err)
+	}
+	return out, nil
+}
+
+// mergeHistory merges the nodes' replies to readScript (nil for a node that did not answer)
+// into the last n records, newest first (by tick, then start), each once.
+func mergeHistory(name string, replies []any, n int) []Record {
 	seen := map[string]bool{}
 	var out []Record
 	for _, reply := range replies {
@@ -191,10 +209,7 @@ func (c *Control) History(ctx context.Context, name string, n int) ([]Record, er
 	if len(out) > n {
 		out = out[:n]
 	}
-	if err != nil {
-		return out, fmt.Errorf("scheduler: history of %q: %w", name, err)
-	}
-	return out, nil
+	return out
 }
 
 // parseRecord reads one stream entry: [id, [field, value, ...]].
@@ -212,7 +227,7 @@ func parseRecord(name string, en any) (Record, bool) {
 	}
 	num := func(k string) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
 	token, _ := strconv.ParseUint(f["token"], 10, 64)
-	r := Record{Job: name, Tick: time.UnixMilli(num("tick")), Trigger: f["trigger"], Replica: f["replica"], Outcome: f["outcome"],
+	r := Record{Job: name, Tick: time.UnixMilli(num("tick")), Trigger: f["trigger"], Backfill: f["backfill"] == "1", Replica: f["replica"], Outcome: f["outcome"],
 		Start: time.UnixMicro(num("start")), Duration: time.Duration(num("duration")) * time.Microsecond, Token: token,
 		TraceID: f["trace"], Error: f["error"]}
 	r.PlannedStart = r.Tick // a record written before planned starts were
@@ -231,6 +246,12 @@ type Status struct {
 	// LastRun is the newest record of a run (ran, failed or lease_lost), LastSuccess the
 	// newest that ran; nil if the history has none.
 	LastRun, LastSuccess *Record
+	// Failures counts the runs newer than LastSuccess that failed or lost their lease: how
+	// many runs in a row failed (at most the history's size).
+	Failures int
+	// History is every record the nodes keep of the job (WithHistorySize), newest first, as
+	// History returns them: the records LastRun and LastSuccess were picked from.
+	History []Record
 }
 
 // Status returns the job's entry, pause and last runs, read from the lock nodes like History.
@@ -242,25 +263,32 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 		return st, fmt.Errorf("%w: %q", ErrUnknownJob, name)
 	}
 	st.Entry = entries[i]
-	paused, err := s.ctl.Paused(ctx, name)
+	keys := []string{middleware.PauseKey(s.cfg.prefix, name), middleware.HistoryKey(s.cfg.prefix, name)}
+	replies, err := s.locks.Broadcast(ctx, statusScript, keys, max(s.cfg.historySize, 1))
 	if err != nil {
-		return st, err
+		return st, fmt.Errorf("scheduler: status of %q: %w", name, err)
 	}
-	st.Paused = paused
-	history, err := s.ctl.History(ctx, name, max(s.cfg.historySize, 1))
-	if err != nil {
-		return st, err
+	pauses, histories := make([]any, len(replies)), make([]any, len(replies))
+	for i, r := range replies {
+		if pair, ok := r.([]any); ok && len(pair) == 2 {
+			pauses[i], histories[i] = pair[0], pair[1]
+		}
 	}
-	for _, r := range history {
+	st.Paused = s.ctl.pause(pauses)
+	st.History = mergeHistory(name, histories, max(s.cfg.historySize, 1))
+	for _, r := range st.History {
 		if r.Outcome == middleware.OutcomeSkippedPaused {
 			continue
 		}
 		if st.LastRun == nil {
 			st.LastRun = &r
 		}
-		if r.Outcome == middleware.OutcomeRan {
+		switch r.Outcome {
+		case middleware.OutcomeRan:
 			st.LastSuccess = &r
-			break
+			return st, nil
+		case middleware.OutcomeFailed, middleware.OutcomeLeaseLost:
+			st.Failures++
 		}
 	}
 	return st, nil
@@ -273,6 +301,12 @@ func (c *Control) Paused(ctx context.Context, name string) (*job.Pause, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: status of %q: %w", name, err)
 	}
+	return c.pause(replies), nil
+}
+
+// pause returns the pause that a quorum of the nodes' replies to a GET of the pause key hold
+// (nil for a node that did not answer or has none); nil if fewer than a quorum hold one.
+func (c *Control) pause(replies []any) *job.Pause {
 	var votes int
 	var value string
 	for _, r := range replies {
@@ -281,8 +315,8 @@ func (c *Control) Paused(ctx context.Context, name string) (*job.Pause, error) {
 		}
 	}
 	if votes < c.locks.Quorum() {
-		return nil, nil
+		return nil
 	}
 	p := middleware.ParsePause(value)
-	return &p, nil
+	return &p
 }

@@ -89,6 +89,7 @@ func TestHistoryAndStatus(t *testing.T) {
 	}
 	assert.Equal(t, newest.Token, st.LastSuccess.Token)
 	assert.False(t, st.Next.IsZero())
+	assert.Equal(t, runsOf(h), runsOf(st.History), "the history Status read, with one node down")
 }
 
 // The history keeps at most its size on every node.

@@ -9,39 +9,61 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// RegisterGauges adds per-job gauges to mp, read at each collection: the next tick and the
-// start of the last successful run anywhere in the cluster, as Unix seconds
-// (cronlock.job.next_tick.time, cronlock.job.last_success.time), and 1 while the job is
-// paused cluster-wide (cronlock.job.paused), each with the job's name as cronlock.job.
-// docs/observability.md has the "no success in two intervals" alert built on them. A
-// collection costs one Status per job (bounded by 2s); a job whose nodes do not answer gets
-// no value rather than a wrong one. Unregister the returned registration to stop.
+// RegisterGauges adds per-job instruments to mp, read at each collection, each with the job's
+// name as cronlock.job:
+//
+//   - cronlock.job.next_tick.time (gauge, s): the next tick, Unix seconds;
+//   - cronlock.job.interval (gauge, s): the time from the job's last tick to its next (before
+//     its first tick here: from its next tick to the one after), for "no success within k
+//     intervals";
+//   - cronlock.job.last_success.time (gauge, s): the start of the last successful run
+//     anywhere in the cluster, Unix seconds;
+//   - cronlock.job.consecutive_failures (gauge): how many runs in a row failed or lost their
+//     lease since that success, anywhere in the cluster (Status.Failures);
+//   - cronlock.job.paused (gauge): 1 while the job is paused cluster-wide, else 0;
+//   - cronlock.job.ticks.missed (counter): ticks this scheduler did not fire because it fell
+//     behind (a paused process, a clock that jumped).
+//
+// docs/observability.md has the alert rules built on them. A collection costs one Status per
+// job (bounded by 2s); a job whose nodes do not answer gets no value from the lock nodes rather
+// than a wrong one. Unregister the returned registration to stop.
 func (s *Scheduler) RegisterGauges(mp metric.MeterProvider) (metric.Registration, error) {
 	m := mp.Meter("github.com/cronlock/cronlock/scheduler")
 	next, err1 := m.Float64ObservableGauge("cronlock.job.next_tick.time", metric.WithUnit("s"),
 		metric.WithDescription("the job's next tick, Unix seconds"))
-	last, err2 := m.Float64ObservableGauge("cronlock.job.last_success.time", metric.WithUnit("s"),
+	interval, err2 := m.Float64ObservableGauge("cronlock.job.interval", metric.WithUnit("s"),
+		metric.WithDescription("the time from the job's last tick to its next"))
+	last, err3 := m.Float64ObservableGauge("cronlock.job.last_success.time", metric.WithUnit("s"),
 		metric.WithDescription("start of the job's last successful run anywhere in the cluster, Unix seconds (from the history)"))
-	paused, err3 := m.Int64ObservableGauge("cronlock.job.paused",
+	failures, err4 := m.Int64ObservableGauge("cronlock.job.consecutive_failures", metric.WithUnit("{run}"),
+		metric.WithDescription("runs in a row that failed or lost their lease since the job's last success, anywhere in the cluster (from the history)"))
+	paused, err5 := m.Int64ObservableGauge("cronlock.job.paused",
 		metric.WithDescription("1 while the job is paused cluster-wide, else 0"))
-	if err := errors.Join(err1, err2, err3); err != nil {
+	missed, err6 := m.Int64ObservableCounter("cronlock.job.ticks.missed", metric.WithUnit("{tick}"),
+		metric.WithDescription("ticks this scheduler did not fire because it fell behind"))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
 		return nil, err
 	}
 	return m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
-		for _, e := range s.Entries() {
-			attrs := metric.WithAttributes(attribute.String("cronlock.job", e.Name)) // middleware's job attribute
-			if !e.Next.IsZero() {
-				o.ObserveFloat64(next, float64(e.Next.UnixMilli())/1000, attrs)
+		for _, e := range s.timings() {
+			attrs := metric.WithAttributes(attribute.String("cronlock.job", e.name)) // middleware's job attribute
+			if !e.next.IsZero() {
+				o.ObserveFloat64(next, float64(e.next.UnixMilli())/1000, attrs)
 			}
-			st, err := s.Status(ctx, e.Name)
+			if e.interval > 0 {
+				o.ObserveFloat64(interval, e.interval.Seconds(), attrs)
+			}
+			o.ObserveInt64(missed, e.missed, attrs)
+			st, err := s.Status(ctx, e.name)
 			if err != nil {
 				continue
 			}
 			if st.LastSuccess != nil {
 				o.ObserveFloat64(last, float64(st.LastSuccess.Start.UnixMilli())/1000, attrs)
 			}
+			o.ObserveInt64(failures, int64(st.Failures), attrs)
 			p := int64(0)
 			if st.Paused != nil {
 				p = 1
@@ -49,5 +71,39 @@ func (s *Scheduler) RegisterGauges(mp metric.MeterProvider) (metric.Registration
 			o.ObserveInt64(paused, p, attrs)
 		}
 		return nil
-	}, next, last, paused)
+	}, next, interval, last, failures, paused, missed)
+}
+
+// timing is what RegisterGauges reports of a job's schedule on this scheduler.
+type timing struct {
+	name     string
+	next     time.Time     // zero: no more ticks
+	interval time.Duration // from the last tick to the next; 0 when unknown
+	missed   int64
+}
+
+// timings returns the timing of every registered job, sorted by name (as Entries).
+func (s *Scheduler) timings() []timing {
+	entries := s.Entries()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]timing, 0, len(entries))
+	for _, en := range entries {
+		e := s.entries[en.Name]
+		if e == nil { // removed since Entries
+			continue
+		}
+		t := timing{name: en.Name, next: en.Next, missed: e.missed}
+		switch {
+		case en.Next.IsZero():
+		case !en.Prev.IsZero():
+			t.interval = en.Next.Sub(en.Prev)
+		default:
+			if after := e.sched.Next(en.Next); !after.IsZero() {
+				t.interval = after.Sub(en.Next)
+			}
+		}
+		out = append(out, t)
+	}
+	return out
 }

@@ -2,6 +2,8 @@ package scheduler_test
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,9 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -29,6 +34,11 @@ func gauges(t *testing.T, reader *sdkmetric.ManualReader) map[string]map[string]
 					values[job.AsString()] = p.Value
 				}
 			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					job, _ := p.Attributes.Value("cronlock.job")
+					values[job.AsString()] = float64(p.Value)
+				}
+			case metricdata.Sum[int64]:
 				for _, p := range d.DataPoints {
 					job, _ := p.Attributes.Value("cronlock.job")
 					values[job.AsString()] = float64(p.Value)
@@ -67,4 +77,59 @@ func TestRegisterGauges(t *testing.T) {
 
 	require.NoError(t, reg.Unregister())
 	assert.Empty(t, gauges(t, reader)["cronlock.job.paused"], "nothing observed after Unregister")
+}
+
+// The instruments the alert rules read: the interval, the failures in a row since the last
+// success (reset by a success), and the ticks missed when the scheduler fell behind.
+func TestGaugesForAlerts(t *testing.T) {
+	c := newCluster(t, 3, false)
+	clock := clocktest.NewFake(t0)
+	led := newLedger()
+	s := newScheduler(t, c.client(t, false), scheduler.WithClock(clock), scheduler.WithMiddleware(led.observe()))
+	var fail atomic.Bool
+	fail.Store(true)
+	require.NoError(t, s.Add(job.Job{Name: "flaky", Spec: "@every 1m", Handler: led.handler(func(context.Context) error {
+		if fail.Load() {
+			return errors.New("broken")
+		}
+		return nil
+	})}))
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	_, err := s.RegisterGauges(mp)
+	require.NoError(t, err)
+	g := gauges(t, reader)
+	assert.Equal(t, 60.0, g["cronlock.job.interval"]["flaky"], "before the first tick: from the next tick to the one after")
+	assert.Equal(t, 0.0, g["cronlock.job.consecutive_failures"]["flaky"])
+	assert.Equal(t, 0.0, g["cronlock.job.ticks.missed"]["flaky"])
+	require.NoError(t, s.Start())
+
+	// failuresAre waits until the history has n failures in a row (it is written after the
+	// handler returned), then checks the gauge says so.
+	failuresAre := func(n int) {
+		t.Helper()
+		require.Eventually(t, func() bool {
+			st, err := s.Status(ctxT(t), "flaky")
+			return err == nil && st.Failures == n
+		}, 10*time.Second, 10*time.Millisecond, "never %d failures in a row", n)
+		assert.Equal(t, float64(n), gauges(t, reader)["cronlock.job.consecutive_failures"]["flaky"])
+	}
+	for n := 1; n <= 2; n++ {
+		tick := advance(t, clock, 1)
+		led.waitOutcome(t, "failed", func(o outcome) bool { return o.Tick.Equal(tick) && o.Outcome == middleware.OutcomeFailed })
+		failuresAre(n)
+	}
+	assert.Equal(t, 60.0, gauges(t, reader)["cronlock.job.interval"]["flaky"], "from the last tick to the next")
+
+	// The process was stopped for 5 minutes: the newest due tick runs, 4 are missed.
+	require.NoError(t, clock.BlockUntil(ctxT(t), 1))
+	d, _ := clock.NextDeadline()
+	fail.Store(false)
+	clock.Set(d.Add(4 * time.Minute))
+	led.waitOutcome(t, "ran", func(o outcome) bool { return o.Outcome == middleware.OutcomeRan })
+	failuresAre(0)
+	g = gauges(t, reader)
+	assert.Equal(t, 4.0, g["cronlock.job.ticks.missed"]["flaky"])
+	assert.Contains(t, g["cronlock.job.last_success.time"], "flaky")
 }

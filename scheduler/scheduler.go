@@ -96,7 +96,8 @@ type entry struct {
 	next     time.Time // the next tick
 	at       time.Time // when the next tick starts: next plus its jitter delay
 	prev     time.Time
-	index    int // in the queue; -1 when not queued
+	missed   int64 // ticks not fired because the loop fell behind (fireDue)
+	index    int   // in the queue; -1 when not queued
 }
 
 // New returns a Scheduler that guards ticks with locks taken from locks. Add jobs, then
@@ -368,6 +369,7 @@ func (s *Scheduler) fireDue(now time.Time) {
 			missed++
 		}
 		if missed > 0 {
+			e.missed += int64(missed)
 			s.cfg.logger.Warn("cronlock: missed ticks: the scheduler fell behind", "job", e.job.Name, "missed", missed, "running", tick)
 		}
 		e.prev = tick

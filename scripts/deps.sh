@@ -4,7 +4,9 @@
 # on nodes), chromium (the status page's browser test, driven with chromedp), podman with runc
 # and busybox-static (the container image's test: internal/containertest builds the image and
 # runs three containers; busybox gives its job a shell and flock), and systemd-analyze (checks
-# deploy/systemd). Debian/Ubuntu, as root; elsewhere it says what to install.
+# deploy/systemd), prometheus and jq (scripts/promcheck.sh: promtool checks deploy/prometheus and
+# the queries of deploy/grafana, which jq reads; cmd/cronlock's alert test runs a real
+# Prometheus). Debian/Ubuntu, as root; elsewhere it says what to install.
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
@@ -12,6 +14,8 @@ command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 command -v redis-cli >/dev/null 2>&1 || missing+=(redis-tools)
 command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
+{ command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
+command -v jq >/dev/null 2>&1 || missing+=(jq)
 # A running docker serves the image test as well; otherwise podman, with runc as its runtime.
 if ! command -v podman >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then missing+=(podman); fi
 if command -v podman >/dev/null 2>&1 || [[ " ${missing[*]} " == *" podman "* ]]; then
@@ -29,6 +33,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
   # The package starts a system redis on 6379; the tests start their own on free ports.
   systemctl stop redis-server >/dev/null 2>&1 || service redis-server stop >/dev/null 2>&1 || true
+  # Likewise a system prometheus on 9090 (and its node exporter): the test starts its own.
+  for svc in prometheus prometheus-node-exporter; do
+    systemctl stop "$svc" >/dev/null 2>&1 || service "$svc" stop >/dev/null 2>&1 || true
+  done
 fi
 
 # podman as root in a container (the CI machine): runc as the runtime, and no default ulimits

@@ -2,11 +2,15 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 )
 
@@ -82,4 +86,43 @@ func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintf(stderr, "warning: job %q is not in %s; showing its keys anyway\n", *jobName, cfg.File)
 	}
 	return nodes.Locks(ctx, cfg, *jobName, *timeout, stdout)
+}
+
+const importCrontabUsage = `Usage: cronlock import-crontab CRONTAB
+
+Prints the YAML jobs: that are equivalent to the crontab file CRONTAB, the jobs that a config's
+crontab: CRONTAB gives: put them in the config in place of its crontab: key. Each job is the
+line's schedule, its command run by its SHELL (default /bin/sh) with -c, the NAME=value lines
+above it as env:, and the keys of its # cronlock: comment; a line without a name= is given the
+name the daemon derives for it, so the jobs keep their names, lock keys and history. The jobs
+are checked as in a config with the default max_ttl and min_interval. See docs/cli.md.
+
+Exit codes: 0 printed, 2 a crontab with problems (each printed as CRONTAB:LINE: …), or bad usage.
+`
+
+// importCrontabCmd runs import-crontab.
+func importCrontabCmd(args []string, stdout io.Writer) error {
+	fs := flag.NewFlagSet("import-crontab", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		fmt.Fprint(stdout, importCrontabUsage)
+		return err
+	case err != nil:
+		return usageError{Err: fmt.Errorf("import-crontab: %w (see 'cronlock import-crontab --help')", err)}
+	case fs.NArg() != 1:
+		return usageError{Err: fmt.Errorf("import-crontab takes one crontab file, got %d arguments (see 'cronlock import-crontab --help')", fs.NArg())}
+	}
+	path := fs.Arg(0)
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return usageError{Err: err}
+	}
+	out, err := config.ImportCrontab(path, data)
+	if err != nil {
+		return usageError{Err: err}
+	}
+	_, err = stdout.Write(out)
+	return err
 }

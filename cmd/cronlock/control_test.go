@@ -124,4 +124,17 @@ func TestControlHTTPAndCommands(t *testing.T) {
 	assert.Contains(t, errOut, "give the job's name")
 	status, _ = get(t, d.base+"/jobs/tick/history?n=0")
 	assert.Equal(t, http.StatusBadRequest, status)
+
+	code, _, errOut = runCLI(t, "forget", "tick", "--config", d.cfg)
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `job "tick" is still in`)
+	for _, n := range d.nodes {
+		require.NoError(t, n.Client().Set(context.Background(), "{cronlock:retired}:fence", 7, 0).Err())
+	}
+	code, out, errOut = runCLI(t, "forget", "retired", "--config", d.cfg)
+	require.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "forgot retired")
+	for _, n := range d.nodes {
+		assert.Zero(t, n.Client().Exists(context.Background(), "{cronlock:retired}:fence").Val(), n.Addr())
+	}
 }

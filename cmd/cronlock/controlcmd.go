@@ -15,17 +15,20 @@ import (
 	"github.com/cronlock/cronlock/scheduler"
 )
 
-const controlUsage = `Usage: cronlock pause|resume|trigger|history JOB --config FILE [flags]
+const controlUsage = `Usage: cronlock pause|resume|trigger|history|forget JOB --config FILE [flags]
 
   pause    pause JOB on every replica (its ticks are skipped as skipped_paused) until resume
   resume   end JOB's pause
   trigger  ask for one manual run of JOB, run once by some running replica; prints its id
   history  print JOB's last runs, newest first
+  forget   remove everything a job that no daemon runs any more left on the lock nodes (fence
+           counter, history, pause, done markers, waiting manual runs); refused while JOB is
+           in the config file or a run of it holds a lock
 
 The state lives on the lock nodes: no daemon needs to be reached. Flags:
 `
 
-// controlCmd runs pause, resume, trigger or history.
+// controlCmd runs pause, resume, trigger, history or forget.
 func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
 	fs, cf := cli.FlagSet(cmd)
 	reason := fs.String("reason", "paused with cronlock pause", "pause: why (shown with every skipped tick)")
@@ -45,7 +48,10 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 	if err != nil {
 		return err
 	}
-	if !hasJob(cfg, name) {
+	switch {
+	case cmd == "forget" && hasJob(cfg, name):
+		return usageError{Err: fmt.Errorf("forget: job %q is still in %s: remove it there, reload every daemon (SIGHUP), then forget it", name, cfg.File)}
+	case cmd != "forget" && !hasJob(cfg, name):
 		return usageError{Err: fmt.Errorf("%s: job %q is not in %s", cmd, name, cfg.File)}
 	}
 	ctl, done, err := controlClient(cfg)
@@ -72,6 +78,11 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 			return err
 		}
 		fmt.Fprintln(stdout, id)
+	case "forget":
+		if err := ctl.Forget(ctx, name); err != nil {
+			return err
+		}
+		fmt.Fprintf(stdout, "forgot %s\n", name)
 	case "history":
 		h, err := ctl.History(ctx, name, *n)
 		if err != nil && h == nil {

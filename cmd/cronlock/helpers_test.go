@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -82,6 +83,16 @@ func (p *proc) wait(t *testing.T) int {
 func (p *proc) waitLog(t *testing.T, s string) {
 	t.Helper()
 	proctest.Eventually(t, fmt.Sprintf("%s to log %q", p.name, s), func() bool { return strings.Contains(p.out.String(), s) })
+}
+
+// servingAddr finds the address in the daemon's "http: serving" log line.
+var servingAddr = regexp.MustCompile(`msg="http: serving [^"]*" addr=(\S+)`)
+
+// httpAddr waits for the daemon's HTTP server and returns the host:port it listens on.
+func (p *proc) httpAddr(t *testing.T) string {
+	t.Helper()
+	p.waitLog(t, "http: serving")
+	return servingAddr.FindStringSubmatch(p.out.String())[1]
 }
 
 // runBin runs the binary to completion and returns its exit code and output.

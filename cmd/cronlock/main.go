@@ -4,7 +4,9 @@
 //	cronlock validate --config FILE  check the config file
 //	cronlock locks --config FILE     the lock keys on every node
 //	cronlock check --config FILE     the health of every node, with fixes
-//	cronlock pause|resume|trigger|history JOB --config FILE   control a job cluster-wide
+//	cronlock import-crontab CRONTAB  the YAML jobs: of a crontab file
+//	cronlock pause|resume|trigger|history|forget JOB --config FILE   control a job cluster-wide
+//	cronlock backfill JOB --from T --to T --config FILE   run a job's past ticks that did not run
 //	cronlock demo [flags]            three replicas, one job, a live table of who ran each tick
 //	cronlock version                 the build's version
 //
@@ -43,9 +45,14 @@ Usage:
   cronlock locks --config FILE     show the lock keys on every node: holders, tokens, done ticks
   cronlock check --config FILE     check every node: reachable, version, persistence, eviction,
                                    quarantine, clock offset; warnings say how to fix each
+  cronlock import-crontab CRONTAB  print the YAML jobs: equivalent to a crontab file
   cronlock pause|resume JOB --config FILE  pause a job on every replica (--reason), or resume it
   cronlock trigger JOB --config FILE       ask for one manual run of a job, run once cluster-wide
   cronlock history JOB --config FILE       the job's last runs (-n), from the lock nodes
+  cronlock forget JOB --config FILE        remove what a job no daemon runs left on the nodes
+  cronlock backfill JOB --from T --to T --config FILE
+                                   run the job's past ticks in a range that did not run, once
+                                   each across the cluster, through a running daemon
   cronlock demo [flags]            run three replicas of one job on three lock nodes (embedded, or
                                    --nodes) and show who runs each tick
   cronlock version                 print the version
@@ -97,6 +104,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return locksCmd(ctx, args[1:], stdout, stderr)
 	case "check":
 		return checkCmd(ctx, args[1:], stdout, stderr)
+	case "import-crontab":
+		return importCrontabCmd(args[1:], stdout)
 	case "demo":
 		cfg, err := demo.Parse(args[1:], stderr)
 		switch {
@@ -112,7 +121,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageError{Err: err}
 		}
 		return s.Run()
-	case "pause", "resume", "trigger", "history":
+	case "backfill":
+		return backfillCmd(ctx, args[1:], stdout, stderr)
+	case "pause", "resume", "trigger", "history", "forget":
 		return controlCmd(ctx, args[0], args[1:], stdout, stderr)
 	case "version", "--version":
 		return versionCmd(args[1:], stdout)

@@ -101,6 +101,11 @@ jobs:
 	for _, name := range []string{`cronlock_job_runs_total{`, `cronlock_outcome="ran"`, "cronlock_lock_acquire_duration_seconds_bucket", "cronlock_job_duration_seconds"} {
 		assert.Contains(t, body, name)
 	}
+	// What the alert rules (deploy/prometheus) read beside them.
+	for _, re := range []string{`(?m)^cronlock_ready\{[^}]*\} 1$`, `(?m)^cronlock_job_interval_seconds\{cronlock_job="fast",[^}]*\} 0\.2$`,
+		`(?m)^cronlock_job_consecutive_failures\{cronlock_job="fast",[^}]*\} 0$`, `(?m)^cronlock_job_ticks_missed_total\{cronlock_job="fast",[^}]*\} \d+$`} {
+		assert.Regexp(t, re, body)
+	}
 
 	// Without a quorum the daemon is not ready (after the cached answer expires).
 	require.NoError(t, nodes[1].Kill())
@@ -108,6 +113,10 @@ jobs:
 	proctest.Eventually(t, "/readyz to say not ready", func() bool {
 		status, body := get(t, base+"/readyz")
 		return status == http.StatusServiceUnavailable && strings.Contains(body, "not ready: 1 of 3 nodes answer and are out of quarantine, quorum 2")
+	})
+	proctest.Eventually(t, "cronlock_ready 0 on /metrics", func() bool {
+		_, body := get(t, base+"/metrics")
+		return regexp.MustCompile(`(?m)^cronlock_ready\{[^}]*\} 0$`).MatchString(body)
 	})
 	// The probe logs a node's going down once (checked once the daemon stopped, probes later).
 	down := `msg="node does not answer" node=` + nodes[1].Addr()
@@ -156,6 +165,10 @@ func TestCommandLine(t *testing.T) {
 		{[]string{"check"}, 2, "check: give the config file with --config FILE"},
 		{[]string{"check", "--config", "/nonexistent/c.yaml"}, 2, "config: open /nonexistent/c.yaml: no such file or directory"},
 		{[]string{"version", "now"}, 2, `version takes no arguments`},
+		{[]string{"import-crontab", "--help"}, 0, "Usage: cronlock import-crontab CRONTAB"},
+		{[]string{"help", "import-crontab"}, 0, "Usage: cronlock import-crontab CRONTAB"},
+		{[]string{"import-crontab"}, 2, "import-crontab takes one crontab file, got 0 arguments"},
+		{[]string{"import-crontab", "/nonexistent/crontab"}, 2, "open /nonexistent/crontab: no such file or directory"},
 	} {
 		code, out, errOut := runCLI(t, tc.args...)
 		if code != tc.code || !strings.Contains(out+errOut, tc.want) {

@@ -263,8 +263,6 @@ func vmKiB(t *testing.T, pid int, field string) int {
 	return kib
 }
 
-var servingAddr = regexp.MustCompile(`msg="http: serving [^"]*" addr=(\S+)`)
-
 // The daemon as a process under attack: its config, its connections, its memory.
 func TestDaemonUnderAttack(t *testing.T) {
 	bin := buildBinary(t, t.TempDir())
@@ -323,8 +321,7 @@ func TestDaemonUnderAttack(t *testing.T) {
 		// would take them all.
 		p := startProc(t, "sh", "daemon", nil, "-c", `ulimit -n 256 && exec "$0" "$@"`, bin, "run", "--config", cfg,
 			"--http", "127.0.0.1:0", "--http-idle-timeout", "100ms", "--http-max-conns", "32")
-		p.waitLog(t, "http: serving")
-		addr := servingAddr.FindStringSubmatch(p.out.String())[1]
+		addr := p.httpAddr(t)
 		p.waitLog(t, `msg="run finished"`)
 
 		const conns = 2000
@@ -364,8 +361,7 @@ func TestDaemonUnderAttack(t *testing.T) {
 		endQuarantine(t, nodes...)
 		cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+"http_token_env: CRONLOCK_TEST_TOKEN\njobs:\n  - {name: j, schedule: '@yearly', command: ['true']}\n")
 		p := startProc(t, bin, "daemon", []string{"CRONLOCK_TEST_TOKEN=s3cret"}, "run", "--config", cfg, "--http", "127.0.0.1:0")
-		p.waitLog(t, "http: serving")
-		base := "http://" + servingAddr.FindStringSubmatch(p.out.String())[1]
+		base := "http://" + p.httpAddr(t)
 		status, _, _ := do(t, newRequest(t, "GET", base+"/", "", nil)) // the page's first read
 		require.Equal(t, http.StatusOK, status)
 		pid := p.cmd.Process.Pid
@@ -397,17 +393,27 @@ func TestDaemonUnderAttack(t *testing.T) {
 	})
 }
 
-// scriptCalls counts the scripts run on the nodes (EVAL and EVALSHA): the reads of the jobs'
-// state.
-func scriptCalls(t *testing.T, nodes []*redistest.Server) int {
+// scripts and commands match the lines of INFO commandstats of the scripts run on the nodes
+// (EVAL and EVALSHA: the reads of the jobs' state) and of every command but INFO (which
+// nodeCalls sends).
+var (
+	scripts  = regexp.MustCompile(`(?m)^cmdstat_(eval(?:sha)?):calls=(\d+),`)
+	commands = regexp.MustCompile(`(?m)^cmdstat_(\w+(?:\|\w+)?):calls=(\d+),`)
+)
+
+// nodeCalls counts the calls of the commands that match which (scripts, commands) on the nodes.
+func nodeCalls(t *testing.T, nodes []*redistest.Server, which *regexp.Regexp) int {
 	t.Helper()
 	n := 0
 	for _, s := range nodes {
 		info, err := s.Client().Info(context.Background(), "commandstats").Result()
 		require.NoError(t, err)
-		for _, m := range regexp.MustCompile(`(?m)^cmdstat_eval(?:sha)?:calls=(\d+),`).FindAllStringSubmatch(info, -1) {
+		for _, m := range which.FindAllStringSubmatch(info, -1) {
+			if m[1] == "info" {
+				continue
+			}
 			var c int
-			_, err := fmt.Sscan(m[1], &c)
+			_, err := fmt.Sscan(m[2], &c)
 			require.NoError(t, err)
 			n += c
 		}
@@ -415,21 +421,26 @@ func scriptCalls(t *testing.T, nodes []*redistest.Server) int {
 	return n
 }
 
+// settledCalls returns nodeCalls once it stopped changing for 100ms: the slowest node's answers
+// to a broadcast come after the quorum's.
+func settledCalls(t *testing.T, nodes []*redistest.Server, which *regexp.Regexp) int {
+	t.Helper()
+	n := nodeCalls(t, nodes, which)
+	for {
+		time.Sleep(100 * time.Millisecond)
+		m := nodeCalls(t, nodes, which)
+		if m == n {
+			return n
+		}
+		n = m
+	}
+}
+
 // However many clients ask for the page and the metrics at once, the nodes are read at most
 // once per second for each.
 func TestPageAndMetricsShareOneRead(t *testing.T) {
 	d := startDaemon(t, "", "  - {name: a, schedule: '@yearly', command: ['true']}\n  - {name: b, schedule: '@yearly', command: ['true']}\n")
-	settled := func() int { // the slowest node's answers to a broadcast come after the quorum's
-		n := scriptCalls(t, d.nodes)
-		for {
-			time.Sleep(100 * time.Millisecond)
-			m := scriptCalls(t, d.nodes)
-			if m == n {
-				return n
-			}
-			n = m
-		}
-	}
+	settled := func() int { return settledCalls(t, d.nodes, scripts) }
 	for _, path := range []string{"/", "/metrics"} {
 		before := settled()
 		time.Sleep(web.PageCache) // the cached read, if any, is out of date

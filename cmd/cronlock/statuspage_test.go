@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,10 +12,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 )
 
 // browser returns a chromedp context on a headless Chromium (Debian's chromium package;
@@ -82,52 +86,154 @@ func waitText(t *testing.T, ctx context.Context, url, sel, want string) {
 	}
 }
 
-// The status page in a real browser: it shows the jobs; the Trigger button leads to a run in
-// the history; the Pause button shows the pause, and the next tick is skipped_paused.
-func TestStatusPageInBrowser(t *testing.T) {
+// signIn signs the browser in at base with token.
+func signIn(t *testing.T, ctx context.Context, base, token string) {
+	t.Helper()
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(base+"/login"),
+		chromedp.SendKeys(chromedp.CSS(`form.login input[name=token]`), token),
+		chromedp.Click(chromedp.CSS(`form.login button`)),
+		chromedp.WaitVisible(chromedp.CSS(`table.overview`))))
+}
+
+// screenshot writes the page at url to $CRONLOCK_SCREENSHOTS/name when that is set
+// (docs/observability.md: how to update the console's pictures).
+func screenshot(t *testing.T, ctx context.Context, url, name string) {
+	t.Helper()
+	dir := os.Getenv("CRONLOCK_SCREENSHOTS")
+	if dir == "" {
+		return
+	}
+	require.NoError(t, chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(url)))
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	require.NoError(t, err)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, name), png, 0o644))
+}
+
+// The console in a real browser: the overview lists every job with its last outcome, the
+// failing job first, "never" for a job that never succeeded, a paused job's reason; a job's
+// page charts one mark per run; signed in once, the Trigger button leads to a run in the
+// history; the session cookie is HttpOnly, SameSite=Strict and expires; the token is in no
+// page.
+func TestConsoleInBrowser(t *testing.T) {
 	t.Setenv("CRONLOCK_PAGE_TOKEN", "pagetoken")
-	d := startDaemon(t, "http_token_env: CRONLOCK_PAGE_TOKEN\ntracing: {ui_url: 'http://jaeger.invalid/trace/{trace_id}'}\n", `  - name: nightly
+	d := startDaemon(t, "http_token_env: CRONLOCK_PAGE_TOKEN\nmin_interval: 200ms\ntracing: {ui_url: 'http://jaeger.invalid/trace/{trace_id}'}\n", `  - name: nightly
     schedule: "CRON_TZ=Europe/Paris 0 3 * * *"
     command: ["true"]
   - name: often
-    schedule: "@every 1s"
+    schedule: "@every 200ms"
+    command: ["sh", "-c", "sleep 0.0$(( $(date +%s%N) % 9 ))"]
+  - name: broken
+    schedule: "@every 200ms"
+    command: ["sh", "-c", "exit 3"]
+  - name: zzz-held
+    schedule: "@yearly"
     command: ["true"]
 `)
+	status, body := post(t, d.base+"/jobs/zzz-held/pause", "pagetoken", "reason=maintenance+window")
+	require.Equal(t, http.StatusOK, status, body)
 	ctx := browser(t)
-	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(d.base+"/")))
-	body, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
+	waitText(t, ctx, d.base+"/", `#job-often td.last`, "ran")
+	waitText(t, ctx, d.base+"/", `#job-broken td.last`, "failed")
+	waitText(t, ctx, d.base+"/", `#job-zzz-held td.pause`, "Paused: maintenance window")
+	ids, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("table.overview tr.job")].map(r => r.id)`))
 	require.NoError(t, err)
-	for _, want := range []string{"nightly", "CRON_TZ=Europe/Paris 0 3 * * *", "CET", "often", "@every 1s", "Not paused", "web-1"} {
-		require.Contains(t, body, want)
+	require.Equal(t, []string{"job-broken", "job-zzz-held", "job-nightly", "job-often"}, ids, "failing, then paused, then the rest by name")
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#job-broken td.success`)))
+	require.NoError(t, err)
+	require.Equal(t, "never", text)
+	text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`#job-nightly td.schedule`)))
+	require.NoError(t, err)
+	require.Equal(t, "CRON_TZ=Europe/Paris 0 3 * * * (Europe/Paris)", text)
+	text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`p.nodes`)))
+	require.NoError(t, err)
+	require.Contains(t, text, "3 of 3 grant locks, quorum 2 met")
+	waitText(t, ctx, d.base+"/?q=OFT", `table.overview`, "often")
+	text, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS(`table.overview`)))
+	require.NoError(t, err)
+	require.NotContains(t, text, "broken", "the filter")
+
+	// A job's page: next ticks in UTC and its zone, one mark per run in the chart.
+	waitText(t, ctx, d.base+"/jobs/nightly", `table.ticks`, "CET")
+	ticks, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("table.ticks tr").length - 1`))
+	require.NoError(t, err)
+	require.Equal(t, 5, ticks)
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(d.base+"/jobs/often")))
+	marks, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("svg.durations rect.bar").length`))
+	require.NoError(t, err)
+	runs, err := chromedp.Run(ctx, chromedp.Evaluate[int](`[...document.querySelectorAll("table.history td.outcome")].filter(td => td.textContent != "skipped_paused").length`))
+	require.NoError(t, err)
+	require.Positive(t, runs)
+	require.Equal(t, runs, marks, "one mark per run")
+
+	// Sign in once: the cookie's attributes, then a trigger from the job's page.
+	signIn(t, ctx, d.base, "pagetoken")
+	cookies, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]*network.Cookie, error) {
+		r, err := cdp.Call(ctx, t, network.GetCookies, network.GetCookiesParams{})
+		return r.Cookies, err
+	})
+	require.NoError(t, err)
+	require.Len(t, cookies, 1)
+	c := cookies[0]
+	require.Equal(t, "cronlock_session", c.Name)
+	require.True(t, c.HTTPOnly)
+	require.Equal(t, network.CookieSameSiteStrict, c.SameSite)
+	require.False(t, c.Secure, "plain HTTP on loopback")
+	require.False(t, c.Session, "it expires")
+	require.WithinDuration(t, time.Now().Add(web.SessionLife), time.Unix(int64(c.Expires), 0), time.Minute)
+
+	// A form without its CSRF token is refused: the browser's, with the hidden field taken out,
+	// and a plain client's with the browser's cookie.
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(d.base+"/jobs/nightly")))
+	_, err = chromedp.Run(ctx, chromedp.Evaluate[bool](`(document.querySelector('form[action$="/trigger"] input[name=csrf]').remove(), true)`))
+	require.NoError(t, err)
+	resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(`form[action$="/trigger"] button`)))
+	require.NoError(t, err)
+	require.EqualValues(t, http.StatusForbidden, resp.Status, "a form without its CSRF token")
+	for _, body := range []string{"", "csrf=forged"} {
+		req := newRequest(t, "POST", d.base+"/jobs/nightly/trigger", "", strings.NewReader(body))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.AddCookie(&http.Cookie{Name: c.Name, Value: c.Value})
+		status, page, _ := do(t, req)
+		require.Equal(t, http.StatusForbidden, status, "%q: %s", body, page)
 	}
 
-	// Trigger the nightly job from its button: the manual run shows in its history.
 	require.NoError(t, chromedp.Do(ctx,
-		chromedp.SendKeys(chromedp.CSS(`#job-nightly form[action$="/trigger"] input[name=token]`), "pagetoken"),
-		chromedp.Click(chromedp.CSS(`#job-nightly form[action$="/trigger"] button`)),
+		chromedp.Navigate(d.base+"/jobs/nightly"),
+		chromedp.Click(chromedp.CSS(`form[action$="/trigger"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#job-nightly`))))
-	waitText(t, ctx, d.base+"/", `#job-nightly table.history`, "trigger ")
-	waitText(t, ctx, d.base+"/", `#job-nightly table.history`, "ran")
+	waitText(t, ctx, d.base+"/jobs/nightly", `table.history`, "trigger ")
+	waitText(t, ctx, d.base+"/jobs/nightly", `table.history`, "ran")
 
-	// Pause the frequent job from its button: the page shows it, and its next tick is skipped.
+	// Pause from the job's page, with a reason; the page shows it.
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Navigate(d.base+"/jobs/nightly"),
+		chromedp.Click(chromedp.CSS(`a.pause`)),
+		chromedp.SendKeys(chromedp.CSS(`form.pause input[name=reason]`), "browser test"),
+		chromedp.Click(chromedp.CSS(`form.pause button`)),
+		chromedp.WaitVisible(chromedp.CSS(`#job-nightly .paused`))))
+	waitText(t, ctx, d.base+"/jobs/nightly", `.paused`, "Paused: browser test")
+
+	// No page holds the token; the signed-in pages hold the CSRF token in every form.
+	for _, path := range []string{"/", "/jobs/nightly", "/jobs/often", "/jobs/nightly/pause", "/login"} {
+		require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(d.base+path)))
+		html, err := chromedp.Run(ctx, chromedp.OuterHTML(chromedp.CSS("html")))
+		require.NoError(t, err)
+		require.NotContains(t, html, "pagetoken", path)
+		require.Equal(t, strings.Count(html, "<form method=\"post\""), strings.Count(html, `name="csrf"`), path)
+	}
+	screenshot(t, ctx, d.base+"/", "console-overview.png")
+	screenshot(t, ctx, d.base+"/jobs/often", "console-job.png")
+
+	// Sign out: the buttons are gone.
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(d.base+"/"),
-		chromedp.SendKeys(chromedp.CSS(`#job-often form[action$="/pause"] input[name=token]`), "pagetoken"),
-		chromedp.SendKeys(chromedp.CSS(`#job-often form[action$="/pause"] input[name=reason]`), "browser test"),
-		chromedp.Click(chromedp.CSS(`#job-often form[action$="/pause"] button`)),
-		chromedp.WaitVisible(chromedp.CSS(`#job-often .paused`))))
-	waitText(t, ctx, d.base+"/", `#job-often .paused`, "Paused: browser test")
-	waitText(t, ctx, d.base+"/", `#job-often table.history`, "skipped_paused")
-
-	// A wrong token is refused, and the page says so.
-	require.NoError(t, chromedp.Do(ctx,
-		chromedp.Navigate(d.base+"/"),
-		chromedp.SendKeys(chromedp.CSS(`#job-often form[action$="/resume"] input[name=token]`), "wrong"),
-		chromedp.Click(chromedp.CSS(`#job-often form[action$="/resume"] button`))))
-	require.Eventually(t, func() bool {
-		body, err = chromedp.Run(ctx, chromedp.Text(chromedp.CSS("body")))
-		return err == nil && strings.Contains(body, "wrong or missing bearer token")
-	}, proctest.WaitLimit, 50*time.Millisecond)
+		chromedp.Click(chromedp.CSS(`form[action="/logout"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`a[href="/login"]`))))
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(d.base+"/jobs/often")))
+	buttons, err := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll("form[action$='/trigger']").length`))
+	require.NoError(t, err)
+	require.Zero(t, buttons)
 }
 
 // A job whose name has "/", "..", "%", "?" and "#": its buttons act on it and on no other job
@@ -140,23 +246,28 @@ func TestStatusPageOddNames(t *testing.T) {
   - {name: "50%/..?q=1#top", schedule: "@yearly", command: ["true"]}
 `)
 	ctx := browser(t)
-	section := func(name string) string { return `section[id="job-` + name + `"]` }
+	signIn(t, ctx, d.base, "pagetoken")
+	row := func(name string) string { return `tr[id="job-` + name + `"]` }
 	for _, name := range odd {
 		require.NoError(t, chromedp.Do(ctx,
 			chromedp.Navigate(d.base+"/"),
-			chromedp.SendKeys(chromedp.CSS(section(name)+` form[action$="/pause"] input[name=token]`), "pagetoken"),
-			chromedp.SendKeys(chromedp.CSS(section(name)+` form[action$="/pause"] input[name=reason]`), "paused "+name),
-			chromedp.Click(chromedp.CSS(section(name)+` form[action$="/pause"] button`)),
-			chromedp.WaitVisible(chromedp.CSS(`body`))))
-		waitText(t, ctx, d.base+"/", section(name)+` .paused`, "Paused: paused "+name)
+			chromedp.Click(chromedp.CSS(row(name)+` td.name a`)),
+			chromedp.Click(chromedp.CSS(`a.pause`)),
+			chromedp.SendKeys(chromedp.CSS(`form.pause input[name=reason]`), "paused "+name),
+			chromedp.Click(chromedp.CSS(`form.pause button`)),
+			chromedp.WaitVisible(chromedp.CSS(`.paused`))))
+		waitText(t, ctx, d.base+"/", row(name)+` td.pause`, "Paused: paused "+name)
 	}
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(d.base+"/"),
-		chromedp.SendKeys(chromedp.CSS(section(odd[0])+` form[action$="/trigger"] input[name=token]`), "pagetoken"),
-		chromedp.Click(chromedp.CSS(section(odd[0])+` form[action$="/trigger"] button`)),
-		chromedp.WaitVisible(chromedp.CSS(`body`))))
-	waitText(t, ctx, d.base+"/", section(odd[0])+` table.history`, "trigger ")
-	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(section("prod"))))
+		chromedp.Click(chromedp.CSS(row(odd[0])+` td.name a`)),
+		chromedp.Click(chromedp.CSS(`form[action$="/trigger"] button`)),
+		chromedp.WaitVisible(chromedp.CSS(`table.history`))))
+	url, err := chromedp.Run(ctx, chromedp.Location())
+	require.NoError(t, err)
+	waitText(t, ctx, url, `table.history`, "trigger ")
+	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(d.base+"/jobs/prod")))
+	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("section.job")))
 	require.NoError(t, err)
 	require.Contains(t, text, "Not paused")
 	require.Contains(t, text, "No runs recorded yet.")

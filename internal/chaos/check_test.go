@@ -514,3 +514,23 @@ func TestCheckOverlapAfterANodeClockStep(t *testing.T) {
 	assert.Equal(t, 1, r.Overlaps)
 	assert.Zero(t, r.ClockStepOverlaps)
 }
+
+func TestCheckHostStallExplainsAMiss(t *testing.T) {
+	d := clean()
+	d.Runs = d.Runs[:2] // tick 2 never ran
+	tl := timeline()
+	for _, n := range []int{0, 1, 2} {
+		require.True(t, tl.addStall(effect{kind: nodeStalled, worker: -1, node: n, from: at(1900 * ms), to: at(3100 * ms)}))
+	}
+	r := Check(params(3), tl, d)
+	assert.Equal(t, 1, r.Missed[MissNoQuorum], "three of five nodes did not answer the probe over the tick")
+	assert.True(t, r.OK(), "%v", r.Violations)
+
+	// A stall on a node that the schedule had killed is that fault, not the host's.
+	tl = timeline()
+	tl.add(effect{kind: nodeDown, worker: -1, node: 0, from: at(1500 * ms), to: at(2000 * ms)})
+	assert.False(t, tl.addStall(effect{kind: nodeStalled, worker: -1, node: 0, from: at(2500 * ms), to: at(2600 * ms)}),
+		"within the grace after the restart")
+	assert.True(t, tl.addStall(effect{kind: nodeStalled, worker: -1, node: 1, from: at(2500 * ms), to: at(2600 * ms)}))
+	assert.True(t, tl.addStall(effect{kind: nodeStalled, worker: -1, node: 0, from: at(3100 * ms), to: at(3200 * ms)}))
+}

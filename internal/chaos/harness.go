@@ -42,6 +42,7 @@ type harness struct {
 	workers []*worker
 	rng     *rand.Rand
 	watch   *runWatch // nil without daemon workers
+	probe   *stallProbe
 	// daemonNodeTimeout is the daemon workers' node timeout: the lock client's default for
 	// their TTL (the daemon has no setting for it).
 	daemonNodeTimeout time.Duration
@@ -89,6 +90,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if h.watch != nil {
 		rep.Problems = append(rep.Problems, h.watch.stop(s.ttl)...)
 	}
+	for _, e := range h.probe.stop() {
+		if h.tl.addStall(e) {
+			rep.Stalls++
+			rep.Stalled += e.to.Sub(e.from)
+		}
+	}
+	h.probe = nil
 
 	d, err := readData(ctx, h.ledger.Client(), ledgerKey, fencedKey, jobNames())
 	if err != nil {
@@ -152,6 +160,12 @@ func (h *harness) start(ctx context.Context) error {
 	if err := h.endQuarantine(ctx); err != nil {
 		return err
 	}
+	var addrs []string
+	for _, n := range h.nodes {
+		addrs = append(addrs, n.Addr())
+	}
+	// Half the node timeout, as a latency fault counts as a cut (see begin).
+	h.probe = startStallProbe(addrs, h.s.nodeTimeout/2)
 	if h.s.daemons > 0 {
 		if err := os.Mkdir(h.runsDir(), 0o755); err != nil {
 			return err
@@ -570,6 +584,9 @@ func (h *harness) close() {
 		for _, p := range h.watch.stop(h.s.ttl) {
 			h.cfg.Logf("closing: %s", p)
 		}
+	}
+	if h.probe != nil {
+		h.probe.stop()
 	}
 	for _, ps := range h.proxies {
 		for _, p := range ps {

@@ -32,6 +32,11 @@ type Report struct {
 	// DaemonRuns counts the daemon workers' runs; DaemonRunsStopped those stopped before the
 	// end of their work (their daemon killed, or their lease lost).
 	DaemonRuns, DaemonRunsStopped int
+	// Stalls counts the harness's pings to a node that failed or took longer than half the
+	// node timeout with no fault on it, Stalled their time in all: how much the host stalled
+	// (see stallProbe). The checker counts a node as lost to every worker meanwhile.
+	Stalls  int
+	Stalled time.Duration
 }
 
 // OK reports whether the run found nothing wrong.
@@ -65,6 +70,7 @@ func (r *Report) Summary() string {
 		res.LeasesLost, res.LeasesLostUnexplained, res.Killed, res.Unfinished, res.StartedWithoutQuorum, res.Orphans)
 	fmt.Fprintf(&b, "outcomes: %s; skipped_overlap while no run held the job's locks %d\n", counts(res.Outcomes), res.IdleOverlapSkips)
 	fmt.Fprintf(&b, "daemon workers' runs %d, stopped before the end of their work %d\n", r.DaemonRuns, r.DaemonRunsStopped)
+	fmt.Fprintf(&b, "host stalls (a node slow to answer the harness with no fault on it) %d, %v in all\n", r.Stalls, r.Stalled.Round(time.Millisecond))
 	fmt.Fprintf(&b, "harness problems (leaks, unclean exits): %d\n", len(r.Problems))
 	fmt.Fprintf(&b, "row: %s\n", r.Row())
 	return b.String()

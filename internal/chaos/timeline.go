@@ -40,6 +40,9 @@ const (
 	// winner of a race often does — which Redlock's assumptions exclude (no node's clock jumps
 	// by more than the drift allowance within a TTL).
 	nodeClockStepped
+	// nodeStalled: the harness's probe found the node slow to answer or not answering (see
+	// stallProbe), without a fault on it: the host stalled.
+	nodeStalled
 )
 
 // Timeline is the record of one chaos run's faults: the episodes the schedule applied and
@@ -68,9 +71,25 @@ func (e Episode) String() string {
 
 func (tl *Timeline) add(e effect) { tl.effects = append(tl.effects, e) }
 
+// addStall adds a nodeStalled effect unless a fault of the node's own (killed, restarting,
+// in quarantine, its clock stepped) was on it then, with the grace after it: a stall is what
+// the host did, not what the schedule did. It reports whether it added e.
+func (tl *Timeline) addStall(e effect) bool {
+	for _, f := range tl.effects {
+		switch f.kind {
+		case nodeDown, nodeQuarantined, nodeClockStepped:
+			if f.node == e.node && f.from.Before(e.to) && f.to.Add(tl.Grace).After(e.from) {
+				return false
+			}
+		}
+	}
+	tl.add(e)
+	return true
+}
+
 func (e effect) covers(t time.Time, grace time.Duration) bool {
 	to := e.to
-	if e.kind == linkCut || e.kind == nodeDown {
+	if e.kind == linkCut || e.kind == nodeDown || e.kind == nodeStalled {
 		to = to.Add(grace)
 	}
 	return !t.Before(e.from) && t.Before(to)
@@ -90,7 +109,7 @@ func (tl *Timeline) reachable(w int, t time.Time) int {
 func (tl *Timeline) nodeUsable(w, node int, t time.Time) bool {
 	for _, e := range tl.effects {
 		switch e.kind {
-		case nodeDown, nodeQuarantined, linkCut:
+		case nodeDown, nodeQuarantined, linkCut, nodeStalled:
 			if (e.node == -1 || e.node == node) && (e.worker == -1 || e.worker == w) && e.covers(t, tl.Grace) {
 				return false
 			}
@@ -142,7 +161,7 @@ func (tl *Timeline) workerAway(from, to time.Time) bool {
 // after the fault) at some time in [from, to].
 func (tl *Timeline) linkCutDuring(from, to time.Time) bool {
 	for _, e := range tl.effects {
-		if e.kind == linkCut && e.from.Before(to) && e.to.Add(tl.Grace).After(from) {
+		if (e.kind == linkCut || e.kind == nodeStalled) && e.from.Before(to) && e.to.Add(tl.Grace).After(from) {
 			return true
 		}
 	}

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -61,8 +62,11 @@ type Config struct {
 	WaitForReplicas int
 	// MinInterval is the shortest time allowed between two ticks of a job. Default 1s.
 	MinInterval time.Duration
-	// Jobs are the jobs, in file order.
+	// Jobs are the jobs, in file order: those of jobs:, then those of the crontab.
 	Jobs []Job
+	// Crontab is the path of the crontab file whose lines are jobs too (crontab:), relative
+	// paths made relative to the config file's directory; "" when none is given.
+	Crontab string
 }
 
 // ListenAddr returns the address the HTTP server listens on for addr, the http: key's or the
@@ -178,8 +182,12 @@ type Job struct {
 	// (SIGKILL comes at the deadline), and how long it has between the two when the run is
 	// stopped earlier: KillGraceFor of the config's kill_grace.
 	KillGrace time.Duration
-	// Line is where the job is in the file.
+	// File is the file the job is defined in: the config file, or its crontab.
+	File string
+	// Line is where the job is in File.
 	Line int
+
+	fromCrontab bool // a line of the crontab, whose problems name no jobs[i]
 }
 
 // EnvVar is one variable of a job's env:.
@@ -250,13 +258,17 @@ func (j Job) KillGraceFor(grace time.Duration, given bool) (time.Duration, error
 // JobError returns err, an error that job.Job.Validate or the scheduler gave for jobs[i], as
 // an *Error that names the job's YAML key (lock_ttl, not Options.LockTTL).
 func (c *Config) JobError(i int, err error) error {
-	path := fmt.Sprintf("jobs[%d]", i)
+	j := c.Jobs[i]
+	file, path := cmp.Or(j.File, c.File), fmt.Sprintf("jobs[%d]", i)
+	if j.fromCrontab {
+		path = ""
+	}
 	if ie, ok := errors.AsType[*job.InvalidError](err); ok {
 		if key, known := fieldKeys[ie.Field]; known {
-			return &Error{File: c.File, Line: c.Jobs[i].Line, Field: path + "." + key, Problem: goNames.Replace(ie.Problem)}
+			return &Error{File: file, Line: j.Line, Field: join(path, key), Problem: goNames.Replace(ie.Problem)}
 		}
 	}
-	return &Error{File: c.File, Line: c.Jobs[i].Line, Field: path, Problem: err.Error()}
+	return &Error{File: file, Line: j.Line, Field: path, Problem: err.Error()}
 }
 
 // Error is one problem in a config file.

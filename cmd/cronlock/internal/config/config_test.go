@@ -56,7 +56,7 @@ func TestParseIssueExample(t *testing.T) {
 	require.Len(t, c.Jobs, 1)
 	assert.Equal(t, config.Job{
 		Name: "backup", Schedule: "0 */5 * * * *", Command: []string{"/usr/local/bin/backup", "--fast"},
-		Timeout: 10 * time.Minute, LockTTL: 30 * time.Second, Overlap: job.Forbid, OutputLimit: config.DefaultOutputLimit, KillGrace: config.DefaultKillGrace, Line: 10,
+		Timeout: 10 * time.Minute, LockTTL: 30 * time.Second, Overlap: job.Forbid, OutputLimit: config.DefaultOutputLimit, KillGrace: config.DefaultKillGrace, File: "cronlock.yaml", Line: 10,
 	}, c.Jobs[0])
 	assert.Equal(t, job.Options{Timeout: 10 * time.Minute, LockTTL: 30 * time.Second}, c.Jobs[0].Options())
 }
@@ -175,7 +175,7 @@ jobs:
 			assert.Equal(t, 1, c.WaitForReplicas)
 			assert.Equal(t, config.Job{Name: "a", Schedule: "*/5 * * * *", Command: []string{"sh", "-c", "echo $CRONLOCK_TICK"},
 				Timeout: time.Hour, LockTTL: 90 * time.Second, RenewEvery: 20 * time.Second, Overlap: job.Allow,
-				Retries: 3, CatchUp: 10 * time.Minute, OutputLevel: slog.LevelDebug, OutputLimit: 1 << 20, KillGrace: 3 * time.Second, Line: 12}, c.Jobs[0])
+				Retries: 3, CatchUp: 10 * time.Minute, OutputLevel: slog.LevelDebug, OutputLimit: 1 << 20, KillGrace: 3 * time.Second, File: "c.yaml", Line: 12}, c.Jobs[0])
 		}},
 		{"null values mean the default", "nodes: [a:1]\nprefix:\nreplica: ~\njobs: [{name: j, schedule: '@every 1s', command: [true], timeout: null}]\n", func(t *testing.T, c *config.Config) {
 			assert.Equal(t, "cronlock", c.Prefix)
@@ -294,7 +294,7 @@ func TestParseBad(t *testing.T) {
 		{"duration without unit", good + "    lock_ttl: 30\n", `c.yaml:6: jobs[0].lock_ttl: 30 is not a duration: give a unit, e.g. 30s or 30m`},
 		{"duration as a list", good + "    timeout: [1s]\n", `c.yaml:6: jobs[0].timeout: must be a duration (e.g. 10m, 90s), not a list`},
 		{"unknown top-level key", "nodes: [a:1]\nnode: [b:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
-			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, http_token_env, tracing, kill_grace, boot_key, max_ttl, wait_for_replicas, min_interval, jobs)`},
+			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, http_token_env, tracing, kill_grace, boot_key, max_ttl, wait_for_replicas, min_interval, jobs, crontab)`},
 		{"unknown job key", good + "    timout: 1m\n",
 			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, env, working_dir)`},
 		{"unknown key far from any", good + "    owner: ops\n",
@@ -380,7 +380,7 @@ func TestParseBad(t *testing.T) {
 			`c.yaml:6: jobs[0].lock_ttl: 2m0s is longer than max_ttl 1m0s (the longest lock TTL, which is also a restarted node's quarantine): lower lock_ttl, or raise max_ttl`},
 		{"default lock ttl above max ttl", "max_ttl: 10s\n" + good,
 			`c.yaml:4: jobs[0].lock_ttl: the default 30s is longer than max_ttl 10s: give lock_ttl of at most 10s, or raise max_ttl`},
-		{"missing jobs", "nodes: [a:1]\n", `c.yaml: jobs: missing: give at least one job with name:, schedule: and command:`},
+		{"missing jobs", "nodes: [a:1]\n", `c.yaml: jobs: missing: give at least one job with name:, schedule: and command:, or a crontab: file`},
 		{"no jobs", "nodes: [a:1]\njobs: []\n", `c.yaml:2: jobs: is empty: give at least one job with name:, schedule: and command:`},
 		{"job not a mapping", "nodes: [a:1]\njobs:\n  - backup\n", `c.yaml:3: jobs[0]: must be a mapping (name:, schedule:, command:, …), not the string "backup"`},
 		{"missing command", "nodes: [a:1]\njobs:\n  - name: j\n    schedule: '@hourly'\n",

@@ -1,6 +1,6 @@
-// Package config reads the YAML file of `cronlock run`, `validate`, `locks` and `check`: the
-// lock nodes, the key prefix, this replica's name, the HTTP address, tracing settings, and the
-// shell-command jobs.
+// Package config reads the YAML file of `cronlock run`, `validate`, `locks` and `check`, and
+// the crontab it may name: the lock nodes, the key prefix, this replica's name, the HTTP
+// address, tracing settings, and the shell-command jobs.
 //
 //	nodes: ["10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"]
 //	jobs:
@@ -29,6 +29,13 @@
 // Whoever can change the file runs commands as the daemon: Load refuses (ErrUntrusted) a file
 // that group or others can write, or that another user than root and the process's own owns,
 // unless given the option Insecure.
+//
+// The jobs may also come from a crontab file (crontab: PATH, beside or instead of jobs:), read
+// with crontab(5)'s rules: each job line becomes the YAML job that ImportCrontab prints for it,
+// and is checked as that job, so its problems name the crontab's file and line the same way. A
+// "# cronlock: key=value …" comment above a line gives it the job keys that the line cannot
+// (name, timeout, …); a line without name= is named after its command and a hash of its
+// schedule and command, the same on every host.
 //
 // Anchors, aliases and merge keys ("<<: *defaults") may be used, e.g. to share job settings.
 //

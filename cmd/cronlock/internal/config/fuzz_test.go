@@ -42,7 +42,8 @@ func FuzzParse(f *testing.F) {
 				t.Errorf("Parse returned a config with an error")
 			}
 			for line := range strings.SplitSeq(err.Error(), "\n") {
-				if !strings.HasPrefix(line, "f.yaml") {
+				// A crontab: key may name a file of this host, whose problems name it.
+				if !strings.HasPrefix(line, "f.yaml") && !strings.Contains(s, "crontab") {
 					t.Errorf("error line does not name the file: %q", line)
 				}
 				if goName.MatchString(line) {
@@ -79,6 +80,36 @@ func FuzzParse(f *testing.F) {
 			if ttl := j.Options().WithDefaults().LockTTL; ttl > c.MaxTTL {
 				t.Errorf("accepted lock_ttl %v above max_ttl %v", ttl, c.MaxTTL)
 			}
+		}
+	})
+}
+
+// FuzzImportCrontab: ImportCrontab never panics; the YAML it prints for a crontab it accepts
+// is a config's jobs: that Parse accepts; the problems of one it refuses each name the
+// crontab's file and line.
+func FuzzImportCrontab(f *testing.F) {
+	for _, seed := range []string{
+		exampleCrontab,
+		"",
+		"@reboot x\n* * * * * root y\n",
+		"# cronlock: name=a timeout=1m retries='2' overlap=\"allow\"\n*/5 * * * * * a %b%c\\%\n",
+		"A = 'x'\nCRON_TZ=Nowhere\nMAILTO=m\n@every 1s z\n@every 1s z\n",
+		"# cronlock: x=\"\n\n* * *\n61 * * * * q\n",
+	} {
+		f.Add(seed)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		out, err := config.ImportCrontab("crontab", []byte(s))
+		if err != nil {
+			for line := range strings.SplitSeq(err.Error(), "\n") {
+				if !strings.HasPrefix(line, "crontab:") || goName.MatchString(line) {
+					t.Errorf("error line does not name the crontab, or names a Go field: %q", line)
+				}
+			}
+			return
+		}
+		if _, err := config.Parse("f.yaml", append([]byte("nodes: [a:1]\n"), out...)); err != nil {
+			t.Errorf("the YAML of an accepted crontab is refused: %v\n%s", err, out)
 		}
 	})
 }

@@ -33,12 +33,22 @@ const maxExpansions = 10000
 
 // Load reads the file at path and parses it (see Parse). It refuses, with an error matching
 // ErrUntrusted, a file that group or others can write, or that another user than root and this
-// process's owns, unless the option Insecure is given.
+// process's owns, unless the option Insecure is given; the same for the crontab it names.
 func Load(path string, opts ...LoadOption) (*Config, error) {
 	var o loadOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
+	data, err := readFile(path, o)
+	if err != nil {
+		return nil, err
+	}
+	return parse(path, data, o)
+}
+
+// readFile reads the file at path, refusing one that is not trusted (checkTrusted) unless o
+// is insecure.
+func readFile(path string, o loadOptions) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
@@ -53,18 +63,23 @@ func Load(path string, opts ...LoadOption) (*Config, error) {
 			return nil, err
 		}
 	}
-	data, err := io.ReadAll(f)
-	if err != nil {
-		return nil, err
-	}
-	return Parse(path, data)
+	return io.ReadAll(f)
 }
 
-// Parse parses the content of a config file; name is the file's name in messages. It returns
-// the config with defaults applied, or an error listing every problem found (up to a limit),
-// one per line; each is an *Error, reachable with errors.As.
-func Parse(name string, data []byte) (*Config, error) {
-	p := &parser{file: name, src: data}
+// Parse parses the content of a config file; name is the file's name in messages, and the
+// directory that a relative crontab: path is in. It reads the crontab a crontab: key names, as
+// Load does, with opts. It returns the config with defaults applied, or an error listing every
+// problem found (up to a limit), one per line; each is an *Error, reachable with errors.As.
+func Parse(name string, data []byte, opts ...LoadOption) (*Config, error) {
+	var o loadOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return parse(name, data, o)
+}
+
+func parse(name string, data []byte, o loadOptions) (*Config, error) {
+	p := &parser{file: name, src: data, opts: o}
 	root := p.document(data)
 	if root == nil {
 		return nil, p.err()
@@ -79,6 +94,7 @@ func Parse(name string, data []byte) (*Config, error) {
 type parser struct {
 	file   string
 	src    []byte
+	opts   loadOptions // how a crontab the file names is read
 	errs   []error
 	more   int // problems past maxErrors
 	steps  int // aliases and merges followed
@@ -87,11 +103,16 @@ type parser struct {
 
 // fail records a problem at line in field.
 func (p *parser) fail(line int, field, format string, args ...any) {
+	p.failIn(p.file, line, field, format, args...)
+}
+
+// failIn records a problem at line in field of file, the config file or its crontab.
+func (p *parser) failIn(file string, line int, field, format string, args ...any) {
 	if len(p.errs) >= maxErrors {
 		p.more++
 		return
 	}
-	p.errs = append(p.errs, &Error{File: p.file, Line: line, Field: field, Problem: fmt.Sprintf(format, args...)})
+	p.errs = append(p.errs, &Error{File: file, Line: line, Field: field, Problem: fmt.Sprintf(format, args...)})
 }
 
 func (p *parser) count() int { return len(p.errs) + p.more }
@@ -488,7 +509,7 @@ func (p *parser) size(e entry, path string) (int64, bool) {
 	return 0, false
 }
 
-var topKeys = []string{"nodes", "allow_even_nodes", "prefix", "replica", "http", "http_token_env", "tracing", "kill_grace", "boot_key", "max_ttl", "wait_for_replicas", "min_interval", "jobs"}
+var topKeys = []string{"nodes", "allow_even_nodes", "prefix", "replica", "http", "http_token_env", "tracing", "kill_grace", "boot_key", "max_ttl", "wait_for_replicas", "min_interval", "jobs", "crontab"}
 
 func (p *parser) config(root *yaml.Node) *Config {
 	c := &Config{
@@ -599,19 +620,27 @@ func (p *parser) config(root *yaml.Node) *Config {
 	} else {
 		p.fail(0, "nodes", `missing: give the addresses of independent Redis nodes, e.g. nodes: ["10.0.0.1:6379", "10.0.0.2:6379", "10.0.0.3:6379"]`)
 	}
-	if e, ok := m["jobs"]; ok {
+	e, hasJobs := m["jobs"]
+	if hasJobs {
 		c.Jobs = p.jobs(e, c.MaxTTL, maxTTLOK, c.MinInterval)
-		for i := range c.Jobs {
-			j := &c.Jobs[i]
-			var err error
-			if j.KillGrace, err = j.KillGraceFor(c.KillGrace, c.KillGraceGiven); err != nil {
-				p.fail(killGraceLine, "kill_grace", "%v", err)
-			}
-		}
-		p.secretsInEnv(c)
-	} else {
-		p.fail(0, "jobs", "missing: give at least one job with name:, schedule: and command:")
 	}
+	e, hasCrontab := m["crontab"]
+	if hasCrontab {
+		var jobs []Job
+		jobs, c.Crontab = p.readCrontab(e, c.MaxTTL, maxTTLOK, c.MinInterval)
+		c.Jobs = append(c.Jobs, p.crontabNames(c.Jobs, jobs)...)
+	}
+	if !hasJobs && !hasCrontab {
+		p.fail(0, "jobs", "missing: give at least one job with name:, schedule: and command:, or a crontab: file")
+	}
+	for i := range c.Jobs {
+		j := &c.Jobs[i]
+		var err error
+		if j.KillGrace, err = j.KillGraceFor(c.KillGrace, c.KillGraceGiven); err != nil {
+			p.fail(killGraceLine, "kill_grace", "%v", err)
+		}
+	}
+	p.secretsInEnv(c)
 	return c
 }
 
@@ -630,7 +659,7 @@ func (p *parser) secretsInEnv(c *Config) {
 	for _, j := range c.Jobs {
 		for _, v := range j.Env {
 			if what, ok := secret[v.Value]; v.fromEnv && ok {
-				p.fail(v.line, v.path, "%s holds %s, which no job is given: give the job a credential of its own in another variable", v.Value, what)
+				p.failIn(v.file, v.line, v.path, "%s holds %s, which no job is given: give the job a credential of its own in another variable", v.Value, what)
 			}
 		}
 	}
@@ -911,7 +940,7 @@ func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool, minInterval 
 // job parses one job; false when it has a problem (reported).
 func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLOK bool, minInterval time.Duration) (Job, bool) {
 	before := p.count()
-	j := Job{Line: item.Line, OutputLevel: slog.LevelInfo, OutputLimit: DefaultOutputLimit}
+	j := Job{File: p.file, Line: item.Line, OutputLevel: slog.LevelInfo, OutputLimit: DefaultOutputLimit}
 	m := p.mapping(item, path, jobKeys, false)
 	line := func(key string) int {
 		if e, ok := m[key]; ok {

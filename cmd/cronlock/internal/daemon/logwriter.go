@@ -29,7 +29,7 @@ func (l *logWriter) Write(p []byte) (int, error) {
 // register reports the count of dropped lines as cronlock.log.lines.dropped (Prometheus:
 // cronlock_log_lines_dropped_total).
 func (l *logWriter) register(mp metric.MeterProvider) error {
-	_, err := mp.Meter("github.com/cronlock/cronlock/cmd/cronlock").Int64ObservableCounter("cronlock.log.lines.dropped",
+	_, err := mp.Meter(meterScope).Int64ObservableCounter("cronlock.log.lines.dropped",
 		metric.WithDescription("Log lines the daemon could not write to its stderr (its reader went away), and dropped."),
 		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
 			o.Observe(l.dropped.Load())

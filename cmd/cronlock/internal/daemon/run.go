@@ -50,10 +50,10 @@ the lease's end).
 
 On SIGINT or SIGTERM it takes no new ticks, gives up the ticks that only wait for lock nodes,
 waits up to --drain for running jobs (a second signal stops waiting), stops what is left,
-releases its locks and exits 0. On SIGHUP it reloads the config file's jobs (a file with
-errors is refused, and the running config kept). A config file that group or others can
-write, or that another user than root or this one owns, is refused at start and at reload
-(see docs/security.md).
+releases its locks and exits 0. On SIGHUP it reloads the config file's jobs, and the crontab
+it names (a file with errors is refused, and the running config kept). A config file (or crontab) that group or
+others can write, or that another user than root or this one owns, is refused at start and at
+reload (see docs/security.md).
 
 Exit codes: 0 stopped by a signal, 1 runtime failure, 2 bad config or usage.
 
@@ -340,6 +340,9 @@ func (d *daemon) start() error {
 	}
 	d.locks = locks
 	if _, err := d.sched.RegisterGauges(d.tel.meters); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
+	if err := d.tel.registerReadiness(d.ready); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	if d.logOut != nil {

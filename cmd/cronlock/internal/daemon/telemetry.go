@@ -15,12 +15,14 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
+	"go.opentelemetry.io/otel/metric"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 	"github.com/cronlock/cronlock/middleware"
 )
 
@@ -88,6 +90,26 @@ func (t *telemetry) middleware() []middleware.Middleware {
 		ms = append(ms, middleware.Trace(middleware.WithTracerProvider(t.tracers)))
 	}
 	return append(ms, middleware.Metrics(middleware.WithMeterProvider(t.meters)))
+}
+
+// meterScope is the scope of the daemon's own instruments.
+const meterScope = "github.com/cronlock/cronlock/cmd/cronlock"
+
+// registerReadiness reports /readyz's verdict at each collection as cronlock.ready
+// (Prometheus: cronlock_ready): 1 while a quorum of the nodes answers and is out of
+// quarantine, 0 when not, or when the daemon is stopping.
+func (t *telemetry) registerReadiness(r *nodes.Readiness) error {
+	_, err := t.meters.Meter(meterScope).Int64ObservableGauge("cronlock.ready",
+		metric.WithDescription("1 while a quorum of the lock nodes answers and is out of quarantine (/readyz), else 0."),
+		metric.WithInt64Callback(func(ctx context.Context, o metric.Int64Observer) error {
+			ready := int64(0)
+			if r.Report(ctx, false).Ready {
+				ready = 1
+			}
+			o.Observe(ready)
+			return nil
+		}))
+	return err
 }
 
 // shutdown flushes the spans still buffered and stops the providers.

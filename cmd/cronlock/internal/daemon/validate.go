@@ -76,7 +76,7 @@ func Validate(_ context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%q\n", j.Name, j.Schedule, next, j.Command)
 		for _, err := range hostProblems(j) {
-			fmt.Fprintf(stderr, "warning: %s:%d: job %q: %v (on this host)\n", cfg.File, j.Line, j.Name, err)
+			fmt.Fprintf(stderr, "warning: %s:%d: job %q: %v (on this host)\n", j.File, j.Line, j.Name, err)
 		}
 	}
 	tw.Flush()

@@ -23,10 +23,13 @@ func Print(w io.Writer, h []scheduler.Record) {
 	_ = tw.Flush()
 }
 
-// RunName is a record's tick, or "trigger <id>".
+// RunName is a record's tick, "trigger <id>", or "backfill <date and time of the tick>".
 func RunName(r scheduler.Record) string {
-	if r.Trigger != "" {
+	switch {
+	case r.Trigger != "":
 		return "trigger " + r.Trigger
+	case r.Backfill:
+		return "backfill " + r.Tick.UTC().Format("2006-01-02 15:04:05.000")
 	}
 	return "tick " + r.Tick.UTC().Format("15:04:05.000")
 }

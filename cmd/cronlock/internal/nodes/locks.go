@@ -16,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/internal/redisglob"
 	"github.com/cronlock/cronlock/middleware"
 )
 
@@ -29,9 +30,9 @@ func Locks(ctx context.Context, cfg *config.Config, job string, timeout time.Dur
 	}
 	defer Close(clients)
 
-	match := "{" + globEscape(cfg.Prefix) + ":*}:*"
+	match := "{" + redisglob.Escape(cfg.Prefix) + ":*}:*"
 	if job != "" {
-		match = "{" + globEscape(cfg.Prefix) + ":" + globEscape(job) + "}:*"
+		match = "{" + redisglob.Escape(cfg.Prefix) + ":" + redisglob.Escape(job) + "}:*"
 	}
 	rows := make([][]keyRow, len(clients))
 	errs := make([]error, len(clients))
@@ -300,18 +301,6 @@ func parseLockKey(prefix, key string) keyRow {
 		}
 	}
 	return r
-}
-
-// globEscape escapes the characters that SCAN MATCH patterns treat specially.
-func globEscape(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\^`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 func formatTTL(d time.Duration) string {

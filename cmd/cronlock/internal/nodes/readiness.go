@@ -14,6 +14,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 )
 
 // Readiness answers /readyz: whether a quorum of nodes answers and is out of quarantine
@@ -137,14 +138,15 @@ func (r *Readiness) check(ctx context.Context) (usable int, states []nodeState) 
 	return usable, slices.Clone(r.states)
 }
 
-// Report answers /readyz (web.Readiness): not ready while the daemon stops, or while fewer than
-// a quorum of nodes answer and are out of quarantine; one line per node, with its address and
-// error text only when details is set.
-func (r *Readiness) Report(ctx context.Context, details bool) (bool, string) {
+// Report answers /readyz and the console (web.Readiness): not ready while the daemon stops, or
+// while fewer than a quorum of nodes answer and are out of quarantine; one line per node, with
+// its address and error text only when details is set.
+func (r *Readiness) Report(ctx context.Context, details bool) web.Nodes {
 	if r.stop.Load() {
-		return false, "not ready: stopping\n"
+		return web.Nodes{Report: "not ready: stopping\n", Quorum: r.quorum}
 	}
 	usable, states := r.check(ctx)
+	out := web.Nodes{Ready: usable >= r.quorum, Usable: usable, Quorum: r.quorum}
 	var b strings.Builder
 	verdict := "ready"
 	if usable < r.quorum {
@@ -152,13 +154,18 @@ func (r *Readiness) Report(ctx context.Context, details bool) (bool, string) {
 	}
 	fmt.Fprintf(&b, "%s: %d of %d nodes answer and are out of quarantine, quorum %d\n", verdict, usable, len(r.clients), r.quorum)
 	for i, n := range states {
+		state, _, _ := strings.Cut(n.kind(), " ")
+		wn := web.Node{Name: fmt.Sprintf("nodes[%d]", i), State: state, Until: n.until}
 		if details {
+			wn.Name = n.addr
 			fmt.Fprintln(&b, n)
 		} else {
 			fmt.Fprintf(&b, "nodes[%d]: %s\n", i, n.state(false))
 		}
+		out.Nodes = append(out.Nodes, wn)
 	}
-	return usable >= r.quorum, b.String()
+	out.Report = b.String()
+	return out
 }
 
 // probeEvery is how often the daemon probes its nodes.

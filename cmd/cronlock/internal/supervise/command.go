@@ -27,7 +27,8 @@ import (
 // before the run's lease can end, even if the daemon dies or freezes.
 //
 // The command gets the run's facts in its environment (CRONLOCK_JOB, CRONLOCK_TICK,
-// CRONLOCK_TICK_UNIX_MS, CRONLOCK_FENCING_TOKEN, CRONLOCK_REPLICA, CRONLOCK_ATTEMPT); each line
+// CRONLOCK_TICK_UNIX_MS, CRONLOCK_FENCING_TOKEN, CRONLOCK_REPLICA, CRONLOCK_ATTEMPT, and
+// CRONLOCK_BACKFILL=1 for a backfilled tick); each line
 // it writes is logged with the job's name and the stream. The supervisor gets each deadline of
 // the run's lease (the lock's validity, moved by each renewal) and sends the process group
 // SIGTERM kill_grace before it and SIGKILL at it; when the context ends (lease lost, timeout,
@@ -78,6 +79,9 @@ func (c *Command) Run(ctx context.Context) error {
 		"CRONLOCK_REPLICA="+run.Replica,
 		"CRONLOCK_ATTEMPT="+strconv.Itoa(run.Attempt),
 	)
+	if run.Backfill {
+		cmd.Env = append(cmd.Env, "CRONLOCK_BACKFILL=1")
+	}
 	const pipes = 4 // stdout, stderr, control, status; each a read end and a write end
 	ends := make([][2]*os.File, 0, pipes)
 	defer func() {

@@ -1,41 +1,53 @@
 package web
 
 import (
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
-// control serves the control endpoints and the status page, under the bearer token read from
+// control serves the control endpoints and the console, under the bearer token read from
 // the environment variable cfg.HTTPTokenEnv at start.
 type control struct {
-	cfg   *config.Config
-	sched *scheduler.Scheduler
-	token string // "": the mutating endpoints are off
-	jobs  *snapshot[[]pageJob]
+	cfg      *config.Config
+	sched    *scheduler.Scheduler
+	replica  string
+	status   *JobStatus
+	ready    Readiness
+	token    string // "": the mutating endpoints and sign-in are off
+	sessions *sessions
+	jobs     *snapshot[jobsRead]
 }
 
-func newControl(cfg *config.Config, sched *scheduler.Scheduler) *control {
-	c := &control{cfg: cfg, sched: sched}
+func newControl(cfg *config.Config, sched *scheduler.Scheduler, st *JobStatus, ready Readiness) *control {
+	c := &control{cfg: cfg, sched: sched, replica: sched.Replica(), status: st, ready: ready}
 	if cfg.HTTPTokenEnv != "" {
 		c.token = os.Getenv(cfg.HTTPTokenEnv)
 	}
-	c.jobs = &snapshot[[]pageJob]{ttl: PageCache, read: c.readJobs}
+	c.sessions = newSessions(c.token)
+	c.jobs = &snapshot[jobsRead]{ttl: PageCache, read: c.readJobs}
 	return c
 }
 
-// mount adds GET /, GET /jobs/{name}/history and POST /jobs/{name}/{pause,resume,trigger}.
-// The job's name is one path segment, path-escaped (url.PathEscape).
+// mount adds the console (GET /, /jobs/{name}, /jobs/{name}/pause, /login; POST /login,
+// /logout), GET /jobs/{name}/history and POST /jobs/{name}/{pause,resume,trigger,backfill}. The job's
+// name is one path segment, path-escaped (url.PathEscape).
 func (c *control) mount(mux *http.ServeMux) {
-	mux.HandleFunc("GET /{$}", c.page)
+	mux.HandleFunc("GET /{$}", c.overview)
+	mux.HandleFunc("GET /jobs/{name}", c.jobPage)
+	mux.HandleFunc("GET /jobs/{name}/pause", c.pausePage)
+	mux.HandleFunc("GET /login", c.loginPage)
+	mux.HandleFunc("POST /login", c.login)
+	mux.HandleFunc("POST /logout", c.logout)
 	mux.HandleFunc("GET /jobs/{name}/history", func(w http.ResponseWriter, r *http.Request) {
 		n := 20
 		if s := r.URL.Query().Get("n"); s != "" {
@@ -60,6 +72,7 @@ func (c *control) mount(mux *http.ServeMux) {
 	for _, action := range []string{"pause", "resume", "trigger"} {
 		mux.HandleFunc("POST /jobs/{name}/"+action, func(w http.ResponseWriter, r *http.Request) { c.act(w, r, action) })
 	}
+	mux.HandleFunc("POST /jobs/{name}/backfill", c.backfill)
 }
 
 // failed writes err's status and reports whether it did (fatal: err stops the request). The
@@ -83,30 +96,50 @@ func (c *control) failed(w http.ResponseWriter, err error, fatal, details bool) 
 // bearer reports whether r carries the bearer token in its Authorization header.
 func (c *control) bearer(r *http.Request) bool {
 	got, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	return ok && c.token != "" && subtle.ConstantTimeCompare([]byte(got), []byte(c.token)) == 1
+	return ok && tokenOK(got, c.token)
 }
 
-// authorized checks the bearer token (the Authorization header, or else the form field "token"
-// of the status page's buttons): 403 when none is configured, 401 when it is wrong. A request
-// with an Authorization header is decided on it alone, before its body is read.
+// authorized checks a request to act: the bearer token in its Authorization header (decided
+// on it alone, before the body is read), or else a form of the console, which must come with a
+// signed-in session (401 without one, as without the bearer token) and carry the session's CSRF
+// token (field csrf; 403 without it or with another). 403 when no token is configured.
 func (c *control) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if c.token == "" {
 		http.Error(w, "control endpoints are off: set http_token_env in the config to the name of an environment variable holding a token", http.StatusForbidden)
 		return false
 	}
-	ok := c.bearer(r)
 	if r.Header.Get("Authorization") == "" {
 		if err := r.ParseForm(); err != nil {
 			formError(w, err)
 			return false
 		}
-		ok = subtle.ConstantTimeCompare([]byte(r.PostForm.Get("token")), []byte(c.token)) == 1
+		return c.formAuthorized(w, r)
 	}
-	if !ok {
-		w.Header().Set("WWW-Authenticate", `Bearer realm="cronlock"`)
-		http.Error(w, "wrong or missing bearer token", http.StatusUnauthorized)
+	if !c.bearer(r) {
+		unauthorized(w)
+		return false
 	}
-	return ok
+	return true
+}
+
+// unauthorized writes 401: neither the bearer token nor a session.
+func unauthorized(w http.ResponseWriter) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="cronlock"`)
+	http.Error(w, "wrong or missing bearer token, and no session: send Authorization: Bearer, or sign in at /login", http.StatusUnauthorized)
+}
+
+// formAuthorized checks a parsed form of the console: its session, then its CSRF token.
+func (c *control) formAuthorized(w http.ResponseWriter, r *http.Request) bool {
+	id := c.sessions.session(r, time.Now())
+	if id == "" {
+		unauthorized(w)
+		return false
+	}
+	if !c.sessions.csrfOK(id, r.PostForm.Get("csrf")) {
+		http.Error(w, "missing or wrong CSRF token (field csrf): send the form from the console's page (reload it), or use the API with Authorization: Bearer", http.StatusForbidden)
+		return false
+	}
+	return true
 }
 
 func (c *control) act(w http.ResponseWriter, r *http.Request, action string) {
@@ -139,10 +172,10 @@ func (c *control) act(w http.ResponseWriter, r *http.Request, action string) {
 	if c.failed(w, err, true, true) {
 		return
 	}
-	// The page shows the change at once.
+	// The pages show the change at once.
 	c.jobs.reset()
-	if r.Header.Get("Authorization") == "" { // a button of the status page: back to it
-		http.Redirect(w, r, "/", http.StatusSeeOther)
+	if r.Header.Get("Authorization") == "" { // a button of the console: back to the job's page
+		http.Redirect(w, r, "/jobs/"+url.PathEscape(name), http.StatusSeeOther)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)

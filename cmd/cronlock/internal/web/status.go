@@ -20,7 +20,7 @@ import (
 type JobStatus struct {
 	mu      sync.Mutex
 	last    map[string]*TickStatus
-	running map[string]int
+	running map[string]map[*runRecord]bool // the ticks this replica works on now
 }
 
 // TickStatus is what this replica knows of one tick of a job.
@@ -39,13 +39,15 @@ type TickStatus struct {
 
 // NewJobStatus returns an empty JobStatus.
 func NewJobStatus() *JobStatus {
-	return &JobStatus{last: map[string]*TickStatus{}, running: map[string]int{}}
+	return &JobStatus{last: map[string]*TickStatus{}, running: map[string]map[*runRecord]bool{}}
 }
 
 type runRecordKey struct{}
 
-// runRecord is filled by the command's handler, inside the lock, for the outermost middleware.
+// runRecord is filled by the command's handler, inside the lock, for the outermost middleware;
+// under its JobStatus's mu.
 type runRecord struct {
+	status  *JobStatus
 	token   uint64
 	started time.Time
 }
@@ -58,11 +60,20 @@ func (s *JobStatus) Middleware(replica string) middleware.Middleware {
 			if run == nil {
 				return next(ctx)
 			}
-			rec := &runRecord{}
+			rec := &runRecord{status: s}
 			s.mu.Lock()
-			s.running[run.Job]++
+			if s.running[run.Job] == nil {
+				s.running[run.Job] = map[*runRecord]bool{}
+			}
+			s.running[run.Job][rec] = true
 			s.mu.Unlock()
 			err := next(context.WithValue(ctx, runRecordKey{}, rec))
+			s.mu.Lock()
+			delete(s.running[run.Job], rec)
+			if len(s.running[run.Job]) == 0 {
+				delete(s.running, run.Job)
+			}
+			s.mu.Unlock()
 			st := &TickStatus{Tick: run.Tick, Outcome: middleware.Outcome(err), Token: rec.token, Started: rec.started, Finished: time.Now()}
 			if err != nil {
 				st.Error = err.Error()
@@ -74,7 +85,6 @@ func (s *JobStatus) Middleware(replica string) middleware.Middleware {
 				st.Runner = se.Holder.Label
 			}
 			s.mu.Lock()
-			s.running[run.Job]--
 			if old := s.last[run.Job]; old == nil || !run.Tick.Before(old.Tick) {
 				s.last[run.Job] = st
 			}
@@ -87,8 +97,23 @@ func (s *JobStatus) Middleware(replica string) middleware.Middleware {
 // Started records, from inside the lock, that this replica runs the tick with token.
 func Started(ctx context.Context, token uint64) {
 	if rec, ok := ctx.Value(runRecordKey{}).(*runRecord); ok {
+		rec.status.mu.Lock()
 		rec.token, rec.started = token, time.Now()
+		rec.status.mu.Unlock()
 	}
+}
+
+// runningSince returns when the oldest run of the job named name that this replica works on
+// now started, and how many it works on; a zero time while none has its lock yet.
+func (s *JobStatus) runningSince(name string) (since time.Time, runs int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for rec := range s.running[name] {
+		if !rec.started.IsZero() && (since.IsZero() || rec.started.Before(since)) {
+			since = rec.started
+		}
+	}
+	return since, len(s.running[name])
 }
 
 // JobView is one job in /jobs.
@@ -111,7 +136,7 @@ func (s *JobStatus) view(cfg *config.Config, entries []scheduler.Entry) []JobVie
 	defer s.mu.Unlock()
 	out := make([]JobView, 0, len(entries))
 	for _, e := range entries {
-		v := JobView{Name: e.Name, Schedule: e.Spec, Command: commands[e.Name], NextTick: e.Next.UTC(), PrevTick: e.Prev.UTC(), Running: s.running[e.Name]}
+		v := JobView{Name: e.Name, Schedule: e.Spec, Command: commands[e.Name], NextTick: e.Next.UTC(), PrevTick: e.Prev.UTC(), Running: len(s.running[e.Name])}
 		if l := s.last[e.Name]; l != nil {
 			c := *l
 			v.Last = &c
@@ -121,28 +146,43 @@ func (s *JobStatus) view(cfg *config.Config, entries []scheduler.Entry) []JobVie
 	return out
 }
 
-// Readiness answers /readyz: whether this replica is ready (a quorum of nodes grants locks), and
-// the report to show, with the nodes' addresses and errors only when details is set (the
-// request carries the bearer token).
-type Readiness func(ctx context.Context, details bool) (ready bool, report string)
+// Readiness answers /readyz and the console's line of nodes: the lock nodes' state, with their
+// addresses and errors only when details is set (the request carries the bearer token).
+type Readiness func(ctx context.Context, details bool) Nodes
+
+// Nodes is the lock nodes' state, as this replica last probed them.
+type Nodes struct {
+	Ready  bool   // this replica is ready: a quorum of nodes grants locks
+	Report string // /readyz's text
+	Usable int    // how many nodes grant locks
+	Quorum int
+	Nodes  []Node
+}
+
+// Node is one lock node's state.
+type Node struct {
+	Name  string    // its address with details, else "nodes[i]"
+	State string    // "ok", "down", "missing" (no boot marker) or "quarantined"
+	Until time.Time // the end of its quarantine, on this host's clock; zero when not in one
+}
 
 // Handler serves /healthz, /readyz, /jobs and /metrics (the Prometheus exposition of the
 // daemon's OpenTelemetry metrics), and the control endpoints and status page (control.go), under
 // guard. Without the bearer token, reads show the schedules and outcomes but no command line, no
 // node address and no error text.
 func Handler(cfg func() *config.Config, replica string, sched *scheduler.Scheduler, st *JobStatus, ready Readiness, metrics http.Handler) http.Handler {
-	c := newControl(cfg(), sched) // token and trace links: a reload cannot change them
+	c := newControl(cfg(), sched, st, ready) // token and trace links: a reload cannot change them
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", cachedResponse("/metrics", metrics))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
-		ready, report := ready(r.Context(), c.bearer(r))
-		if !ready {
+		nodes := ready(r.Context(), c.bearer(r))
+		if !nodes.Ready {
 			w.WriteHeader(http.StatusServiceUnavailable)
 		}
-		_, _ = io.WriteString(w, report)
+		_, _ = io.WriteString(w, nodes.Report)
 	})
 	mux.HandleFunc("GET /jobs", func(w http.ResponseWriter, r *http.Request) {
 		jobs := st.view(cfg(), sched.Entries())

@@ -1,36 +1,58 @@
 package web
 
 import (
+	"cmp"
 	"context"
 	"embed"
+	"fmt"
 	"html/template"
 	"net/http"
 	"net/url"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
+	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
-//go:embed templates/status.html
+//go:embed templates/*.html
 var templates embed.FS
 
-var statusPage = template.Must(template.New("status.html").Funcs(template.FuncMap{
-	"utc":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") },
-	"in":   func(t time.Time, loc *time.Location) string { return t.In(loc).Format("2006-01-02 15:04:05 MST") },
-	"ms":   func(d time.Duration) string { return d.Round(time.Millisecond).String() },
-	"run":  history.RunName,
-	"zero": func(t time.Time) bool { return t.IsZero() },
-	"path": url.PathEscape,
-}).ParseFS(templates, "templates/status.html"))
+// pages are the console's pages, each a template of its own over layout.html's "head" and
+// "foot".
+var pages = func() map[string]*template.Template {
+	funcs := template.FuncMap{
+		"utc":  func(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05 MST") },
+		"in":   func(t time.Time, loc *time.Location) string { return t.In(loc).Format("2006-01-02 15:04:05 MST") },
+		"ms":   func(d time.Duration) string { return d.Round(time.Millisecond).String() },
+		"run":  history.RunName,
+		"zero": func(t time.Time) bool { return t.IsZero() },
+		"path": url.PathEscape,
+	}
+	out := map[string]*template.Template{}
+	for _, name := range []string{"overview.html", "job.html", "pause.html", "login.html"} {
+		out[name] = template.Must(template.New(name).Funcs(funcs).ParseFS(templates, "templates/layout.html", "templates/"+name))
+	}
+	return out
+}()
 
-// pageJob is one job on the status page.
+const (
+	// recentRuns is how many of a job's last runs the overview counts the failures of.
+	recentRuns = 10
+	// nextTicks is how many of a job's next ticks its page shows.
+	nextTicks = 5
+	// refreshSeconds is how often the overview and the job pages reload themselves.
+	refreshSeconds = 10
+)
+
+// pageJob is one job as the console shows it, from one read of the nodes.
 type pageJob struct {
 	scheduler.Status
 	Zone    *time.Location
-	History []pageRun
-	Err     string // the nodes could not be read
+	History []pageRun // every record the nodes keep, newest first
+	Err     string    // the nodes could not be read
 }
 
 type pageRun struct {
@@ -38,44 +60,30 @@ type pageRun struct {
 	TraceURL string
 }
 
-// page serves the status page: every job with its schedule, next tick, pause and last runs,
-// from a read of the nodes shared by every request of the last PageCache. Error texts are
-// shown only to a request with the bearer token.
-func (c *control) page(w http.ResponseWriter, r *http.Request) {
-	w.Header().Set("Content-Type", "text/html; charset=utf-8")
-	_ = statusPage.Execute(w, pageData{Replica: c.sched.Replica(), Now: time.Now(), Controls: c.token != "",
-		Details: c.bearer(r), Jobs: c.jobs.get(r.Context())})
+// jobsRead is one read of every job's state, for every page of the next PageCache.
+type jobsRead struct {
+	jobs   []pageJob
+	byName map[string]int
 }
 
-// readJobs reads every job's status and last runs from the nodes, for the page.
-func (c *control) readJobs(ctx context.Context) []pageJob {
-	var jobs []pageJob
+// readJobs reads every job's status and history from the nodes (Scheduler.Status: two reads of
+// the nodes per job).
+func (c *control) readJobs(ctx context.Context) jobsRead {
+	read := jobsRead{byName: map[string]int{}}
 	for _, e := range c.sched.Entries() {
 		pj := pageJob{Zone: specZone(e.Spec)}
 		st, err := c.sched.Status(ctx, e.Name)
 		pj.Status, pj.Entry = st, e
-		if err == nil {
-			var h []scheduler.Record
-			h, err = c.sched.History(ctx, e.Name, 10)
-			for _, rec := range h {
-				pj.History = append(pj.History, c.pageRun(rec))
-			}
+		for _, rec := range st.History {
+			pj.History = append(pj.History, c.pageRun(rec))
 		}
 		if err != nil {
 			pj.Err = err.Error()
 		}
-		jobs = append(jobs, pj)
+		read.byName[e.Name] = len(read.jobs)
+		read.jobs = append(read.jobs, pj)
 	}
-	return jobs
-}
-
-// pageData is what the template shows.
-type pageData struct {
-	Replica  string
-	Now      time.Time
-	Controls bool // a token is set: show the buttons
-	Details  bool // the request carries the token: show error texts
-	Jobs     []pageJob
+	return read
 }
 
 // pageRun is rec with its trace's URL, when tracing.ui_url is set.
@@ -85,6 +93,164 @@ func (c *control) pageRun(rec scheduler.Record) pageRun {
 		pr.TraceURL = strings.ReplaceAll(c.cfg.Tracing.UIURL, "{trace_id}", rec.TraceID)
 	}
 	return pr
+}
+
+// runs returns the job's records of runs (not of paused ticks), newest first.
+func (j *pageJob) runs() []pageRun {
+	return slices.DeleteFunc(slices.Clone(j.History), func(r pageRun) bool { return r.Outcome == middleware.OutcomeSkippedPaused })
+}
+
+// failure reports whether a run's outcome is a failure.
+func failure(outcome string) bool {
+	return outcome == middleware.OutcomeFailed || outcome == middleware.OutcomeLeaseLost
+}
+
+// pageData is what every page shows, and what one page needs.
+type pageData struct {
+	Title    string
+	Replica  string
+	Now      time.Time
+	Refresh  int    // seconds; 0: the page does not reload itself (it has a field to type in)
+	Controls bool   // a token is set: sign-in and the buttons are on
+	SignedIn bool   // the request comes with a session: show the buttons
+	CSRF     string // the session's CSRF token, for every form
+	Details  bool   // the request carries the token or a session: show error texts
+	Nodes    Nodes
+
+	Rows   []overviewRow // the overview
+	Filter string
+	Sort   string
+	Total  int
+
+	Job   *pageJob // a job's page
+	Ticks []tick
+	Chart chart
+
+	Error string // the sign-in page: why the last attempt failed
+}
+
+// tick is one of a job's next ticks.
+type tick struct{ UTC, Zone string }
+
+// data returns what every page of r shows.
+func (c *control) data(r *http.Request, title string) pageData {
+	d := pageData{Title: title, Replica: c.replica, Now: time.Now(), Controls: c.token != "", Details: c.bearer(r)}
+	if id := c.sessions.session(r, d.Now); id != "" {
+		d.SignedIn, d.CSRF, d.Details = true, c.sessions.csrf(id), true
+	}
+	return d
+}
+
+// render writes the page name with d.
+func render(w http.ResponseWriter, code int, name string, d pageData) {
+	w.Header().Set("Content-Type", "text/html; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-store")
+	w.WriteHeader(code)
+	_ = pages[name].Execute(w, d)
+}
+
+// overviewRow is one job in the overview's table.
+type overviewRow struct {
+	*pageJob
+	Failures, Runs int       // failures among the last recentRuns runs
+	Attention      int       // 0: the last run failed or the nodes could not be read; 1: paused; 2: the rest
+	RunningSince   time.Time // the oldest run this replica works on now; zero: none has its lock yet
+	Running        int       // how many runs this replica works on now
+}
+
+// overview serves GET /: one table of every job (filtered by ?q=, a part of the name), failing
+// and paused jobs first (or ?sort=name, next, success), and the nodes' state above it.
+func (c *control) overview(w http.ResponseWriter, r *http.Request) {
+	d := c.data(r, "cronlock")
+	d.Refresh, d.Nodes = refreshSeconds, c.ready(r.Context(), d.Details)
+	d.Filter, d.Sort = r.URL.Query().Get("q"), r.URL.Query().Get("sort")
+	read := c.jobs.get(r.Context())
+	d.Total = len(read.jobs)
+	for i := range read.jobs {
+		j := &read.jobs[i]
+		if !strings.Contains(strings.ToLower(j.Name), strings.ToLower(d.Filter)) {
+			continue
+		}
+		row := overviewRow{pageJob: j, Attention: 2}
+		runs := j.runs()
+		row.Runs = min(len(runs), recentRuns)
+		for _, run := range runs[:row.Runs] {
+			if failure(run.Outcome) {
+				row.Failures++
+			}
+		}
+		switch {
+		case j.Err != "", j.LastRun != nil && failure(j.LastRun.Outcome):
+			row.Attention = 0
+		case j.Paused != nil:
+			row.Attention = 1
+		}
+		row.RunningSince, row.Running = c.status.runningSince(j.Name)
+		d.Rows = append(d.Rows, row)
+	}
+	slices.SortStableFunc(d.Rows, func(a, b overviewRow) int {
+		switch d.Sort {
+		case "name":
+			return strings.Compare(a.Name, b.Name)
+		case "next":
+			return cmp.Compare(a.Next.UnixNano(), b.Next.UnixNano())
+		case "success":
+			return cmp.Compare(successTime(a.pageJob), successTime(b.pageJob))
+		}
+		return cmp.Or(cmp.Compare(a.Attention, b.Attention), -cmp.Compare(a.Failures, b.Failures), strings.Compare(a.Name, b.Name))
+	})
+	render(w, http.StatusOK, "overview.html", d)
+}
+
+// successTime is when the job last succeeded, in Unix nanoseconds; 0 for never (sorted first).
+func successTime(j *pageJob) int64 {
+	if j.LastSuccess == nil {
+		return 0
+	}
+	return j.LastSuccess.Start.UnixNano()
+}
+
+// job returns the job of r's path from the last read, or writes 404.
+func (c *control) job(w http.ResponseWriter, r *http.Request) *pageJob {
+	read := c.jobs.get(r.Context())
+	i, ok := read.byName[r.PathValue("name")]
+	if !ok {
+		http.Error(w, fmt.Sprintf("no job named %q runs here (GET /jobs lists them)", r.PathValue("name")), http.StatusNotFound)
+		return nil
+	}
+	return &read.jobs[i]
+}
+
+// jobPage serves GET /jobs/{name}: the job's schedule and next ticks, pause, history and a
+// chart of its runs' durations.
+func (c *control) jobPage(w http.ResponseWriter, r *http.Request) {
+	d := c.data(r, r.PathValue("name")+" — cronlock")
+	d.Refresh, d.Nodes = refreshSeconds, c.ready(r.Context(), d.Details)
+	j := c.job(w, r)
+	if j == nil {
+		return
+	}
+	d.Job, d.Chart = j, durationChart(j.runs())
+	if sched, err := scheduler.ParseSpec(j.Spec, time.UTC); err == nil && !j.Next.IsZero() {
+		for t := j.Next; !t.IsZero() && len(d.Ticks) < nextTicks; t = sched.Next(t) {
+			d.Ticks = append(d.Ticks, tick{UTC: t.UTC().Format("2006-01-02 15:04:05 MST"), Zone: t.In(j.Zone).Format("2006-01-02 15:04:05 MST")})
+		}
+	}
+	render(w, http.StatusOK, "job.html", d)
+}
+
+// pausePage serves GET /jobs/{name}/pause: the form that asks for a pause's reason (a page of
+// its own, which does not reload while the reason is typed).
+func (c *control) pausePage(w http.ResponseWriter, r *http.Request) {
+	d := c.data(r, "pause "+r.PathValue("name")+" — cronlock")
+	if !d.SignedIn {
+		http.Redirect(w, r, "/login", http.StatusSeeOther)
+		return
+	}
+	if j := c.job(w, r); j != nil {
+		d.Job = j
+		render(w, http.StatusOK, "pause.html", d)
+	}
 }
 
 // specZone returns the zone of a spec's CRON_TZ= or TZ= prefix, else UTC (the daemon's).

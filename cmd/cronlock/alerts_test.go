@@ -1,0 +1,195 @@
+//go:build unix
+
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
+	"github.com/cronlock/cronlock/internal/redistest"
+)
+
+// minutesAsSeconds is the test's one rewrite of deploy/prometheus/alerts.yml: every duration
+// in minutes (for:, range windows, offsets) becomes as many seconds, so that alerts meant for
+// jobs that run every few minutes fire within seconds for jobs that run every second. The
+// expressions are otherwise the shipped ones.
+var minutesAsSeconds = regexp.MustCompile(`\b(\d+)m\b`)
+
+// alert is an alert of Prometheus's /api/v1/alerts.
+type alert struct {
+	Labels map[string]string `json:"labels"`
+	State  string            `json:"state"`
+}
+
+// A real Prometheus (Debian's prometheus package) scrapes two daemons on three real nodes
+// and evaluates the shipped alert rules: the job that always fails and the job whose command a
+// SIGHUP reload broke get their alerts firing, the healthy job none; then, with two nodes
+// killed, both daemons are not ready.
+func TestAlertsFireInPrometheus(t *testing.T) {
+	promBin, err := exec.LookPath("prometheus")
+	if err != nil {
+		t.Skip("prometheus is not on PATH: install it (scripts/deps.sh; Debian: apt-get install prometheus) to run the alert rules in a real Prometheus")
+	}
+	bin := buildBinary(t, t.TempDir())
+	nodes := redistest.StartN(t, 3, redistest.Config{})
+	endQuarantine(t, nodes...)
+	dir := t.TempDir()
+	config := func(broken bool) string {
+		command := "[\"true\"]"
+		if broken {
+			command = "[\"false\"]"
+		}
+		return nodesConfig(nodes) + `jobs:
+  - {name: healthy, schedule: '@every 1s', command: ["true"]}
+  - {name: failing, schedule: '@every 1s', command: ["false"]}
+  - {name: reloaded, schedule: '@every 1s', command: ` + command + `}
+`
+	}
+	cfg := writeFile(t, dir, "c.yaml", config(false))
+	var daemons []*proc
+	var targets []string
+	for i := range 2 {
+		p := startProc(t, bin, fmt.Sprintf("daemon %d", i), nil, "run", "--config", cfg, "--replica", fmt.Sprintf("r%d", i), "--http", "127.0.0.1:0")
+		daemons = append(daemons, p)
+		targets = append(targets, fmt.Sprintf("%q", p.httpAddr(t)))
+	}
+
+	rules, err := os.ReadFile(filepath.Join("..", "..", "deploy", "prometheus", "alerts.yml"))
+	require.NoError(t, err)
+	writeFile(t, dir, "alerts.yml", minutesAsSeconds.ReplaceAllString(string(rules), "${1}s"))
+	promCfg := writeFile(t, dir, "prometheus.yml", `global:
+  scrape_interval: 1s
+  evaluation_interval: 1s
+rule_files: [alerts.yml]
+scrape_configs:
+  - job_name: cronlock
+    static_configs:
+      - targets: [`+strings.Join(targets, ", ")+`]
+`)
+	prom := exec.Command(promBin, "--config.file="+promCfg, "--storage.tsdb.path="+filepath.Join(dir, "data"),
+		"--web.listen-address=127.0.0.1:0")
+	var promOut proctest.SyncBuffer
+	prom.Stdout, prom.Stderr = &promOut, &promOut
+	require.NoError(t, prom.Start())
+	exited := make(chan struct{})
+	go func() {
+		_ = prom.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = prom.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-exited:
+		case <-time.After(proctest.WaitLimit):
+			_ = prom.Process.Kill()
+			<-exited
+		}
+		if t.Failed() {
+			t.Logf("prometheus:\n%s", promOut.String())
+		}
+	})
+	listening := regexp.MustCompile(`msg="Listening on" address=(\S+)`)
+	proctest.Eventually(t, "prometheus to be ready", func() bool {
+		return strings.Contains(promOut.String(), `msg="Server is ready to receive web requests."`)
+	})
+	api := "http://" + listening.FindStringSubmatch(promOut.String())[1] + "/api/v1/alerts"
+
+	// alerts returns the alerts Prometheus has now.
+	alerts := func() []alert {
+		resp, err := http.Get(api)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		var doc struct {
+			Status string `json:"status"`
+			Data   struct {
+				Alerts []alert `json:"alerts"`
+			} `json:"data"`
+		}
+		require.NoError(t, json.NewDecoder(resp.Body).Decode(&doc))
+		require.Equal(t, "success", doc.Status)
+		return doc.Data.Alerts
+	}
+	// firing returns the names of the alerts firing, as "alertname job" (or "alertname instance"
+	// for an alert of a daemon), sorted.
+	firing := func(as []alert) []string {
+		var out []string
+		for _, a := range as {
+			if a.State == "firing" {
+				out = append(out, a.Labels["alertname"]+" "+a.Labels["cronlock_job"]+a.Labels["instance"])
+			}
+		}
+		slices.Sort(out)
+		return slices.Compact(out)
+	}
+	// Each alert fires within its for: (seconds here) once its condition holds; the bound
+	// covers the daemons' and Prometheus's start under load, not the rules.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	waitFiring := func(what string, want ...string) []alert {
+		t.Helper()
+		for {
+			as := alerts()
+			got := firing(as)
+			if !slices.ContainsFunc(want, func(w string) bool { return !slices.Contains(got, w) }) {
+				return as
+			}
+			select {
+			case <-ctx.Done():
+				t.Fatalf("%s: want %q firing, got %q (all: %+v)", what, want, got, as)
+			case <-time.After(200 * time.Millisecond):
+			}
+		}
+	}
+	// notOf asserts that no alert of the job fires.
+	notOf := func(as []alert, job string) {
+		t.Helper()
+		for _, a := range as {
+			assert.False(t, a.Labels["cronlock_job"] == job && a.State == "firing", "an alert of %s fires: %+v", job, a)
+		}
+	}
+
+	as := waitFiring("the always failing job", "CronlockJobFailing failing")
+	notOf(as, "healthy")
+	notOf(as, "reloaded")
+	// Until now, the reloaded job succeeded: its command is changed to one that fails.
+	writeFile(t, dir, "c.yaml", config(true))
+	for _, p := range daemons {
+		p.signal(t, syscall.SIGHUP)
+		p.waitLog(t, "msg=reloaded")
+	}
+	as = waitFiring("the job broken by the reload", "CronlockJobNoRecentSuccess reloaded", "CronlockJobFailing reloaded", "CronlockJobFailing failing")
+	notOf(as, "healthy")
+	for _, a := range as {
+		if a.State == "firing" {
+			assert.Equal(t, "critical", a.Labels["severity"], "%+v", a)
+		}
+	}
+
+	// Two of the three nodes die: neither daemon has a quorum.
+	require.NoError(t, nodes[1].Kill())
+	require.NoError(t, nodes[2].Kill())
+	var instances []string
+	for _, target := range targets {
+		instances = append(instances, "CronlockDaemonNotReady "+strings.Trim(target, `"`))
+	}
+	waitFiring("the daemons without a quorum", instances...)
+	for _, p := range daemons {
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
+	}
+}

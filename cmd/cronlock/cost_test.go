@@ -1,0 +1,69 @@
+//go:build unix
+
+package main
+
+import (
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
+)
+
+// The cost of the console and of the metrics on the nodes, with 500 jobs on 3 nodes (or
+// $CRONLOCK_COST_JOBS): the commands the nodes receive for one view of the overview, of a job's
+// page, and one scrape of /metrics, each with the cache out of date; then both pages again
+// within the cache's life, which cost nothing more. docs/observability.md gives the numbers:
+//
+//	go test -race -count=1 -run ConsoleCost -v ./cmd/cronlock/ | grep cost
+func TestConsoleCost(t *testing.T) {
+	jobs := 500
+	if s := os.Getenv("CRONLOCK_COST_JOBS"); s != "" {
+		var err error
+		jobs, err = strconv.Atoi(s)
+		require.NoError(t, err, "CRONLOCK_COST_JOBS")
+	}
+	var b strings.Builder
+	for i := range jobs {
+		fmt.Fprintf(&b, "  - {name: job-%03d, schedule: '@yearly', command: ['true']}\n", i)
+	}
+	d := startDaemon(t, "", b.String())
+	get := func(path string) {
+		status, body, _ := do(t, newRequest(t, "GET", d.base+path, "", nil))
+		require.Equal(t, http.StatusOK, status, "%s: %s", path, body)
+	}
+	get("/") // the scripts are loaded
+	per := float64(jobs * len(d.nodes))
+	perView := map[string]int{}
+	for _, path := range []string{"/", "/jobs/job-000", "/metrics"} {
+		time.Sleep(web.PageCache) // the cached read is out of date
+		s0, c0 := settledCalls(t, d.nodes, scripts), nodeCalls(t, d.nodes, commands)
+		get(path)
+		s1, c1 := settledCalls(t, d.nodes, scripts), nodeCalls(t, d.nodes, commands)
+		perView[path] = s1 - s0
+		t.Logf("cost: GET %s, %d jobs, %d nodes: %d scripts (%.2f per job per node), %d commands in all (with the readiness probe's)",
+			path, jobs, len(d.nodes), s1-s0, float64(s1-s0)/per, c1-c0)
+	}
+	require.Positive(t, perView["/"], "a view of the overview reads the nodes")
+	probes := 2 * len(d.nodes) // the readiness probe's, once a second, may come in between
+	require.LessOrEqual(t, perView["/"], len(d.nodes)*jobs+probes, "one script per job per node")
+	require.LessOrEqual(t, perView["/metrics"], len(d.nodes)*jobs+probes, "one script per job per node")
+
+	time.Sleep(web.PageCache)
+	s0 := settledCalls(t, d.nodes, scripts)
+	start := time.Now()
+	get("/")
+	get("/jobs/job-001")
+	get("/?q=job-1")
+	if time.Since(start) < web.PageCache { // else the cache ran out between them: nothing to see
+		s1 := settledCalls(t, d.nodes, scripts)
+		t.Logf("cost: the overview, a job's page and a filtered overview within %v: %d scripts", web.PageCache, s1-s0)
+		require.LessOrEqual(t, s1-s0, len(d.nodes)*jobs+probes, "the pages share one read")
+	}
+}

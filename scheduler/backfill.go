@@ -1,0 +1,164 @@
+package scheduler
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
+)
+
+// DefaultBackfillMax is the default of BackfillOptions.Max.
+const DefaultBackfillMax = 1000
+
+// BackfillOptions tunes Backfill. The zero value is the defaults.
+type BackfillOptions struct {
+	// Max is the most ticks a backfill may have: a range with more is refused before anything
+	// runs. Default DefaultBackfillMax.
+	Max int
+	// Progress, if set, is called after each tick with the tick's outcome (middleware.Outcome's
+	// name) and the counts so far, in the goroutine that called Backfill.
+	Progress func(tick time.Time, outcome string, sum BackfillSummary)
+}
+
+// BackfillSummary counts what a backfill did with its ticks.
+type BackfillSummary struct {
+	// Ticks is the number of the job's ticks in the range.
+	Ticks int
+	// Ran and Failed count the ticks whose run here succeeded or failed (failed, lease_lost, a
+	// timeout or panic), after the job's retries.
+	Ran, Failed int
+	// Done counts the ticks found done on the nodes (a run succeeded, here or elsewhere, while
+	// their done marker lives); Elsewhere those another replica was running.
+	Done, Elsewhere int
+}
+
+// Backfill runs the ticks of the job named name in [from, to] that have not run: each once
+// across the cluster, one at a time, in order, through the job's whole chain (its
+// middleware, Lock, Retries, Timeout), with job.Run.Backfill set, and recorded in the history
+// as backfilled. A tick is not run again when it ran: when the job's history (WithHistorySize)
+// shows a run of it that succeeded, or when its done marker is still on the nodes (it ran
+// within the tick retention, WithTickRetention). Each tick takes its own tick lock, so
+// replicas that backfill the same range at once share it out. Each tick gets a window like a
+// scheduled one, counted from when the backfill reaches it. The job's overlap rule holds:
+// with Forbid, a tick that finds another run of the job under way waits for it (it is not
+// skipped). from must not be after to, and to must not be in the future (the scheduler
+// runs those ticks).
+//
+// Backfill blocks until the last tick ended. Ending ctx stops it after the tick under way,
+// whose run is not cancelled (Stop cancels it). Called from a run of the same job with
+// Forbid, it waits for that run, that is until ctx ends: call it from elsewhere. It needs a started scheduler with the job
+// registered. It returns what it did, and an error when it could not go on: ctx ended, the
+// scheduler was stopped (ErrStopped), the job is paused, or the lock nodes were unavailable
+// for a tick's whole window (redlock.ErrQuorumUnavailable).
+func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Time, opts BackfillOptions) (BackfillSummary, error) {
+	var sum BackfillSummary
+	if opts.Max == 0 {
+		opts.Max = DefaultBackfillMax
+	}
+	s.mu.Lock()
+	e, st := s.entries[name], s.state
+	s.mu.Unlock()
+	switch {
+	case e == nil:
+		return sum, fmt.Errorf("%w: backfill %q", ErrUnknownJob, name)
+	case st == stopped:
+		return sum, fmt.Errorf("%w: backfill %q", ErrStopped, name)
+	case st != running:
+		return sum, fmt.Errorf("scheduler: backfill %q: the scheduler is not started: Start it first", name)
+	case opts.Max < 0:
+		return sum, fmt.Errorf("scheduler: backfill %q: Max %d: give a positive bound, or 0 for %d", name, opts.Max, DefaultBackfillMax)
+	case from.After(to):
+		return sum, fmt.Errorf("scheduler: backfill %q: from %s is after to %s: give the range's start first", name, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	case to.After(s.cfg.clock.Now()):
+		return sum, fmt.Errorf("scheduler: backfill %q: to %s is in the future: the scheduler runs those ticks; end the range now or earlier", name, to.Format(time.RFC3339))
+	}
+	var ticks []time.Time
+	for t := e.sched.Next(from.Add(-time.Nanosecond)); !t.IsZero() && !t.After(to); t = e.sched.Next(t) {
+		if len(ticks) == opts.Max {
+			return sum, fmt.Errorf("scheduler: backfill %q: more than %d ticks from %s to %s: shorten the range or raise the bound (Max, --max)",
+				name, opts.Max, from.Format(time.RFC3339), to.Format(time.RFC3339))
+		}
+		ticks = append(ticks, t)
+	}
+	sum.Ticks = len(ticks)
+	ran := s.ranInHistory(ctx, name, from)
+	for _, t := range ticks {
+		if err := ctx.Err(); err != nil {
+			return sum, fmt.Errorf("scheduler: backfill %q: stopped before tick %s: %w", name, t.Format(time.RFC3339), err)
+		}
+		outcome, err := middleware.OutcomeSkippedDone, error(nil)
+		if !ran[t.UnixMilli()] {
+			outcome, err = s.backfillTick(ctx, e, t)
+		}
+		switch outcome {
+		case middleware.OutcomeRan:
+			sum.Ran++
+		case middleware.OutcomeSkippedDone:
+			sum.Done++
+		case middleware.OutcomeSkippedHeld:
+			sum.Elsewhere++
+		case middleware.OutcomeSkippedPaused:
+			return sum, fmt.Errorf("scheduler: backfill %q: the job is paused: resume it, then backfill from %s", name, t.Format(time.RFC3339))
+		case middleware.OutcomeQuorumUnavailable, middleware.OutcomeStopped, middleware.OutcomeSkippedLate, middleware.OutcomeSkippedOverlap:
+			return sum, fmt.Errorf("scheduler: backfill %q: tick %s: %w", name, t.Format(time.RFC3339), err)
+		default:
+			sum.Failed++
+		}
+		if opts.Progress != nil {
+			opts.Progress(t, outcome, sum)
+		}
+	}
+	return sum, nil
+}
+
+// ranInHistory returns the ticks (Unix milliseconds) from from on that the job's history
+// shows as run to success, so that a backfill does not run them again once their done markers
+// have expired. A history that cannot be read is no reason not to go on: each tick's lock
+// still refuses a tick whose done marker is there.
+func (s *Scheduler) ranInHistory(ctx context.Context, name string, from time.Time) map[int64]bool {
+	ran := map[int64]bool{}
+	if s.cfg.historySize == 0 {
+		return ran
+	}
+	records, _ := s.ctl.History(ctx, name, s.cfg.historySize)
+	for _, r := range records {
+		if r.Outcome == middleware.OutcomeRan && r.Trigger == "" && !r.Tick.Before(from) {
+			ran[r.Tick.UnixMilli()] = true
+		}
+	}
+	return ran
+}
+
+// backfillTick runs one tick of e as a backfill, waiting while another run of the job is under
+// way (skipped_overlap), and returns its outcome.
+func (s *Scheduler) backfillTick(ctx context.Context, e *entry, tick time.Time) (string, error) {
+	for {
+		done := make(chan error, 1)
+		s.mu.Lock()
+		if s.state != running {
+			s.mu.Unlock()
+			return middleware.OutcomeStopped, ErrStopped
+		}
+		run := &job.Run{Job: e.job.Name, Tick: tick, Backfill: true, Attempt: 1, Replica: s.cfg.replica,
+			Deadline: s.cfg.clock.Now().Add(e.keepDone - 2*s.cfg.maxSkew)}
+		s.goRun(e, run, func(err error) { done <- err })
+		s.mu.Unlock()
+		err := <-done
+		if outcome := middleware.Outcome(err); outcome != middleware.OutcomeSkippedOverlap {
+			return outcome, err
+		}
+		t := s.cfg.clock.NewTimer(s.cfg.triggerPoll)
+		select {
+		case <-t.C():
+		case <-ctx.Done():
+			t.Stop()
+			return middleware.OutcomeSkippedOverlap, errors.Join(err, ctx.Err())
+		case <-s.stop:
+			t.Stop()
+			return middleware.OutcomeStopped, ErrStopped
+		}
+	}
+}
