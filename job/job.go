@@ -82,9 +82,11 @@ type Options struct {
 	// hash of the job's name and the tick, not a random draw: every replica computes the same
 	// one, so the replicas still race for the tick together, and the tick itself does not
 	// move (Run.Tick, its lock and its done marker are the scheduled instant's; Run.PlannedStart
-	// is the delayed start). It must be shorter than the tick's window (see Run.Deadline): the
-	// scheduler refuses a job whose Jitter is not shorter than the time between its ticks.
-	// Manual runs are not delayed. Default 0: every tick starts at its instant.
+	// is the delayed start). A delay is bounded by the tick's window (see Run.Deadline): the
+	// scheduler refuses a job whose Jitter is not shorter than the time between its ticks, and
+	// keeps its ticks as done long enough for the window to be a second longer than Jitter.
+	// Manual runs, caught-up ticks and backfilled ticks are not delayed. Default 0: every tick
+	// starts at its instant.
 	Jitter time.Duration
 }
 

@@ -17,8 +17,9 @@ type Run struct {
 	Tick time.Time
 	// PlannedStart is when the run was planned to start: Tick plus the tick's jitter delay
 	// (Options.Jitter), the same on every replica. It is Tick itself without jitter and for a
-	// manual run; a missed tick caught up at start (Options.CatchUp) starts at once, and has
-	// the scheduler's start here.
+	// manual run. Ticks that start at once have that instant here: a missed tick caught up
+	// when the scheduler starts (Options.CatchUp), and a past tick run by a backfill
+	// (scheduler.Scheduler.Backfill); neither is delayed.
 	PlannedStart time.Time
 	// Trigger is the id of the manual run (scheduler.Trigger) that this run is, standing in for
 	// the tick; empty for a scheduled tick.

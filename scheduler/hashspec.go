@@ -117,7 +117,8 @@ func resolveH(part string, k int, h uint64) (string, error) {
 
 // hash64 hashes its parts (FNV-1a, each part followed by a zero byte, then a 64-bit
 // finalizer so that names differing in one letter land far apart). It is the same on every
-// replica and in every release: ticks, H values and jitter delays derive from it.
+// replica and in every release: H values (ResolveSpec) and jitter delays (JitterDelay) derive
+// from it, so changing it would move every user's jobs.
 func hash64(parts ...string) uint64 {
 	f := fnv.New64a()
 	for _, p := range parts {

@@ -22,6 +22,7 @@ func (s *Scheduler) deadline(e *entry, tick, next time.Time) time.Time {
 }
 
 // startOf returns when tick of e starts: tick plus its jitter delay (zero for the zero time).
+// The delay is below the tick's window, so a tick always starts before the next one.
 func (s *Scheduler) startOf(e *entry, tick time.Time) time.Time {
 	if e.job.Jitter <= 0 || tick.IsZero() {
 		return tick
@@ -43,30 +44,26 @@ func JitterDelay(name string, tick time.Time, jitter time.Duration) time.Duratio
 	return time.Duration(hash64(name, strconv.FormatInt(tick.UnixMilli(), 10)) % uint64(jitter))
 }
 
-// checkJitter refuses a Jitter that does not fit in the windows of j's ticks: the tick
-// retention minus twice the max clock skew, and the shortest time between two ticks.
-func (s *Scheduler) checkJitter(j job.Job, schedule string, sched cron.Schedule, keepDone time.Duration) error {
+// checkJitter refuses a Jitter of j that is not shorter than the shortest time between two
+// of its ticks: a tick must start before the next one. (The tick retention is raised to fit
+// the Jitter: see prepare.)
+func (s *Scheduler) checkJitter(j job.Job, schedule string, sched cron.Schedule) error {
 	if j.Jitter <= 0 {
 		return nil
 	}
-	bad := func(format string, args ...any) error {
-		return &job.InvalidError{Job: j.Name, Field: "Options.Jitter", Problem: fmt.Sprintf(format, args...)}
-	}
-	if limit := keepDone - 2*s.cfg.maxSkew; j.Jitter >= limit {
-		return bad("%v is not shorter than the %v a tick may start after its instant (the tick retention %v minus twice the max clock skew %v): give a shorter jitter, or a longer tick retention (scheduler.WithTickRetention)",
-			j.Jitter, limit, keepDone, s.cfg.maxSkew)
-	}
-	if gap := ShortestGap(sched, s.cfg.clock.Now()); j.Jitter >= gap {
-		return bad("%v is not shorter than the %v between ticks of %q: a tick must start before the next one; give a jitter shorter than %v, or a spec whose ticks are further apart",
-			j.Jitter, gap, schedule, gap)
+	if gap := shortestGap(sched, s.cfg.clock.Now()); j.Jitter >= gap {
+		return &job.InvalidError{Job: j.Name, Field: "Options.Jitter", Problem: fmt.Sprintf(
+			"%v is not shorter than the %v between ticks of %q: a tick must start before the next one; give a jitter shorter than %v, or a spec whose ticks are further apart",
+			j.Jitter, gap, schedule, gap)}
 	}
 	return nil
 }
 
-// ShortestGap returns the shortest time between two consecutive ticks of sched among its
-// next 64 ticks after from (math.MaxInt64 when it has fewer than two), which is every gap a
-// cron spec has within a minute, an hour or a day.
-func ShortestGap(sched cron.Schedule, from time.Time) time.Duration {
+// shortestGap returns the shortest time between two consecutive ticks of sched among its
+// next 64 ticks after from (math.MaxInt64 when it has fewer than two): the shortest gap of
+// any spec whose pattern repeats within 64 ticks. A shorter gap further on (a daylight saving
+// time change) bounds its own tick's delay instead (startOf).
+func shortestGap(sched cron.Schedule, from time.Time) time.Duration {
 	const ticks = 64
 	gap := time.Duration(math.MaxInt64)
 	t := sched.Next(from)

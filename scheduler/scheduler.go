@@ -136,7 +136,8 @@ func (s *Scheduler) Replica() string { return s.cfg.replica }
 // when j cannot work (see job.Job.Validate; also an unparsable spec, a spec that never fires,
 // a LockTTL the lock client refuses), ErrDuplicate (and job.ErrInvalid) when the name is taken,
 // and ErrStopped after Stop. On error nothing is registered. Jobs may be added before or after
-// Start; the first tick is the first one after the call (or after Start).
+// Start; the first tick is the first one after the call (or after Start), or, with
+// Options.Jitter, one whose delayed start is still to come.
 func (s *Scheduler) Add(j job.Job) error {
 	if s.isStopped() {
 		return fmt.Errorf("%w: cannot add job %q", ErrStopped, j.Name)
@@ -154,7 +155,7 @@ func (s *Scheduler) Add(j job.Job) error {
 		return &job.InvalidError{Job: j.Name, Field: "Name", Err: ErrDuplicate,
 			Problem: "is already registered: give each job its own name, or Remove the old one first"}
 	}
-	s.setNext(e, e.sched.Next(s.cfg.clock.Now()))
+	s.setNext(e, s.firstTick(e, s.cfg.clock.Now()))
 	s.entries[j.Name] = e
 	if !e.next.IsZero() {
 		heap.Push(&s.queue, e)
@@ -189,8 +190,8 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 		return nil, &job.InvalidError{Job: j.Name, Field: "Options.LockTTL", Problem: err.Error(), Err: err}
 	}
 	o := j.Options
-	keepDone := max(s.cfg.retention, o.CatchUp+2*s.cfg.maxSkew+time.Second)
-	if err := s.checkJitter(j, schedule, sched, keepDone); err != nil {
+	keepDone := max(s.cfg.retention, max(o.CatchUp, o.Jitter)+2*s.cfg.maxSkew+time.Second)
+	if err := s.checkJitter(j, schedule, sched); err != nil {
 		return nil, err
 	}
 	chain := append(slices.Clone(s.cfg.middleware),
@@ -232,8 +233,8 @@ func (s *Scheduler) Entries() []Entry {
 	now := s.cfg.clock.Now()
 	for _, e := range s.entries {
 		next := e.next
-		if s.state == idle { // not firing yet: the next tick is the first one after now
-			next = e.sched.Next(now)
+		if s.state == idle { // not firing yet: the next tick is the first one to start after now
+			next = s.firstTick(e, now)
 		}
 		out = append(out, Entry{Name: e.job.Name, Spec: e.job.Spec, Schedule: e.schedule, Jitter: e.job.Jitter, Next: next, Prev: e.prev})
 	}
@@ -242,8 +243,9 @@ func (s *Scheduler) Entries() []Entry {
 }
 
 // Start starts firing ticks, in a goroutine of the scheduler's; it does not block. Each job's
-// first tick is the first one after now, except for jobs with a CatchUp window: the newest
-// tick within it runs at once, unless a replica already ran it. It returns ErrStarted if
+// first tick is the first one after now (or one whose jitter delay has not passed yet),
+// except for jobs with a CatchUp window: the newest tick within it runs at once, unless a
+// replica already ran it. It returns ErrStarted if
 // called twice and ErrStopped after Stop.
 func (s *Scheduler) Start() error {
 	s.mu.Lock()
@@ -258,7 +260,7 @@ func (s *Scheduler) Start() error {
 	now := s.cfg.clock.Now()
 	s.queue = s.queue[:0]
 	for _, e := range s.entries {
-		s.setNext(e, e.sched.Next(now))
+		s.setNext(e, s.firstTick(e, now))
 		e.index = -1
 		if !e.next.IsZero() {
 			s.queue = append(s.queue, e)
@@ -268,7 +270,8 @@ func (s *Scheduler) Start() error {
 	heap.Init(&s.queue)
 	for _, e := range s.entries {
 		if e.job.CatchUp > 0 {
-			if t, ok := newestTick(e.sched, now.Add(-e.job.CatchUp), now); ok {
+			// A tick whose jitter delay has not passed is not missed: it is e.next.
+			if t, ok := newestTick(e.sched, now.Add(-e.job.CatchUp), now); ok && (e.next.IsZero() || t.Before(e.next)) {
 				s.cfg.logger.Info("cronlock: catching up a missed tick", "job", e.job.Name, "tick", t)
 				e.prev = t
 				s.launch(e, t, e.next, now)
@@ -381,6 +384,17 @@ func (s *Scheduler) fireDue(now time.Time) {
 		}
 		s.launch(e, tick, next, start)
 	}
+}
+
+// firstTick returns the first tick of e that starts after now: the first one after now, or
+// one at or before now whose jitter delay has not passed yet (a job added, or a scheduler
+// started, during a tick's delay still runs the tick, as the other replicas do).
+func (s *Scheduler) firstTick(e *entry, now time.Time) time.Time {
+	t := e.sched.Next(now.Add(-e.job.Jitter)) // a tick's delay is below Jitter
+	for !t.IsZero() && !s.startOf(e, t).After(now) {
+		t = e.sched.Next(t)
+	}
+	return t
 }
 
 // setNext makes next the next tick of e, starting at its instant plus its jitter delay; it
