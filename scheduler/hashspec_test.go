@@ -99,8 +99,8 @@ func TestResolveSpecForms(t *testing.T) {
 	in(t, "H/15 * * * *", 0, stepped(0, 59, 15))
 	in(t, "0 H(8-20)/4 * * *", 1, stepped(8, 20, 4))
 	in(t, "H/10 * * * * *", 0, stepped(0, 59, 10)) // seconds
-	in(t, "0 0 H/7 * *", 2, stepped(1, 28, 7))      // a plain H day is one every month has
-	in(t, "0 0 H(1-31) * *", 2, between(1, 31))     // a range given is used as it is
+	in(t, "0 0 H/7 * *", 2, stepped(1, 28, 7))     // a plain H day is one every month has
+	in(t, "0 0 H(1-31) * *", 2, between(1, 31))    // a range given is used as it is
 	in(t, "0 0 * * H", 4, between(0, 6))
 	in(t, "0 0 * H mon", 3, between(1, 12))
 	in(t, "CRON_TZ=Europe/Paris H 9 * * *", 0, between(0, 59))
