@@ -1,6 +1,7 @@
 package scheduler
 
 import (
+	"errors"
 	"fmt"
 	"hash/fnv"
 	"strconv"
@@ -66,7 +67,11 @@ func ResolveSpec(spec, name string) (string, error) {
 			}
 			v, err := resolveH(part, k, hash64(name, fieldNames[k], strconv.Itoa(p)))
 			if err != nil {
-				return "", &SpecError{Spec: spec, Problem: fmt.Sprintf("field %d (%s) %q: %v", i+1, fieldNames[k], field, err)}
+				where := fmt.Sprintf("field %d (%s) %q", i+1, fieldNames[k], field)
+				if part != field {
+					where += fmt.Sprintf(", %q", part)
+				}
+				return "", &SpecError{Spec: spec, Problem: fmt.Sprintf("%s: %v", where, err)}
 			}
 			parts[p] = v
 		}
@@ -82,19 +87,20 @@ func resolveH(part string, k int, h uint64) (string, error) {
 		hi = hashDomMax
 	}
 	rest := part[1:]
+	example := fmt.Sprintf("H(%d-%d)", lo, min(lo+9, fieldBounds[k][1]))
 	if strings.HasPrefix(rest, "(") {
 		end := strings.IndexByte(rest, ')')
 		if end < 0 {
-			return "", fmt.Errorf("%q has no closing parenthesis: write H(a-b), e.g. H(%d-%d)", part, fieldBounds[k][0], fieldBounds[k][0]+9)
+			return "", fmt.Errorf("has no closing parenthesis: write H(a-b), as in %s", example)
 		}
 		a, b, ok := strings.Cut(rest[1:end], "-")
 		ra, erra := strconv.Atoi(a)
 		rb, errb := strconv.Atoi(b)
 		if !ok || erra != nil || errb != nil {
-			return "", fmt.Errorf("%q: write the range as two numbers, H(a-b), e.g. H(%d-%d)", part, fieldBounds[k][0], fieldBounds[k][0]+9)
+			return "", fmt.Errorf("write the range as two numbers, H(a-b), as in %s", example)
 		}
 		if ra > rb || ra < fieldBounds[k][0] || rb > fieldBounds[k][1] {
-			return "", fmt.Errorf("%q: the range must go up, within %d-%d", part, fieldBounds[k][0], fieldBounds[k][1])
+			return "", fmt.Errorf("the range must go up and stay within %d-%d, as in %s", fieldBounds[k][0], fieldBounds[k][1], example)
 		}
 		lo, hi, rest = ra, rb, rest[end+1:]
 	}
@@ -105,14 +111,14 @@ func resolveH(part string, k int, h uint64) (string, error) {
 	case strings.HasPrefix(rest, "/"):
 		n, err := strconv.Atoi(rest[1:])
 		if err != nil || n < 1 {
-			return "", fmt.Errorf("%q: the step after / must be a positive number, e.g. H/15", part)
+			return "", errors.New("the step after / must be a positive number, as in H/15")
 		}
 		if n > width {
-			return "", fmt.Errorf("%q: the step %d is more than the %d values of %d-%d: give a step of at most %d", part, n, width, lo, hi, width)
+			return "", fmt.Errorf("the step %d is more than the %d values of %d-%d: give a step of at most %d", n, width, lo, hi, width)
 		}
 		return fmt.Sprintf("%d-%d/%d", lo+int(h%uint64(n)), hi, n), nil
 	}
-	return "", fmt.Errorf("%q is not an H form: use H, H(a-b), H/n or H(a-b)/n", part)
+	return "", errors.New("is not an H form: use H, H(a-b), H/n or H(a-b)/n")
 }
 
 // hash64 hashes its parts (FNV-1a, each part followed by a zero byte, then a 64-bit

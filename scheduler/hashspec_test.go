@@ -122,7 +122,7 @@ func TestResolveSpecRefusesMalformedH(t *testing.T) {
 		{"H( * * * *", `field 1 (minute) "H("`, "no closing parenthesis"},
 		{"H(5) * * * *", `field 1 (minute) "H(5)"`, "two numbers"},
 		{"H(a-9) * * * *", `field 1 (minute) "H(a-9)"`, "two numbers"},
-		{"0 H(10-5) * * *", `field 2 (hour) "H(10-5)"`, "must go up, within 0-23"},
+		{"0 H(10-5) * * *", `field 2 (hour) "H(10-5)"`, "must go up and stay within 0-23"},
 		{"0 H(0-24) * * *", `field 2 (hour) "H(0-24)"`, "within 0-23"},
 		{"0 0 H(0-9) * *", `field 3 (day of month) "H(0-9)"`, "within 1-31"},
 		{"H/0 * * * *", `field 1 (minute) "H/0"`, "positive number"},

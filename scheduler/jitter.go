@@ -51,7 +51,7 @@ func (s *Scheduler) checkJitter(j job.Job, schedule string, sched cron.Schedule)
 	if j.Jitter <= 0 {
 		return nil
 	}
-	if gap := shortestGap(sched, s.cfg.clock.Now()); j.Jitter >= gap {
+	if gap := ShortestGap(sched, s.cfg.clock.Now()); j.Jitter >= gap {
 		return &job.InvalidError{Job: j.Name, Field: "Options.Jitter", Problem: fmt.Sprintf(
 			"%v is not shorter than the %v between ticks of %q: a tick must start before the next one; give a jitter shorter than %v, or a spec whose ticks are further apart",
 			j.Jitter, gap, schedule, gap)}
@@ -59,11 +59,11 @@ func (s *Scheduler) checkJitter(j job.Job, schedule string, sched cron.Schedule)
 	return nil
 }
 
-// shortestGap returns the shortest time between two consecutive ticks of sched among its
+// ShortestGap returns the shortest time between two consecutive ticks of sched among its
 // next 64 ticks after from (math.MaxInt64 when it has fewer than two): the shortest gap of
 // any spec whose pattern repeats within 64 ticks. A shorter gap further on (a daylight saving
 // time change) bounds its own tick's delay instead (startOf).
-func shortestGap(sched cron.Schedule, from time.Time) time.Duration {
+func ShortestGap(sched cron.Schedule, from time.Time) time.Duration {
 	const ticks = 64
 	gap := time.Duration(math.MaxInt64)
 	t := sched.Next(from)
