@@ -66,7 +66,7 @@ func TestResolveSpecIsPinned(t *testing.T) {
 		assert.Equal(t, got, again, "deterministic")
 	}
 	tick := time.Unix(1767225600, 0) // 2026-01-01T00:00:00Z
-	assert.Equal(t, 372119509006*time.Nanosecond, scheduler.JitterDelay("backup", tick, 10*time.Minute), "JitterDelay is pinned too")
+	assert.Equal(t, 109006*time.Millisecond, scheduler.JitterDelay("backup", tick, 10*time.Minute), "JitterDelay is pinned too")
 	assert.Equal(t, scheduler.JitterDelay("backup", tick, 10*time.Minute), scheduler.JitterDelay("backup", tick, 10*time.Minute))
 	assert.Zero(t, scheduler.JitterDelay("backup", tick, 0))
 }

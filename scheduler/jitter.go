@@ -33,15 +33,18 @@ func (s *Scheduler) startOf(e *entry, tick time.Time) time.Time {
 
 // JitterDelay returns the delay of tick of the job named name under Options.Jitter jitter: a
 // hash of the name and the tick's instant (in Unix milliseconds, as in its lock key) mapped
-// into [0, jitter). It depends on nothing else, so every replica, and every release of
-// cronlock, computes the same delay. Zero when jitter ≤ 0. The scheduler bounds jitter by the
+// into [0, jitter), in whole milliseconds (as ticks are: the planned start is as exact in
+// a span's or history record's milliseconds as in Go). It depends on nothing else, so every
+// replica, and every release of cronlock, computes the same delay. Zero when jitter is under
+// 1ms. The scheduler bounds jitter by the
 // tick's window first, which matters only for a tick closer to the next one than Jitter (a
 // daylight saving time change): its delay is then within that window.
 func JitterDelay(name string, tick time.Time, jitter time.Duration) time.Duration {
-	if jitter <= 0 {
+	ms := uint64(jitter / time.Millisecond)
+	if ms == 0 {
 		return 0
 	}
-	return time.Duration(hash64(name, strconv.FormatInt(tick.UnixMilli(), 10)) % uint64(jitter))
+	return time.Duration(hash64(name, strconv.FormatInt(tick.UnixMilli(), 10))%ms) * time.Millisecond
 }
 
 // checkJitter refuses a Jitter of j that is not shorter than the shortest time between two

@@ -9,6 +9,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/job"
@@ -118,18 +121,20 @@ func TestJitterDelayBeforeTheStart(t *testing.T) {
 	led := newLedger()
 	tick := time.Date(2025, 1, 1, 0, 1, 0, 0, time.UTC)
 	next := tick.Add(time.Minute)
-	// Three names whose delays of tick are over 5s and in order, a second apart or more, and
-	// whose delays of the next tick are not zero: the test stands between instants and starts.
+	// Three names whose delays of tick are in 5-12s, 14-20s and 22-28s, and whose delays of
+	// the next tick are not zero: the test stands between instants and starts.
 	delay := func(name string) time.Duration { return scheduler.JitterDelay(name, tick, jitter) }
-	var names []string
-	for i := 0; len(names) < 3; i++ {
+	names := make([]string, 3)
+	for i := 0; (names[0] == "" || names[1] == "" || names[2] == "") && i < 10000; i++ {
 		name := fmt.Sprintf("delayed-%d", i)
 		d := delay(name)
-		if d > 5*time.Second && scheduler.JitterDelay(name, next, jitter) > 0 &&
-			(len(names) == 0 || d > delay(names[len(names)-1])+time.Second) {
-			names = append(names, name)
+		for k, r := range [][2]time.Duration{{5 * time.Second, 12 * time.Second}, {14 * time.Second, 20 * time.Second}, {22 * time.Second, 28 * time.Second}} {
+			if names[k] == "" && d > r[0] && d < r[1] && scheduler.JitterDelay(name, next, jitter) > 0 {
+				names[k] = name
+			}
 		}
 	}
+	require.NotContains(t, names, "", "names with delays in each range")
 	replaced, removed, late := names[0], names[1], names[2]
 	mk := func(name string, catchUp time.Duration, h job.Handler) job.Job {
 		return job.Job{Name: name, Spec: "@every 1m", Options: job.Options{Jitter: jitter, CatchUp: catchUp}, Handler: h}
@@ -230,4 +235,39 @@ func TestJitterBoundsAndManualRuns(t *testing.T) {
 	require.NoError(t, err)
 	e := led.waitEvent(t, "the manual run", func(e event) bool { return e.Trigger == id })
 	assert.True(t, e.Planned.Equal(e.Tick), "a manual run starts when asked: planned %v, asked %v", e.Planned, e.Tick)
+}
+
+// A delayed tick's span has its instant as cronlock.tick and its planned start as
+// cronlock.planned_start; its history record has both.
+func TestJitteredTickIsTracedAndRecorded(t *testing.T) {
+	c := newCluster(t, 3, false)
+	clock := clocktest.NewFake(t0)
+	spans := tracetest.NewSpanRecorder()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(spans))
+	s := newScheduler(t, c.client(t, false), scheduler.WithClock(clock), scheduler.WithMiddleware(middleware.Trace(middleware.WithTracerProvider(tp))))
+	require.NoError(t, s.Add(job.Job{Name: "traced", Spec: "@every 1m", Options: job.Options{Jitter: 30 * time.Second}, Handler: nop}))
+	require.NoError(t, s.Start())
+	tick := time.Date(2025, 1, 1, 0, 1, 0, 0, time.UTC)
+	at := tick.Add(scheduler.JitterDelay("traced", tick, 30*time.Second))
+	require.Greater(t, at, tick, "the tick is delayed")
+	require.True(t, advance(t, clock, 1).Equal(at), "the loop waits for the delayed start")
+	ctx := ctxT(t)
+	var h []scheduler.Record
+	require.Eventually(t, func() bool {
+		var err error
+		h, err = s.History(ctx, "traced", 1)
+		return err == nil && len(h) == 1
+	}, waitLimit, 10*time.Millisecond)
+	assert.True(t, h[0].Tick.Equal(tick), "%v", h[0].Tick)
+	assert.True(t, h[0].PlannedStart.Equal(at), "the record's planned start %v, want %v", h[0].PlannedStart, at)
+	require.Eventually(t, func() bool { return len(spans.Ended()) > 0 }, waitLimit, time.Millisecond)
+	var root sdktrace.ReadOnlySpan
+	for _, sp := range spans.Ended() {
+		if sp.Name() == "cronlock.tick" {
+			root = sp
+		}
+	}
+	require.NotNil(t, root, "a cronlock.tick span")
+	assert.Contains(t, root.Attributes(), attribute.Int64("cronlock.tick", tick.UnixMilli()))
+	assert.Contains(t, root.Attributes(), attribute.Int64("cronlock.planned_start", at.UnixMilli()))
 }
