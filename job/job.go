@@ -86,6 +86,17 @@ type Options struct {
 	// CatchUp > 0, the newest tick in [start − CatchUp, start) runs once at start unless a
 	// replica already ran it. Default 0: missed ticks are skipped.
 	CatchUp time.Duration
+	// Jitter delays the start of each tick by an amount in [0, Jitter), to spread jobs that
+	// share a spec (and the load they put on what they call) over Jitter. The delay is a
+	// hash of the job's name and the tick, not a random draw: every replica computes the same
+	// one, so the replicas still race for the tick together, and the tick itself does not
+	// move (Run.Tick, its lock and its done marker are the scheduled instant's; Run.PlannedStart
+	// is the delayed start). A delay is bounded by the tick's window (see Run.Deadline): the
+	// scheduler refuses a job whose Jitter is not shorter than the time between its ticks, and
+	// keeps its ticks as done long enough for the window to be a second longer than Jitter.
+	// Manual runs, caught-up ticks and backfilled ticks are not delayed. Default 0: every tick
+	// starts at its instant.
+	Jitter time.Duration
 }
 
 // WithDefaults returns o with each zero field set to its default.
@@ -184,6 +195,8 @@ func (j Job) Validate() error {
 		return bad("Options.Retries", "%d is negative: give the number of retries after a failed run, or 0 for none", o.Retries)
 	case o.CatchUp < 0:
 		return bad("Options.CatchUp", "%v is negative: give how old a missed tick may be and still run, or 0 to skip missed ticks", o.CatchUp)
+	case o.Jitter < 0:
+		return bad("Options.Jitter", "%v is negative: give the span over which to spread the starts of the ticks, or 0 to start each tick at its instant", o.Jitter)
 	}
 	return nil
 }

@@ -45,6 +45,7 @@ func TestValidate(t *testing.T) {
 		{"overlap", with(func(j *job.Job) { j.Overlap = 3 }), "Options.Overlap", "Overlap(3) is unknown"},
 		{"retries", with(func(j *job.Job) { j.Retries = -2 }), "Options.Retries", "negative"},
 		{"catch-up", with(func(j *job.Job) { j.CatchUp = -time.Second }), "Options.CatchUp", "negative"},
+		{"jitter", with(func(j *job.Job) { j.Jitter = -time.Second }), "Options.Jitter", "negative"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.job.Validate()

@@ -15,6 +15,12 @@ type Run struct {
 	// Tick is the scheduled instant this run is for (not the time it started); for a manual
 	// run, the instant it was asked for.
 	Tick time.Time
+	// PlannedStart is when the run was planned to start: Tick plus the tick's jitter delay
+	// (Options.Jitter), the same on every replica. It is Tick itself without jitter and for a
+	// manual run. Ticks that start at once have that instant here: a missed tick caught up
+	// when the scheduler starts (Options.CatchUp), and a past tick run by a backfill
+	// (scheduler.Scheduler.Backfill); neither is delayed.
+	PlannedStart time.Time
 	// Trigger is the id of the manual run (scheduler.Trigger) that this run is, standing in for
 	// the tick; empty for a scheduled tick.
 	Trigger string

@@ -24,9 +24,10 @@ const (
 // Attribute keys, of spans, events and measurements.
 const (
 	attrJob      = attribute.Key("cronlock.job")
-	attrTick     = attribute.Key("cronlock.tick")     // the scheduled instant, Unix milliseconds
-	attrTrigger  = attribute.Key("cronlock.trigger")  // the id of a manual run
-	attrBackfill = attribute.Key("cronlock.backfill") // true for a past tick run by a backfill
+	attrTick     = attribute.Key("cronlock.tick")          // the scheduled instant, Unix milliseconds
+	attrPlanned  = attribute.Key("cronlock.planned_start") // job.Run.PlannedStart, Unix milliseconds, when it is not the tick
+	attrTrigger  = attribute.Key("cronlock.trigger")       // the id of a manual run
+	attrBackfill = attribute.Key("cronlock.backfill")      // true for a past tick run by a backfill
 	attrReplica  = attribute.Key("cronlock.replica")
 	attrOutcome  = attribute.Key("cronlock.outcome")
 	attrHolder   = attribute.Key("cronlock.holder")       // label of the replica that holds a skipped tick

@@ -28,7 +28,9 @@ func WithTracerProvider(tp trace.TracerProvider) TraceOption {
 }
 
 // Trace records each tick on this replica as a span named "cronlock.tick", with the job's
-// name, the tick's scheduled instant (Unix milliseconds), the replica's name and the tick's
+// name, the tick's scheduled instant (Unix milliseconds), its planned start when that is not
+// the instant ("cronlock.planned_start", Unix milliseconds: job.Run.PlannedStart, the tick
+// delayed by job.Options.Jitter), the replica's name and the tick's
 // outcome (Outcome: "ran", "failed", "skipped_held", "skipped_done", "skipped_overlap",
 // "skipped_late", "skipped_paused", "lease_lost", "quorum_unavailable" or "stopped"; a
 // skipped_paused span also has "cronlock.pause.reason"). Failures, lost leases and unavailable
@@ -113,10 +115,13 @@ func endTick(ctx context.Context, span trace.Span, err error) {
 
 // setTickAttributes sets the tick span's attributes, in one call.
 func setTickAttributes(ctx context.Context, span trace.Span, outcome string, holder *job.Holder) {
-	var kv [7]attribute.KeyValue
+	var kv [8]attribute.KeyValue
 	attrs := kv[:0]
 	if run, ok := job.RunFrom(ctx); ok {
 		attrs = append(attrs, attrJob.String(run.Job), attrTick.Int64(run.Tick.UnixMilli()), attrReplica.String(run.Replica))
+		if !run.PlannedStart.IsZero() && !run.PlannedStart.Equal(run.Tick) {
+			attrs = append(attrs, attrPlanned.Int64(run.PlannedStart.UnixMilli()))
+		}
 		if run.Trigger != "" {
 			attrs = append(attrs, attrTrigger.String(run.Trigger))
 		}

@@ -37,7 +37,8 @@ type BackfillSummary struct {
 
 // Backfill runs the ticks of the job named name in [from, to] that have not run: each once
 // across the cluster, one at a time, in order, through the job's whole chain (its
-// middleware, Lock, Retries, Timeout), with job.Run.Backfill set, and recorded in the history
+// middleware, Lock, Retries, Timeout), with job.Run.Backfill set, without the job's jitter
+// delay (Options.Jitter: job.Run.PlannedStart is when the backfill reached the tick), and recorded in the history
 // as backfilled. A tick is not run again when it ran: when the job's history (WithHistorySize)
 // shows a run of it that succeeded, or when its done marker is still on the nodes (it ran
 // within the tick retention, WithTickRetention). Each tick takes its own tick lock, so
@@ -142,8 +143,9 @@ func (s *Scheduler) backfillTick(ctx context.Context, e *entry, tick time.Time) 
 			s.mu.Unlock()
 			return middleware.OutcomeStopped, ErrStopped
 		}
-		run := &job.Run{Job: e.job.Name, Tick: tick, Backfill: true, Attempt: 1, Replica: s.cfg.replica,
-			Deadline: s.cfg.clock.Now().Add(e.keepDone - 2*s.cfg.maxSkew)}
+		now := s.cfg.clock.Now() // a backfilled tick starts when the backfill reaches it: no jitter delay
+		run := &job.Run{Job: e.job.Name, Tick: tick, PlannedStart: now, Backfill: true, Attempt: 1, Replica: s.cfg.replica,
+			Deadline: now.Add(e.keepDone - 2*s.cfg.maxSkew)}
 		s.goRun(e, run, func(err error) { done <- err })
 		s.mu.Unlock()
 		err := <-done

@@ -1,10 +1,11 @@
 package scheduler
 
-// entryHeap orders entries by their next tick, earliest first (container/heap).
+// entryHeap orders entries by when their next tick starts (entry.at: the tick plus its jitter
+// delay), earliest first (container/heap).
 type entryHeap []*entry
 
 func (h entryHeap) Len() int           { return len(h) }
-func (h entryHeap) Less(i, j int) bool { return h[i].next.Before(h[j].next) }
+func (h entryHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
 func (h entryHeap) Swap(i, j int) {
 	h[i], h[j] = h[j], h[i]
 	h[i].index, h[j].index = i, j

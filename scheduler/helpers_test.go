@@ -112,6 +112,7 @@ type outcome struct {
 	Replica string
 	Job     string
 	Tick    time.Time
+	Planned time.Time // job.Run.PlannedStart
 	Outcome string
 	Err     error
 }
@@ -120,6 +121,7 @@ type outcome struct {
 type event struct {
 	Job, Replica string
 	Tick         time.Time
+	Planned      time.Time // job.Run.PlannedStart
 	Trigger      string
 	Attempt      int
 	Token        uint64
@@ -152,7 +154,7 @@ func (l *ledger) observe() middleware.Middleware {
 			err := next(ctx)
 			r, _ := job.RunFrom(ctx)
 			l.mu.Lock()
-			l.outcomes = append(l.outcomes, outcome{Replica: r.Replica, Job: r.Job, Tick: r.Tick, Outcome: middleware.Outcome(err), Err: err})
+			l.outcomes = append(l.outcomes, outcome{Replica: r.Replica, Job: r.Job, Tick: r.Tick, Planned: r.PlannedStart, Outcome: middleware.Outcome(err), Err: err})
 			l.notifyLocked()
 			l.mu.Unlock()
 			return err
@@ -164,7 +166,7 @@ func (l *ledger) observe() middleware.Middleware {
 func (l *ledger) handler(work func(ctx context.Context) error) job.Handler {
 	return func(ctx context.Context) error {
 		r, _ := job.RunFrom(ctx)
-		ev := event{Job: r.Job, Replica: r.Replica, Tick: r.Tick, Trigger: r.Trigger, Attempt: r.Attempt, Token: r.FencingToken, Start: time.Now()}
+		ev := event{Job: r.Job, Replica: r.Replica, Tick: r.Tick, Planned: r.PlannedStart, Trigger: r.Trigger, Attempt: r.Attempt, Token: r.FencingToken, Start: time.Now()}
 		err := work(ctx)
 		ev.End, ev.CtxErr, ev.Cause, ev.Err = time.Now(), ctx.Err(), context.Cause(ctx), err
 		ev.Deadline, _ = ctx.Deadline()

@@ -27,6 +27,9 @@ type Record struct {
 	Job string
 	// Tick is the tick's instant, or when the manual run was asked for.
 	Tick time.Time
+	// PlannedStart is when the run was planned to start (job.Run.PlannedStart): Tick plus the
+	// tick's jitter delay (job.Options.Jitter).
+	PlannedStart time.Time
 	// Trigger is the manual run's id; empty for a tick.
 	Trigger string
 	// Backfill is true for a past tick run by Backfill.
@@ -136,7 +139,7 @@ func (s *Scheduler) runHandler(e *entry, run *job.Run, rec *recorder) error {
 	if s.cfg.historySize == 0 {
 		return err
 	}
-	r := Record{Job: run.Job, Tick: run.Tick, Trigger: run.Trigger, Backfill: run.Backfill, Replica: run.Replica, Outcome: outcome,
+	r := Record{Job: run.Job, Tick: run.Tick, PlannedStart: run.PlannedStart, Trigger: run.Trigger, Backfill: run.Backfill, Replica: run.Replica, Outcome: outcome,
 		Start: rec.start, Duration: rec.elapsed, Token: rec.token, TraceID: rec.traceID}
 	if outcome == middleware.OutcomeSkippedPaused {
 		r.Start, r.Duration, r.Token = time.Now(), 0, 0
@@ -155,7 +158,7 @@ func (s *Scheduler) runHandler(e *entry, run *job.Run, rec *recorder) error {
 func (s *Scheduler) appendHistory(r Record, keep time.Duration) error {
 	key := middleware.HistoryKey(s.cfg.prefix, r.Job)
 	args := []any{s.cfg.historySize, keep.Milliseconds(),
-		"tick", r.Tick.UnixMilli(), "trigger", r.Trigger, "replica", r.Replica, "outcome", r.Outcome,
+		"tick", r.Tick.UnixMilli(), "planned", r.PlannedStart.UnixMicro(), "trigger", r.Trigger, "replica", r.Replica, "outcome", r.Outcome,
 		"start", r.Start.UnixMicro(), "duration", r.Duration.Microseconds(), "token", strconv.FormatUint(r.Token, 10),
 		"trace", r.TraceID, "error", r.Error}
 	if r.Backfill {
@@ -235,6 +238,10 @@ func parseRecord(name string, en any) (Record, bool) {
 	r := Record{Job: name, Tick: time.UnixMilli(num("tick")), Trigger: f["trigger"], Backfill: f["backfill"] == "1", Replica: f["replica"], Outcome: f["outcome"],
 		Start: time.UnixMicro(num("start")), Duration: time.Duration(num("duration")) * time.Microsecond, Token: token,
 		TraceID: f["trace"], Error: f["error"]}
+	r.PlannedStart = r.Tick // a record written before planned starts were
+	if _, ok := f["planned"]; ok {
+		r.PlannedStart = time.UnixMicro(num("planned"))
+	}
 	return r, r.Outcome != ""
 }
 

@@ -159,8 +159,9 @@ func WithMaxClockSkew(d time.Duration) Option {
 // Default max(2·MaxClockSkew + 1s, 1 min). It must exceed 2·MaxClockSkew: a tick is attempted
 // (first try or retry) only until retention − 2·MaxClockSkew after it, so that however skewed
 // the clocks, a replica still finds the done marker of a run that succeeded. A job with a
-// CatchUp window keeps its ticks longer if it needs to: max(retention, CatchUp +
-// 2·MaxClockSkew + 1s).
+// CatchUp window or a Jitter keeps its ticks longer if it needs to: max(retention,
+// max(CatchUp, Jitter) + 2·MaxClockSkew + 1s), so that its window is at least a second
+// longer than either.
 func WithTickRetention(d time.Duration) Option {
 	return func(cfg *config) error {
 		if d <= 0 {

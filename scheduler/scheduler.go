@@ -36,6 +36,11 @@ var (
 type Entry struct {
 	Name string
 	Spec string
+	// Schedule is the spec the ticks are computed from: Spec with its H resolved from the
+	// job's name (ResolveSpec); Spec itself when it has no H.
+	Schedule string
+	// Jitter is the job's Options.Jitter: each tick starts up to this much after its instant.
+	Jitter time.Duration
 	// Next is the next tick the scheduler will fire (zero if the spec has no more ticks).
 	// Before Start it is computed from the current time.
 	Next time.Time
@@ -84,10 +89,12 @@ const (
 
 type entry struct {
 	job      job.Job // with defaults applied
+	schedule string  // the spec with H resolved
 	sched    cron.Schedule
 	handler  job.Handler // the whole chain
 	keepDone time.Duration
-	next     time.Time
+	next     time.Time // the next tick
+	at       time.Time // when the next tick starts: next plus its jitter delay
 	prev     time.Time
 	missed   int64 // ticks not fired because the loop fell behind (fireDue)
 	index    int   // in the queue; -1 when not queued
@@ -129,7 +136,8 @@ func (s *Scheduler) Replica() string { return s.cfg.replica }
 // when j cannot work (see job.Job.Validate; also an unparsable spec, a spec that never fires,
 // a LockTTL the lock client refuses), ErrDuplicate (and job.ErrInvalid) when the name is taken,
 // and ErrStopped after Stop. On error nothing is registered. Jobs may be added before or after
-// Start; the first tick is the first one after the call (or after Start).
+// Start; the first tick is the first one after the call (or after Start), or, with
+// Options.Jitter, one whose delayed start is still to come.
 func (s *Scheduler) Add(j job.Job) error {
 	if s.isStopped() {
 		return fmt.Errorf("%w: cannot add job %q", ErrStopped, j.Name)
@@ -147,7 +155,7 @@ func (s *Scheduler) Add(j job.Job) error {
 		return &job.InvalidError{Job: j.Name, Field: "Name", Err: ErrDuplicate,
 			Problem: "is already registered: give each job its own name, or Remove the old one first"}
 	}
-	e.next = e.sched.Next(s.cfg.clock.Now())
+	s.setNext(e, s.firstTick(e, s.cfg.clock.Now()))
 	s.entries[j.Name] = e
 	if !e.next.IsZero() {
 		heap.Push(&s.queue, e)
@@ -161,7 +169,11 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
-	sched, err := ParseSpec(j.Spec, s.cfg.loc)
+	schedule, err := ResolveSpec(j.Spec, j.Name)
+	var sched cron.Schedule
+	if err == nil {
+		sched, err = ParseSpec(schedule, s.cfg.loc)
+	}
 	if err != nil {
 		ie := &job.InvalidError{Job: j.Name, Field: "Spec", Problem: err.Error(), Err: err}
 		if se, ok := errors.AsType[*SpecError](err); ok {
@@ -178,7 +190,10 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 		return nil, &job.InvalidError{Job: j.Name, Field: "Options.LockTTL", Problem: err.Error(), Err: err}
 	}
 	o := j.Options
-	keepDone := max(s.cfg.retention, o.CatchUp+2*s.cfg.maxSkew+time.Second)
+	keepDone := max(s.cfg.retention, max(o.CatchUp, o.Jitter)+2*s.cfg.maxSkew+time.Second)
+	if err := s.checkJitter(j, schedule, sched); err != nil {
+		return nil, err
+	}
 	chain := append(slices.Clone(s.cfg.middleware),
 		middleware.Retry(middleware.RetryPolicy{Retries: o.Retries, BackOff: o.RetryBackOff, Clock: s.cfg.clock, Stop: s.stop}),
 		middleware.Lock(s.locks, middleware.LockConfig{
@@ -189,7 +204,7 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 		middleware.Timeout(o.Timeout),
 		middleware.Recover(),
 	)
-	return &entry{job: j, sched: sched, handler: middleware.Chain(chain...)(j.Handler), keepDone: keepDone, index: -1}, nil
+	return &entry{job: j, schedule: schedule, sched: sched, handler: middleware.Chain(chain...)(j.Handler), keepDone: keepDone, index: -1}, nil
 }
 
 // Remove unregisters the job named name: it fires no more ticks. A run of it that is under
@@ -218,18 +233,19 @@ func (s *Scheduler) Entries() []Entry {
 	now := s.cfg.clock.Now()
 	for _, e := range s.entries {
 		next := e.next
-		if s.state == idle { // not firing yet: the next tick is the first one after now
-			next = e.sched.Next(now)
+		if s.state == idle { // not firing yet: the next tick is the first one to start after now
+			next = s.firstTick(e, now)
 		}
-		out = append(out, Entry{Name: e.job.Name, Spec: e.job.Spec, Next: next, Prev: e.prev})
+		out = append(out, Entry{Name: e.job.Name, Spec: e.job.Spec, Schedule: e.schedule, Jitter: e.job.Jitter, Next: next, Prev: e.prev})
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return strings.Compare(a.Name, b.Name) })
 	return out
 }
 
 // Start starts firing ticks, in a goroutine of the scheduler's; it does not block. Each job's
-// first tick is the first one after now, except for jobs with a CatchUp window: the newest
-// tick within it runs at once, unless a replica already ran it. It returns ErrStarted if
+// first tick is the first one after now (or one whose jitter delay has not passed yet),
+// except for jobs with a CatchUp window: the newest tick within it runs at once, unless a
+// replica already ran it. It returns ErrStarted if
 // called twice and ErrStopped after Stop.
 func (s *Scheduler) Start() error {
 	s.mu.Lock()
@@ -244,7 +260,7 @@ func (s *Scheduler) Start() error {
 	now := s.cfg.clock.Now()
 	s.queue = s.queue[:0]
 	for _, e := range s.entries {
-		e.next = e.sched.Next(now)
+		s.setNext(e, s.firstTick(e, now))
 		e.index = -1
 		if !e.next.IsZero() {
 			s.queue = append(s.queue, e)
@@ -254,10 +270,11 @@ func (s *Scheduler) Start() error {
 	heap.Init(&s.queue)
 	for _, e := range s.entries {
 		if e.job.CatchUp > 0 {
-			if t, ok := newestTick(e.sched, now.Add(-e.job.CatchUp), now); ok {
+			// A tick whose jitter delay has not passed is not missed: it is e.next.
+			if t, ok := newestTick(e.sched, now.Add(-e.job.CatchUp), now); ok && (e.next.IsZero() || t.Before(e.next)) {
 				s.cfg.logger.Info("cronlock: catching up a missed tick", "job", e.job.Name, "tick", t)
 				e.prev = t
-				s.launch(e, t, e.next)
+				s.launch(e, t, e.next, now)
 			}
 		}
 	}
@@ -310,7 +327,7 @@ func (s *Scheduler) loop() {
 		var timer Timer
 		var fire <-chan time.Time
 		if len(s.queue) > 0 {
-			timer = s.cfg.clock.NewTimer(s.queue[0].next.Sub(now))
+			timer = s.cfg.clock.NewTimer(s.queue[0].at.Sub(now))
 			fire = timer.C()
 		}
 		s.mu.Unlock()
@@ -330,46 +347,66 @@ func (s *Scheduler) loop() {
 	}
 }
 
-// fireDue launches a run for each entry whose next tick has come; s.mu must be held. When the
-// loop fell behind (a paused process, a clock that jumped), only the newest due tick of a job
-// fires: older ones are missed.
+// fireDue launches a run for each entry whose next tick's start (its instant plus its jitter
+// delay) has come; s.mu must be held. When the loop fell behind (a paused process, a clock
+// that jumped), only the newest due tick of a job fires: older ones are missed.
 func (s *Scheduler) fireDue(now time.Time) {
 	if s.state != running {
 		return
 	}
-	for len(s.queue) > 0 && !s.queue[0].next.After(now) {
+	for len(s.queue) > 0 && !s.queue[0].at.After(now) {
 		e := s.queue[0]
-		tick := e.next
+		tick, start := e.next, e.at
 		next := e.sched.Next(tick)
 		missed := 0
-		for !next.IsZero() && !next.After(now) && missed < 100000 {
-			tick, next = next, e.sched.Next(next)
+		for !next.IsZero() {
+			ns := s.startOf(e, next)
+			if ns.After(now) {
+				break
+			}
+			if missed == 100000 { // very far behind: skip to now
+				next = e.sched.Next(now)
+				break
+			}
+			tick, start, next = next, ns, e.sched.Next(next)
 			missed++
-		}
-		if !next.IsZero() && !next.After(now) { // very far behind: skip to now
-			next = e.sched.Next(now)
 		}
 		if missed > 0 {
 			e.missed += int64(missed)
 			s.cfg.logger.Warn("cronlock: missed ticks: the scheduler fell behind", "job", e.job.Name, "missed", missed, "running", tick)
 		}
-		e.prev, e.next = tick, next
+		e.prev = tick
+		s.setNext(e, next)
 		if next.IsZero() {
 			heap.Pop(&s.queue)
 		} else {
 			heap.Fix(&s.queue, 0)
 		}
-		s.launch(e, tick, next)
+		s.launch(e, tick, next, start)
 	}
 }
 
-// launch runs tick of e in a goroutine owned by the scheduler; s.mu must be held.
-func (s *Scheduler) launch(e *entry, tick, next time.Time) {
-	deadline := tick.Add(e.keepDone - 2*s.cfg.maxSkew)
-	if !next.IsZero() && next.Before(deadline) {
-		deadline = next
+// firstTick returns the first tick of e that starts after now: the first one after now, or
+// one at or before now whose jitter delay has not passed yet (a job added, or a scheduler
+// started, during a tick's delay still runs the tick, as the other replicas do).
+func (s *Scheduler) firstTick(e *entry, now time.Time) time.Time {
+	t := e.sched.Next(now.Add(-e.job.Jitter)) // a tick's delay is below Jitter
+	for !t.IsZero() && !s.startOf(e, t).After(now) {
+		t = e.sched.Next(t)
 	}
-	run := &job.Run{Job: e.job.Name, Tick: tick, Attempt: 1, Replica: s.cfg.replica, Deadline: deadline}
+	return t
+}
+
+// setNext makes next the next tick of e, starting at its instant plus its jitter delay; it
+// does not reorder the queue.
+func (s *Scheduler) setNext(e *entry, next time.Time) {
+	e.next, e.at = next, s.startOf(e, next)
+}
+
+// launch runs tick of e, planned to start at start, in a goroutine owned by the scheduler;
+// next is the tick after it. s.mu must be held.
+func (s *Scheduler) launch(e *entry, tick, next, start time.Time) {
+	run := &job.Run{Job: e.job.Name, Tick: tick, PlannedStart: start, Attempt: 1, Replica: s.cfg.replica, Deadline: s.deadline(e, tick, next)}
 	s.goRun(e, run, nil)
 }
 

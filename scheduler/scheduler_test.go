@@ -107,6 +107,9 @@ func TestAddRefusesBadJobs(t *testing.T) {
 		{"bad overlap", with(func(j *job.Job) { j.Overlap = 7 }), "Options.Overlap", "unknown"},
 		{"negative retries", with(func(j *job.Job) { j.Retries = -1 }), "Options.Retries", "negative"},
 		{"negative catch-up", with(func(j *job.Job) { j.CatchUp = -time.Second }), "Options.CatchUp", "negative"},
+		{"bad H", with(func(j *job.Job) { j.Spec = "H(50-10) * * * *" }), "Spec", `field 1 (minute) "H(50-10)"`},
+		{"negative jitter", with(func(j *job.Job) { j.Jitter = -time.Second }), "Options.Jitter", "negative"},
+		{"jitter not within the gap", with(func(j *job.Job) { j.Jitter = 5 * time.Minute }), "Options.Jitter", "not shorter than the 5m0s between ticks"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := s.Add(tc.job)

@@ -1,7 +1,8 @@
 package scheduler_test
 
 // Pure logic: ParseSpec must never panic (robfig/cron's parser does on "CRON_TZ=X" without a
-// schedule), and every schedule it returns must move forward.
+// schedule), and every schedule it returns must move forward; ResolveSpec must never panic,
+// and what it returns for a spec with H must parse or be refused with an error.
 
 import (
 	"testing"
@@ -39,5 +40,25 @@ func FuzzParseSpec(f *testing.F) {
 			}
 			prev = next
 		}
+	})
+}
+
+func FuzzResolveSpec(f *testing.F) {
+	for _, seed := range []string{
+		"H H * * *", "H/15 * * * *", "H(0-7) H(9-17)/2 * * *", "0,H(30-40) * * * *", "H( * * * *", "H(5-) * * * *",
+		"H(-) * * * *", "H/ * * * *", "H(9-1)/0 * * * *", "CRON_TZ=UTC H * * * *", "CRON_TZ=", "H", "@every 1H",
+	} {
+		f.Add(seed, "job")
+	}
+	f.Fuzz(func(t *testing.T, spec, name string) {
+		got, err := scheduler.ResolveSpec(spec, name)
+		if err != nil {
+			return
+		}
+		again, _ := scheduler.ResolveSpec(spec, name)
+		if again != got {
+			t.Fatalf("%q for %q: %q, then %q", spec, name, got, again)
+		}
+		_, _ = scheduler.ParseSpec(got, nil) // must not panic
 	})
 }

@@ -162,7 +162,7 @@ func (s *Scheduler) startTriggers(ctx context.Context) {
 			continue // a job this replica does not have, or a run of it that is under way here
 		}
 		at := time.UnixMilli(ms)
-		run := &job.Run{Job: name, Tick: at, Trigger: id, Attempt: 1, Replica: s.cfg.replica, Deadline: at.Add(s.window())}
+		run := &job.Run{Job: name, Tick: at, PlannedStart: at, Trigger: id, Attempt: 1, Replica: s.cfg.replica, Deadline: at.Add(s.window())}
 		s.triggered[member] = true
 		s.goRun(e, run, func(err error) {
 			switch middleware.Outcome(err) {

@@ -76,6 +76,17 @@ func TestCLI(t *testing.T) {
 		assert.Equal(t, 2, code, runOut)
 		assert.Contains(t, runOut, strings.TrimSpace(strings.TrimPrefix(out, "cronlock: ")), "validate and run refuse it alike")
 
+		// H is shown resolved (from the job's name), then as written; a jitter beside it, and the
+		// next tick's delay after the tick. A jitter that does not fit between ticks is refused.
+		hashed := writeFile(t, dir, "hashed.yaml", "nodes: [a:1, b:1, c:1]\njobs:\n  - {name: backup, schedule: 'H H * * *', jitter: 10m, command: [sh, -c, 'true']}\n")
+		code, out = runBin(t, bin, nil, "validate", "--config", hashed)
+		assert.Equal(t, 0, code, out)
+		assert.Regexp(t, `backup  33 14 \* \* \* \(H H \* \* \*\)  10m0s   \d{4}-\d\d-\d\dT14:33:00Z \+\d+m[\d.]+s`, out)
+		tight := writeFile(t, dir, "tight.yaml", "nodes: [a:1, b:1, c:1]\njobs:\n  - name: j\n    schedule: '*/5 * * * *'\n    jitter: 5m\n    command: [x]\n")
+		code, out = runBin(t, bin, nil, "validate", "--config", tight)
+		assert.Equal(t, 2, code, out)
+		assert.Contains(t, out, tight+`:3: jobs[0].jitter: 5m0s is not shorter than the 5m0s between ticks of "*/5 * * * *"`)
+
 		code, out = runBin(t, bin, nil, "validate", "--config", filepath.Join(dir, "missing.yaml"))
 		assert.Equal(t, 2, code, out)
 		assert.Contains(t, out, "no such file or directory")

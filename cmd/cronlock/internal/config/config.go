@@ -169,6 +169,9 @@ type Job struct {
 	Retries int
 	// CatchUp is how old a missed tick may be and still run at start (0: none).
 	CatchUp time.Duration
+	// Jitter spreads the starts of the job's ticks: each starts up to this much after its
+	// instant, by a delay hashed from the job's name and the tick (0: none).
+	Jitter time.Duration
 	// OutputLevel is the level at which the command's output lines are logged. Default info.
 	OutputLevel slog.Level
 	// OutputLimit is how many bytes of output one run logs; the rest is counted, not logged
@@ -234,6 +237,7 @@ func (j Job) Options() job.Options {
 		Overlap:    j.Overlap,
 		Retries:    j.Retries,
 		CatchUp:    j.CatchUp,
+		Jitter:     j.Jitter,
 	}
 }
 

@@ -92,6 +92,11 @@ func TestParseGood(t *testing.T) {
 			assert.Equal(t, "cronlock", c.Prefix)
 			assert.Equal(t, []string{"true"}, c.Jobs[0].Command)
 		}},
+		{"jitter and H", "nodes: [a:1]\njobs: [{name: j, schedule: 'H H(0-5) * * *', jitter: 10m, command: [true]}]\n", func(t *testing.T, c *config.Config) {
+			assert.Equal(t, "H H(0-5) * * *", c.Jobs[0].Schedule, "the schedule as written: the scheduler resolves H")
+			assert.Equal(t, 10*time.Minute, c.Jobs[0].Jitter)
+			assert.Equal(t, 10*time.Minute, c.Jobs[0].Options().Jitter)
+		}},
 		{"node maps", `nodes:
   - addr: redis-1.internal:6380
     username: cronlock
@@ -291,14 +296,19 @@ func TestParseBad(t *testing.T) {
 		{"env given twice", good + "    env: {PW: a, PW_env: B}\n", `c.yaml:6: jobs[0].env.PW_env: PW is given twice (first on line 6): keep one`},
 		{"working_dir empty", good + "    working_dir: ''\n", `c.yaml:6: jobs[0].working_dir: is empty: give the directory the command runs in, e.g. /var/lib/backup, or leave it out for the daemon's`},
 		{"bad duration", good + "    timeout: 10x\n", `c.yaml:6: jobs[0].timeout: "10x" is not a duration (e.g. 10m, 90s)`},
+		{"bad jitter", good + "    jitter: 10x\n", `c.yaml:6: jobs[0].jitter: "10x" is not a duration (e.g. 10m, 90s)`},
+		{"negative jitter", good + "    jitter: -1s\n",
+			`c.yaml:6: jobs[0].jitter: -1s is negative: give the span over which to spread the starts of the ticks, or 0 to start each tick at its instant`},
+		{"bad H", "nodes: [a:1]\njobs:\n  - name: j\n    command: [x]\n    schedule: 'H(0-99) * * * *'\n",
+			`c.yaml:5: jobs[0].schedule: spec "H(0-99) * * * *": field 1 (minute) "H(0-99)": the range must go up and stay within 0-59, as in H(0-9); e.g. "*/5 * * * *" (every 5 minutes), "0 30 9 * * 1-5" (9:30:00 on weekdays), "@hourly", "@every 10s", "CRON_TZ=Europe/Paris 0 9 * * *"`},
 		{"duration without unit", good + "    lock_ttl: 30\n", `c.yaml:6: jobs[0].lock_ttl: 30 is not a duration: give a unit, e.g. 30s or 30m`},
 		{"duration as a list", good + "    timeout: [1s]\n", `c.yaml:6: jobs[0].timeout: must be a duration (e.g. 10m, 90s), not a list`},
 		{"unknown top-level key", "nodes: [a:1]\nnode: [b:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
 			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, http_token_env, tracing, kill_grace, boot_key, max_ttl, wait_for_replicas, min_interval, jobs, crontab)`},
 		{"unknown job key", good + "    timout: 1m\n",
-			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, env, working_dir)`},
+			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, jitter, output_level, output_limit, env, working_dir)`},
 		{"unknown key far from any", good + "    owner: ops\n",
-			`c.yaml:6: jobs[0].owner: unknown key (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, env, working_dir)`},
+			`c.yaml:6: jobs[0].owner: unknown key (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, jitter, output_level, output_limit, env, working_dir)`},
 		{"unknown node key", "nodes: [{addr: 'a:1', password: hunter2}]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
 			`c.yaml:1: nodes[0].password: unknown key (known: addr, cluster, username, password_env, tls, db, wait_for_replicas)`},
 		{"unknown tracing key", good + "tracing:\n  endpoint: x\n",

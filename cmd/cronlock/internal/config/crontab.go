@@ -374,13 +374,17 @@ func (c *crontab) jobLine(line int, text string) {
 	c.items = append(c.items, item)
 }
 
-// fieldLike matches a word that can only be a schedule field (no letters): the sixth word of
-// a line with seconds, which would be a strange start of a command.
-var fieldLike = regexp.MustCompile(`^[0-9*?/,-]+$`)
+// fieldLike matches a word that can only be a schedule field (no letters but H, as in
+// H(0-7)): the sixth word of a line with seconds, which would be a strange start of a command.
+var fieldLike = regexp.MustCompile(`^[0-9*?/,H()-]+$`)
 
-// secondsLine reports whether the first six words of a job line are a schedule with seconds.
+// secondsLine reports whether the first six words of a job line are a schedule with seconds
+// (with any H resolved, under any name: the name does not change whether it parses).
 func secondsLine(words []string) bool {
-	_, err := scheduler.ParseSpec(strings.Join(words[:6], " "), nil)
+	spec, err := scheduler.ResolveSpec(strings.Join(words[:6], " "), "")
+	if err == nil {
+		_, err = scheduler.ParseSpec(spec, nil)
+	}
 	return err == nil
 }
 

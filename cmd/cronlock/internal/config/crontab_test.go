@@ -99,6 +99,20 @@ func TestCrontabZones(t *testing.T) {
 
 // Derived names depend on the line's schedule and command only: not on the host, the file's
 // other lines or its variables.
+// H in a crontab line, of 5 fields or 6 (a sixth word that only H makes a field), and a
+// jitter= option.
+func TestCrontabJitterAndH(t *testing.T) {
+	path := writeCrontab(t, "# cronlock: name=spread jitter=30s\nH H * * * /bin/report\nH(0-9) H * * * mon /bin/weekly\n")
+	c, err := config.Load(path)
+	require.NoError(t, err)
+	require.Len(t, c.Jobs, 2)
+	assert.Equal(t, "H H * * *", c.Jobs[0].Schedule)
+	assert.Equal(t, 30*time.Second, c.Jobs[0].Jitter)
+	assert.Equal(t, "H(0-9) H * * * mon", c.Jobs[1].Schedule, "six fields: seconds first")
+	assert.Equal(t, []string{"/bin/sh", "-c", "/bin/weekly"}, c.Jobs[1].Command)
+	assert.Zero(t, c.Jobs[1].Jitter)
+}
+
 func TestCrontabDerivedNames(t *testing.T) {
 	names := func(crontab string) []string {
 		c, err := config.Load(writeCrontab(t, crontab))
@@ -129,10 +143,13 @@ func TestCrontabBad(t *testing.T) {
 		{"user field", "# nightly\n0 3 * * * root /usr/sbin/logrotate /etc/logrotate.conf\n",
 			`crontab:2: "root" before the command is a user of this host, not a program: a user field, as in a system crontab (/etc/crontab, /etc/cron.d); cronlock runs every command as its own user: remove the user name (and run cronlock as that user)`},
 		{"unknown option", "# cronlock: nmae=x\n* * * * * true\n",
-			`crontab:1: nmae: unknown key: did you mean "name"? (known: name, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, working_dir)`},
+			`crontab:1: nmae: unknown key: did you mean "name"? (known: name, timeout, lock_ttl, renew_every, overlap, retries, catch_up, jitter, output_level, output_limit, working_dir)`},
 		{"option the line gives", "# cronlock: schedule=@hourly\n* * * * * true\n",
-			`crontab:1: schedule: unknown key (known: name, timeout, lock_ttl, renew_every, overlap, retries, catch_up, output_level, output_limit, working_dir)`},
+			`crontab:1: schedule: unknown key (known: name, timeout, lock_ttl, renew_every, overlap, retries, catch_up, jitter, output_level, output_limit, working_dir)`},
 		{"bad option value", "\n# cronlock: timeout=10x\n* * * * * true\n", `crontab:2: timeout: "10x" is not a duration (e.g. 10m, 90s)`},
+		{"bad jitter", "# cronlock: jitter=soon\n* * * * * true\n", `crontab:1: jitter: "soon" is not a duration (e.g. 10m, 90s)`},
+		{"bad H", "H/0 * * * * true\n",
+			`crontab:1: schedule: spec "H/0 * * * *": field 1 (minute) "H/0": the step after / must be a positive number, as in H/15; e.g. "*/5 * * * *" (every 5 minutes), "0 30 9 * * 1-5" (9:30:00 on weekdays), "@hourly", "@every 10s", "CRON_TZ=Europe/Paris 0 9 * * *"`},
 		{"option refused by the job's checks", "# cronlock: retries=-1\n* * * * * true\n",
 			`crontab:1: retries: -1 is negative: give the number of retries after a failed run, or 0 for none`},
 		{"option without value", "# cronlock: timeout=\n* * * * * true\n",

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/url"
 	"os"
@@ -18,6 +17,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
 	"github.com/cronlock/cronlock/job"
@@ -883,7 +883,7 @@ func (p *parser) cluster(e entry, path string) []string {
 	return addrs
 }
 
-var jobKeys = []string{"name", "schedule", "command", "timeout", "lock_ttl", "renew_every", "overlap", "retries", "catch_up", "output_level", "output_limit", "env", "working_dir"}
+var jobKeys = []string{"name", "schedule", "command", "timeout", "lock_ttl", "renew_every", "overlap", "retries", "catch_up", "jitter", "output_level", "output_limit", "env", "working_dir"}
 
 // fieldKeys maps the fields of job.InvalidError to the keys of a job.
 var fieldKeys = map[string]string{
@@ -895,6 +895,7 @@ var fieldKeys = map[string]string{
 	"Options.Overlap":    "overlap",
 	"Options.Retries":    "retries",
 	"Options.CatchUp":    "catch_up",
+	"Options.Jitter":     "jitter",
 }
 
 // goNames rewrites the Go names that job.Job.Validate's problems mention (e.g. "more than half
@@ -959,14 +960,18 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 	if e, ok := m["schedule"]; ok {
 		if s, ok := p.str(e, path+".schedule"); ok {
 			j.Schedule = s
-			sched, err := scheduler.ParseSpec(s, time.UTC)
+			resolved, err := scheduler.ResolveSpec(s, j.Name) // H is hashed from the name
+			var sched cron.Schedule
+			if err == nil {
+				sched, err = scheduler.ParseSpec(resolved, time.UTC)
+			}
 			switch {
 			case err != nil:
 				p.fail(e.val.Line, path+".schedule", "%v", err)
 			case sched.Next(time.Now()).IsZero():
 				p.fail(e.val.Line, path+".schedule", "%q never fires: no matching time in the next five years (a date such as 30 February?)", s)
 			default:
-				if gap := shortestGap(sched); gap < minInterval {
+				if gap := scheduler.ShortestGap(sched, time.Now()); gap < minInterval {
 					p.fail(e.val.Line, path+".schedule", "%q fires %v apart, more often than min_interval %v: each tick starts a process on some host; give a slower schedule, or lower min_interval (e.g. min_interval: %v)", s, gap, minInterval, gap)
 				}
 			}
@@ -982,7 +987,7 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 	for _, d := range []struct {
 		key string
 		to  *time.Duration
-	}{{"timeout", &j.Timeout}, {"lock_ttl", &j.LockTTL}, {"renew_every", &j.RenewEvery}, {"catch_up", &j.CatchUp}} {
+	}{{"timeout", &j.Timeout}, {"lock_ttl", &j.LockTTL}, {"renew_every", &j.RenewEvery}, {"catch_up", &j.CatchUp}, {"jitter", &j.Jitter}} {
 		if e, ok := m[d.key]; ok {
 			*d.to, _ = p.duration(e, path+"."+d.key)
 		}
@@ -1050,22 +1055,6 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 		return j, false
 	}
 	return j, true
-}
-
-// shortestGap is the shortest time between two of the next ticks of sched.
-func shortestGap(sched interface{ Next(time.Time) time.Time }) time.Duration {
-	const ticks = 64 // enough to see every gap of a cron spec within a minute
-	gap := time.Duration(math.MaxInt64)
-	t := sched.Next(time.Now())
-	for range ticks {
-		next := sched.Next(t)
-		if next.IsZero() {
-			break
-		}
-		gap = min(gap, next.Sub(t))
-		t = next
-	}
-	return gap
 }
 
 // command parses a job's command: a non-empty list of strings.

@@ -20,14 +20,40 @@ const validateUsage = `Usage: cronlock validate --config FILE
 
 Checks the config file without connecting to any node or running any command — every check
 that 'cronlock run' makes before it starts — and prints the nodes and the jobs with their next
-tick. Problems are printed one per line as FILE:LINE: FIELD:
-what is wrong and how to fix it. It also warns (without failing) about password variables
-that are not set and programs not found on this host.
+tick. A schedule with H is shown resolved, followed by the spec as written; a job with a
+jitter has its next tick's delay after the tick. Problems are printed one per line as
+FILE:LINE: FIELD: what is wrong and how to fix it. It also warns (without failing) about
+password variables that are not set and programs not found on this host.
 
 Exit codes: 0 valid, 2 invalid (or bad usage).
 
 Flags:
 `
+
+// scheduleOf returns how validate shows a job's schedule — the spec with H resolved from the
+// job's name, followed by the spec as written when it had H — its next tick after now (with
+// the tick's jitter delay), and its jitter ("-" for none).
+func scheduleOf(name, spec string, jitter time.Duration, now time.Time) (schedule, next, jit string) {
+	schedule, next, jit = spec, "-", "-"
+	resolved, err := scheduler.ResolveSpec(spec, name)
+	if err != nil {
+		return schedule, next, jit
+	}
+	if resolved != spec {
+		schedule = fmt.Sprintf("%s (%s)", resolved, spec)
+	}
+	if s, err := scheduler.ParseSpec(resolved, time.UTC); err == nil {
+		tick := s.Next(now)
+		next = tick.UTC().Format(time.RFC3339Nano)
+		if jitter > 0 {
+			next += fmt.Sprintf(" +%v", scheduler.JitterDelay(name, tick, jitter).Round(time.Millisecond))
+		}
+	}
+	if jitter > 0 {
+		jit = jitter.String()
+	}
+	return schedule, next, jit
+}
 
 // Validate runs `cronlock validate` with the command line args (after "validate").
 func Validate(_ context.Context, args []string, stdout, stderr io.Writer) error {
@@ -68,13 +94,10 @@ func Validate(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	fmt.Fprintf(stdout, "prefix: %s\n", cfg.Prefix)
 	now := time.Now()
 	tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintf(tw, "job\tschedule\tnext tick (UTC)\tcommand\n")
+	fmt.Fprintf(tw, "job\tschedule\tjitter\tnext tick (UTC)\tcommand\n")
 	for _, j := range cfg.Jobs {
-		next := "-"
-		if s, err := scheduler.ParseSpec(j.Schedule, time.UTC); err == nil {
-			next = s.Next(now).UTC().Format(time.RFC3339Nano)
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%q\n", j.Name, j.Schedule, next, j.Command)
+		schedule, next, jitter := scheduleOf(j.Name, j.Schedule, j.Jitter, now)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%q\n", j.Name, schedule, jitter, next, j.Command)
 		for _, err := range hostProblems(j) {
 			fmt.Fprintf(stderr, "warning: %s:%d: job %q: %v (on this host)\n", j.File, j.Line, j.Name, err)
 		}

@@ -23,7 +23,8 @@ func Print(w io.Writer, h []scheduler.Record) {
 	_ = tw.Flush()
 }
 
-// RunName is a record's tick, "trigger <id>", or "backfill <date and time of the tick>".
+// RunName is a record's tick, "trigger <id>", or "backfill <date and time of the tick>". A
+// tick delayed by the job's jitter has its delay after it: "tick 05:37:00.000 +7.25s".
 func RunName(r scheduler.Record) string {
 	switch {
 	case r.Trigger != "":
@@ -31,7 +32,11 @@ func RunName(r scheduler.Record) string {
 	case r.Backfill:
 		return "backfill " + r.Tick.UTC().Format("2006-01-02 15:04:05.000")
 	}
-	return "tick " + r.Tick.UTC().Format("15:04:05.000")
+	name := "tick " + r.Tick.UTC().Format("15:04:05.000")
+	if d := r.PlannedStart.Sub(r.Tick); d > 0 {
+		name += " +" + d.Round(time.Millisecond).String()
+	}
+	return name
 }
 
 func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }

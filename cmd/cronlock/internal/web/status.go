@@ -120,7 +120,9 @@ func (s *JobStatus) runningSince(name string) (since time.Time, runs int) {
 type JobView struct {
 	Name     string      `json:"name"`
 	Schedule string      `json:"schedule"`
-	Command  []string    `json:"command,omitempty"` // with the bearer token only
+	Resolved string      `json:"resolved_schedule,omitempty"` // the schedule with H resolved, when it has H
+	Jitter   string      `json:"jitter,omitempty"`            // the job's jitter, when it has one
+	Command  []string    `json:"command,omitempty"`           // with the bearer token only
 	NextTick time.Time   `json:"next_tick,omitzero"`
 	PrevTick time.Time   `json:"prev_tick,omitzero"`
 	Running  int         `json:"running"`
@@ -137,6 +139,12 @@ func (s *JobStatus) view(cfg *config.Config, entries []scheduler.Entry) []JobVie
 	out := make([]JobView, 0, len(entries))
 	for _, e := range entries {
 		v := JobView{Name: e.Name, Schedule: e.Spec, Command: commands[e.Name], NextTick: e.Next.UTC(), PrevTick: e.Prev.UTC(), Running: len(s.running[e.Name])}
+		if e.Schedule != e.Spec {
+			v.Resolved = e.Schedule
+		}
+		if e.Jitter > 0 {
+			v.Jitter = e.Jitter.String()
+		}
 		if l := s.last[e.Name]; l != nil {
 			c := *l
 			v.Last = &c

@@ -130,7 +130,7 @@ type pageData struct {
 }
 
 // tick is one of a job's next ticks.
-type tick struct{ UTC, Zone string }
+type tick struct{ UTC, Zone, Start string } // Start: with the tick's jitter delay, when the job has one
 
 // data returns what every page of r shows.
 func (c *control) data(r *http.Request, title string) pageData {
@@ -231,9 +231,13 @@ func (c *control) jobPage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	d.Job, d.Chart = j, durationChart(j.runs())
-	if sched, err := scheduler.ParseSpec(j.Spec, time.UTC); err == nil && !j.Next.IsZero() {
+	if sched, err := scheduler.ParseSpec(j.Schedule, time.UTC); err == nil && !j.Next.IsZero() {
 		for t := j.Next; !t.IsZero() && len(d.Ticks) < nextTicks; t = sched.Next(t) {
-			d.Ticks = append(d.Ticks, tick{UTC: t.UTC().Format("2006-01-02 15:04:05 MST"), Zone: t.In(j.Zone).Format("2006-01-02 15:04:05 MST")})
+			tk := tick{UTC: t.UTC().Format("2006-01-02 15:04:05 MST"), Zone: t.In(j.Zone).Format("2006-01-02 15:04:05 MST")}
+			if j.Jitter > 0 {
+				tk.Start = t.Add(scheduler.JitterDelay(j.Name, t, j.Jitter)).UTC().Format("2006-01-02 15:04:05.000 MST")
+			}
+			d.Ticks = append(d.Ticks, tk)
 		}
 	}
 	render(w, http.StatusOK, "job.html", d)

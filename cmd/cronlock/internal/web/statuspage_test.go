@@ -51,3 +51,29 @@ func TestDurationChart(t *testing.T) {
 	require.Equal(t, float64(chartHeight)/2, c.Bars[2].H)
 	require.Equal(t, "2s", c.Longest)
 }
+
+// A job whose spec has H shows the resolved schedule, with the spec as written, and its jitter,
+// on its page (with each next tick's delayed start) and in the overview; a delayed tick's run
+// has its delay beside the tick.
+func TestPagesShowResolvedScheduleAndJitter(t *testing.T) {
+	at := time.Date(2026, 12, 5, 14, 33, 0, 0, time.UTC)
+	rec := scheduler.Record{Job: "backup", Tick: at, PlannedStart: at.Add(7250 * time.Millisecond), Replica: "r1", Outcome: "ran"}
+	j := &pageJob{
+		Status:  scheduler.Status{Entry: scheduler.Entry{Name: "backup", Spec: "H H * * *", Schedule: "33 14 * * *", Jitter: 10 * time.Minute}},
+		Zone:    time.UTC,
+		History: []pageRun{{Record: rec}},
+	}
+	var b strings.Builder
+	d := pageData{Replica: "r1", Now: time.Now(), Job: j, Ticks: []tick{{UTC: "2026-12-05 14:33:00 UTC", Zone: "2026-12-05 14:33:00 UTC", Start: "2026-12-05 14:40:21.986 UTC"}}}
+	require.NoError(t, pages["job.html"].Execute(&b, d))
+	page := b.String()
+	require.Contains(t, page, "Schedule <code>33 14 * * *</code> (written <code>H H * * *</code>, H hashed from the job's name)")
+	require.Contains(t, page, "Each tick starts up to 10m0s after its instant (jitter).")
+	require.Contains(t, page, "<th>Starts (UTC)</th>")
+	require.Contains(t, page, "<td>2026-12-05 14:40:21.986 UTC</td>")
+	require.Contains(t, page, "tick 14:33:00.000 &#43;7.25s")
+
+	b.Reset()
+	require.NoError(t, pages["overview.html"].Execute(&b, pageData{Replica: "r1", Now: time.Now(), Rows: []overviewRow{{pageJob: j}}, Total: 1}))
+	require.Contains(t, b.String(), `<code>33 14 * * *</code> <span class="muted">from <code>H H * * *</code></span> <span class="muted">jitter 10m0s</span>`)
+}
