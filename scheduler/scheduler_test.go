@@ -142,8 +142,8 @@ func TestEntriesAndRemove(t *testing.T) {
 	require.NoError(t, s.Add(job.Job{Name: "a", Spec: "0 0 * * * *", Handler: nop}))
 	minute := time.Date(2025, 1, 1, 0, 1, 0, 0, time.UTC)
 	assert.Equal(t, []scheduler.Entry{
-		{Name: "a", Spec: "0 0 * * * *", Next: time.Date(2025, 1, 1, 1, 0, 0, 0, time.UTC)},
-		{Name: "b", Spec: "@every 1m", Next: minute},
+		{Name: "a", Spec: "0 0 * * * *", Schedule: "0 0 * * * *", Next: time.Date(2025, 1, 1, 1, 0, 0, 0, time.UTC)},
+		{Name: "b", Spec: "@every 1m", Schedule: "@every 1m", Next: minute},
 	}, s.Entries())
 
 	require.NoError(t, s.Start())
