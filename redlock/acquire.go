@@ -676,7 +676,11 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 	for _, r := range oks {
 		have[r.node] = r.token == top
 	}
-	if err := c.raise(ctx, req, req.fenceKey, top, have, fenceScript.call([]string{req.fenceKey}, strconv.FormatUint(top, 10))); err != nil {
+	keys := []string{req.fenceKey}
+	if boot := req.keys[0]; boot != "" {
+		keys = append(keys, boot)
+	}
+	if err := c.raise(ctx, req, req.fenceKey, top, have, fenceScript.call(keys, strconv.FormatUint(top, 10), "0")); err != nil {
 		return 0, fmt.Errorf("fencing token %d %w", top, err)
 	}
 	return top, nil
@@ -712,8 +716,12 @@ func (c *Client) raise(ctx context.Context, req *request, key string, value uint
 	}
 	f := &fan{call: k, replicas: req.replicas,
 		parse: func(i int, cmd *redis.Cmd) reply {
-			if err := cmd.Err(); err != nil {
+			written, err := cmd.Int64()
+			switch {
+			case err != nil:
 				return reply{node: i, outcome: outcomeError, err: err}
+			case written == 0:
+				return reply{node: i, outcome: outcomeQuarantined, err: errors.New("in quarantine: the counter is not written")}
 			}
 			return reply{node: i, outcome: outcomeOK}
 		}}

@@ -83,6 +83,10 @@
 // second client take a lock the first still holds. Each node keeps a boot marker; when it is
 // missing, the node refuses locks for MaxTTL (it answers "quarantined"), after which every lock it
 // forgot has expired. New nodes look the same: call Client.EndQuarantine on first deployment.
+// An acquisition reads the marker only where it creates the lock's fence counter on the node:
+// a node loses its counters with its marker, and no counter is written on a node in
+// quarantine, so a counter that exists shows that the node ended its quarantine. (Deleting the
+// marker by hand therefore does not put a node back in quarantine; flushing the node does.)
 // Where the nodes are Redis Clusters, the marker is per hash slot (see Nodes), so a shard that
 // restarts empty quarantines the slots it serves and no other.
 //

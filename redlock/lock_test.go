@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -226,6 +227,46 @@ func TestQuarantineAfterMemoryLoss(t *testing.T) {
 			assert.Contains(t, err.Error(), "quarantine")
 		})
 	}
+}
+
+// A node in quarantine gets no fencing counter from another acquisition's write-back: a
+// counter that exists is how the acquire script knows a node ended its quarantine, so one
+// written there would end it early. Node 0 is new (no boot marker), node 2's counter is ahead
+// of node 1's, so the token is written back to nodes 0 and 1.
+func TestWriteBackSkipsANodeInQuarantine(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t)
+	ctx := ctxT(t)
+	base := "{" + redistest.Key(t) + "}"
+	fence := base + ":fence"
+	quarantined := c.servers[0].Client()
+	require.NoError(t, quarantined.Del(ctx, redlock.DefaultBootKey).Err())
+	require.NoError(t, c.servers[2].Client().Set(ctx, fence, "9000000000000000", 0).Err())
+	// scripts counts the script calls node 0 has served: the requests to it run on after an
+	// acquisition returns at a quorum.
+	scripts := func() int64 {
+		stats, err := quarantined.InfoMap(ctx, "commandstats").Result()
+		require.NoError(t, err)
+		calls, _, _ := strings.Cut(strings.TrimPrefix(stats["Commandstats"]["cmdstat_evalsha"], "calls="), ",")
+		n, _ := strconv.ParseInt(calls, 10, 64)
+		return n
+	}
+	before := scripts()
+
+	l, err := lc.TryAcquire(ctx, base+":a", 10*time.Second)
+	require.NoError(t, err)
+	assert.Equal(t, uint64(9000000000000001), l.Token())
+	require.Eventually(t, func() bool { return scripts() >= before+2 }, 10*time.Second, time.Millisecond,
+		"node 0 answered the acquisition and the write-back")
+	assert.Zero(t, quarantined.Exists(ctx, fence).Val(), "a counter written on the node in quarantine")
+
+	l2, err := lc.TryAcquire(ctx, base+":b", 10*time.Second)
+	require.NoError(t, err)
+	assert.Greater(t, l2.Token(), l.Token())
+	require.Eventually(t, func() bool { return scripts() >= before+3 }, 10*time.Second, time.Millisecond)
+	assert.Zero(t, quarantined.Exists(ctx, base+":b").Val(), "the node in quarantine took the lock")
+	require.NoError(t, l.Release(ctx))
+	require.NoError(t, l2.Release(ctx))
 }
 
 func TestQuarantineEnds(t *testing.T) {

@@ -6,18 +6,22 @@ and up to three acquisitions of distinct keys run at once, each node serving the
 order — so the quorum's counters differ even when no node missed anything.
 
 Nodes: counter starts at node TIME in µs when missing, else +1; quorum token = max of the first
-Q answers; write back the max to those Q nodes when the answers differ. A node that loses its
-memory re-creates its boot marker on first touch and refuses locks for MAX_TTL. Nodes may be
-unreachable, answer in random order, restart with amnesia, and have clock offsets.
+Q answers; when the answers differ, write the max back to those Q nodes and to others that
+answer in time, except a node in quarantine or without a boot marker. A node that loses its
+memory re-creates its boot marker when a new counter first reads it (only a new counter reads
+it: a counter that exists was created past the quarantine) and refuses locks for MAX_TTL.
+Nodes may be unreachable, answer in random order, restart with amnesia, and have clock offsets.
 Checks: every token is greater than every token issued by an acquisition that ended before it
-started (so per key, and per counter); at most one holder of a key on a majority; and the
-number of counters left on a node (bounded: one, whatever the number of keys).
+started (so per key, and per counter), and the number of counters left on a node (bounded: one,
+whatever the number of keys). It does not check that a lock has one holder: the variant that
+writes back to nodes in quarantine keeps tokens in order, but the counter it leaves there would
+end that node's quarantine early; redlock's TestWriteBackSkipsANodeInQuarantine checks that.
 
 Run: python3 docs/models/fencing_sim.py"""
 import random
 
 def run(seed, N=5, steps=4000, keys=1000, skew_ms=200, max_ttl_ms=10_000, amnesia_p=0.01, down_p=0.2,
-        concurrency=3, writeback=True, seed_with_time=True, quarantine=True):
+        concurrency=3, writeback=True, seed_with_time=True, quarantine=True, writeback_checks_quarantine=True):
     rnd = random.Random(seed)
     Q = N // 2 + 1
     off = [rnd.uniform(-skew_ms, skew_ms) for _ in range(N)]
@@ -37,23 +41,26 @@ def run(seed, N=5, steps=4000, keys=1000, skew_ms=200, max_ttl_ms=10_000, amnesi
             val += 1
             acqs.append((k, val, rnd.choice([100, 1000, max_ttl_ms])))
         answers = {v: [] for _, v, _ in acqs}
+        def in_quarantine(n, now):
+            return quarantine and (boot[n] is None or now < boot[n])
         for n in range(N):
             now = t + off[n]
-            if quarantine and boot[n] is None:
-                boot[n] = now + max_ttl_ms
-            if quarantine and now < boot[n]:
-                continue
             for k, v, ttl in rnd.sample(acqs, len(acqs)):   # this node's order
                 if rnd.random() < down_p:
                     continue
                 held = lock[n].get(k)
                 if held is not None and now < held[1]:
                     continue
-                lock[n][k] = (v, now + ttl)
                 if counter[n] is None:
+                    # Only a new counter reads the boot marker, creating it on first touch.
+                    if quarantine and boot[n] is None:
+                        boot[n] = now + max_ttl_ms
+                    if in_quarantine(n, now):
+                        continue
                     counter[n] = int(now * 1000) if seed_with_time else 1
                 else:
                     counter[n] += 1
+                lock[n][k] = (v, now + ttl)
                 answers[v].append((n, counter[n]))
         won = []
         for k, v, ttl in acqs:
@@ -67,8 +74,15 @@ def run(seed, N=5, steps=4000, keys=1000, skew_ms=200, max_ttl_ms=10_000, amnesi
             first = got[:Q]
             token = max(c for _, c in first)
             if writeback and len({c for _, c in first}) > 1:
-                for n, _ in first:
-                    counter[n] = max(counter[n], token)
+                # Sent to every node short of the token: the quorum's, and others that answer in
+                # time. A node in quarantine or without a boot marker is not written (fence.lua).
+                quorum = {n for n, _ in first}
+                for n in range(N):
+                    if n not in quorum and rnd.random() < down_p + 0.3:
+                        continue
+                    if writeback_checks_quarantine and in_quarantine(n, t + off[n]):
+                        continue
+                    counter[n] = max(counter[n] or 0, token)
             if token <= last_token:
                 return f"seed {seed} step {step}: token {token} <= {last_token}, issued before it started"
             won.append((k, v, ttl, token))
@@ -97,6 +111,7 @@ if __name__ == "__main__":
         "no write-back": {"writeback": False},
         "counters start at 1": {"seed_with_time": False},
         "no quarantine": {"quarantine": False},
+        "write-back to nodes in quarantine": {"writeback_checks_quarantine": False},
     }
     for name, kw in variants.items():
         fails = [r for r in (run(s, **kw) for s in range(300)) if r]

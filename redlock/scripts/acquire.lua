@@ -53,8 +53,8 @@ for i = first, last do
   end
 end
 
--- This node's time in microseconds, read only where a rule needs it: a boot marker to create
--- or to compare with (one of 0, quarantine ended, needs none), a fencing counter to create.
+-- This node's time in microseconds, read only where a rule needs it: a fencing counter to
+-- create, a boot marker to create or to compare with (one of 0, quarantine ended, needs none).
 local now
 local function clock()
   if not now then
@@ -64,24 +64,29 @@ local function clock()
   return now
 end
 
-if q > 0 then
-  local booted = redis.call('GET', KEYS[boot])
-  if not booted then
-    booted = clock() + q * 1000
-    redis.call('SET', KEYS[boot], string.format('%.0f', booted))
-  else
-    booted = tonumber(booted)
-  end
-  if booted > 0 and clock() < booted then
-    return {2, math.ceil((booted - clock()) / 1000)}
-  end
-end
-
 -- INCR answers 1 only where the counter did not exist (a counter starts above 0 and only
 -- grows). A new counter starts at this node's time in microseconds instead, so a node that
 -- lost its memory comes back above every token it issued before.
+--
+-- Only a new counter needs the boot marker: a node loses its counters and its marker together,
+-- and a counter is created only here, past the quarantine, or by fence.lua, which writes none
+-- on a node in quarantine or without a marker. A counter that exists therefore shows that
+-- this node ended its quarantine since it last lost its memory.
 local token = redis.call('INCR', KEYS[fence])
 if token == 1 then
+  if q > 0 then
+    local booted = redis.call('GET', KEYS[boot])
+    if not booted then
+      booted = clock() + q * 1000
+      redis.call('SET', KEYS[boot], string.format('%.0f', booted))
+    else
+      booted = tonumber(booted)
+    end
+    if booted > 0 and clock() < booted then
+      redis.call('DEL', KEYS[fence]) -- as before this attempt: no counter
+      return {2, math.ceil((booted - clock()) / 1000)}
+    end
+  end
   token = clock() + 1
   redis.call('SET', KEYS[fence], string.format('%.0f', token))
 end
