@@ -63,6 +63,11 @@ type Config struct {
 	// so they can override them, e.g. "--maxmemory-policy", "noeviction".
 	// Do not override --port, --bind or --dir, which Server relies on.
 	Args []string
+	// Wrap, if set, is a command and its arguments that run redis-server: the server starts
+	// as Wrap[0] Wrap[1:]... /path/to/redis-server ARGS, e.g. valgrind --tool=callgrind. The
+	// command must become the server (exec it, as valgrind does): Stop, Kill and PID act on
+	// its process.
+	Wrap []string
 	// Dir is the working directory (AOF files, logs). If empty a fresh
 	// temporary directory is created and removed by Close; a given Dir is
 	// created if needed and never removed.
@@ -112,7 +117,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, errors.New("redistest: redis-server not found in PATH: apt-get install redis-server")
 	}
 	s := &Server{bin: bin, cfg: cfg, faketime: cfg.Faketime}
-	s.cfg.Args = slices.Clone(cfg.Args)
+	s.cfg.Args, s.cfg.Wrap = slices.Clone(cfg.Args), slices.Clone(cfg.Wrap)
 	if cfg.Dir == "" {
 		if s.dir, err = os.MkdirTemp("", "redistest-*"); err != nil {
 			return nil, fmt.Errorf("redistest: creating server directory: %w", err)
@@ -176,6 +181,16 @@ func (s *Server) Client() *redis.Client {
 		}
 	}
 	return s.client
+}
+
+// PID returns the process ID of the server's last started process.
+func (s *Server) PID() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.proc == nil {
+		return 0
+	}
+	return s.proc.pid
 }
 
 // Running reports whether the server process is alive (a paused server is
@@ -429,6 +444,9 @@ func (s *Server) start() (*process, error) {
 		return nil, fmt.Errorf("redistest: opening redis-server output file: %w", err)
 	}
 	cmd := exec.Command(s.bin, s.args()...)
+	if len(s.cfg.Wrap) > 0 {
+		cmd = exec.Command(s.cfg.Wrap[0], append(slices.Clone(s.cfg.Wrap[1:]), cmd.Args...)...)
+	}
 	cmd.Dir = s.dir
 	cmd.Env = env
 	cmd.Stdout = out

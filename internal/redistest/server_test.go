@@ -104,6 +104,24 @@ func TestArgsAreApplied(t *testing.T) {
 	}
 }
 
+// A server started through Wrap runs as the wrapper's process (here a shell that leaves a
+// mark and execs redis-server), and PID names it.
+func TestWrap(t *testing.T) {
+	mark := filepath.Join(t.TempDir(), "wrapped")
+	s := Start(t, Config{Wrap: []string{"sh", "-c", `echo "$$" > "$0"; exec "$@"`, mark}})
+	must(t, s.Client().Ping(context.Background()).Err())
+	data, err := os.ReadFile(mark)
+	must(t, err)
+	if strings.TrimSpace(string(data)) != strconv.Itoa(s.PID()) {
+		t.Errorf("the wrapper ran as PID %s, the server's PID is %d", strings.TrimSpace(string(data)), s.PID())
+	}
+	exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", s.PID()))
+	must(t, err)
+	if b := filepath.Base(exe); b != "redis-server" && b != "redis-check-rdb" { // Debian links the two
+		t.Errorf("PID %d runs %s, not redis-server", s.PID(), exe)
+	}
+}
+
 func TestBadArgsReportLog(t *testing.T) {
 	s, err := New(Config{Args: []string{"--no-such-directive", "1"}})
 	if err == nil {

@@ -28,6 +28,11 @@
 // (INFO commandstats; a script's time includes the commands it calls) and the servers' process
 // CPU (used_cpu_user + used_cpu_sys); then, per node count, the medians over the runs of each
 // library and the ratio cronlock / redsync.
+//
+// Times depend on what else the machine runs. With -callgrind the nodes run under valgrind's
+// callgrind, and each run also reports the instructions the servers executed per pair (in
+// user space, summed over the nodes): a count that a loaded machine does not change. Such runs
+// are many times slower, so their times are not comparable with others.
 package main
 
 import (
@@ -83,6 +88,7 @@ func main() {
 	duration := flag.Duration("duration", 4*time.Second, "measured time per run")
 	commands := flag.Bool("commands", false, "also print the nodes' commands per pair (calls and µs) of each run")
 	cpuprofile := flag.String("cpuprofile", "", "with -lib: write a CPU profile of the measured time to this file")
+	callgrind := flag.Bool("callgrind", false, "run the nodes under valgrind's callgrind and report the instructions they executed per pair (node-Ir)")
 	flag.Parse()
 
 	if *nodes == "" {
@@ -93,9 +99,9 @@ func main() {
 	}
 	var err error
 	if *lib != "" {
-		err = child(os.Stdout, *lib, *workload, *nodes, *warmup, *duration, *cpuprofile)
+		err = child(os.Stdout, *lib, *workload, *nodes, *warmup, *duration, *cpuprofile, *callgrind)
 	} else {
-		err = compare(*workload, *nodes, *rounds, *warmup, *duration, *commands)
+		err = compare(*workload, *nodes, *rounds, *warmup, *duration, *commands, *callgrind)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "pair:", err)
@@ -119,8 +125,9 @@ type result struct {
 	Errors   int                `json:"errors,omitempty"`                   // racers: attempts that failed for another reason than a held lock
 	LastErr  string             `json:"last_error,omitempty"`
 	Allocs   float64            `json:"allocs_per_pair"`
-	CmdUs    float64            `json:"node_cmd_us_per_pair"` // Σ over nodes of the client's commands' time
-	CPUUs    float64            `json:"node_cpu_us_per_pair"` // Σ over nodes of the servers' process CPU
+	CmdUs    float64            `json:"node_cmd_us_per_pair"`                 // Σ over nodes of the client's commands' time
+	CPUUs    float64            `json:"node_cpu_us_per_pair"`                 // Σ over nodes of the servers' process CPU
+	Instr    float64            `json:"node_instructions_per_pair,omitempty"` // -callgrind: Σ over nodes of the servers' instructions
 	Commands map[string]cmdCost `json:"commands"`
 }
 
@@ -239,7 +246,7 @@ func newLocker(ctx context.Context, lib string, servers []*redistest.Server) (lo
 }
 
 // child runs one library's workload on fresh nodes and writes its result to w.
-func child(w io.Writer, lib, workload, nodes string, warmup, duration time.Duration, cpuprofile string) error {
+func child(w io.Writer, lib, workload, nodes string, warmup, duration time.Duration, cpuprofile string, callgrind bool) error {
 	n, err := strconv.Atoi(nodes)
 	if err != nil || n < 1 {
 		return fmt.Errorf("-nodes %q: with -lib give one node count, e.g. -nodes 3", nodes)
@@ -250,7 +257,16 @@ func child(w io.Writer, lib, workload, nodes string, warmup, duration time.Durat
 	if workload != workloadPair && workload != workloadRacers {
 		return fmt.Errorf("-workload %q: give pair or racers", workload)
 	}
-	servers, err := redistest.NewN(n, redistest.Config{})
+	var cfg redistest.Config
+	var cg *callgrindNodes
+	if callgrind {
+		if cg, err = newCallgrindNodes(); err != nil {
+			return err
+		}
+		defer cg.close()
+		cfg.Wrap = cg.wrap()
+	}
+	servers, err := redistest.NewN(n, cfg)
 	if err != nil {
 		return err
 	}
@@ -259,6 +275,11 @@ func child(w io.Writer, lib, workload, nodes string, warmup, duration time.Durat
 			_ = s.Close()
 		}
 	}()
+	if cg != nil {
+		for _, s := range servers {
+			cg.pids = append(cg.pids, s.PID())
+		}
+	}
 	ctx := context.Background()
 	// The clients that read the nodes' counters, apart from the libraries'.
 	rcs := make([]*redis.Client, n)
@@ -266,7 +287,7 @@ func child(w io.Writer, lib, workload, nodes string, warmup, duration time.Durat
 		rcs[i] = redis.NewClient(&redis.Options{Addr: s.Addr()})
 		defer rcs[i].Close()
 	}
-	m := &measure{rcs: rcs, cpuprofile: cpuprofile}
+	m := &measure{rcs: rcs, cpuprofile: cpuprofile, callgrind: cg}
 	var r result
 	if workload == workloadPair {
 		r, err = pairs(ctx, lib, servers, warmup, duration, m)
@@ -439,6 +460,7 @@ func race(ctx context.Context, lib string, servers []*redistest.Server, warmup, 
 type measure struct {
 	rcs        []*redis.Client
 	cpuprofile string
+	callgrind  *callgrindNodes // nil unless -callgrind
 	prof       *os.File
 	before     stats
 	m0         runtime.MemStats
@@ -451,6 +473,11 @@ func (m *measure) start(ctx context.Context) error {
 	var err error
 	if m.before, err = nodeStats(ctx, m.rcs); err != nil {
 		return err
+	}
+	if m.callgrind != nil {
+		if err := m.callgrind.control("--zero"); err != nil {
+			return err
+		}
 	}
 	if m.cpuprofile != "" {
 		if m.prof, err = os.Create(m.cpuprofile); err != nil {
@@ -488,11 +515,18 @@ func (m *measure) stop(ctx context.Context, n int, l locker) (result, error) {
 	if n == 0 {
 		return r, nil
 	}
+	per := float64(n)
+	if m.callgrind != nil { // before INFO, whose instructions are not the pairs'
+		instr, err := m.callgrind.dump()
+		if err != nil {
+			return r, err
+		}
+		r.Instr = float64(instr) / per
+	}
 	after, err := nodeStats(ctx, m.rcs)
 	if err != nil {
 		return r, err
 	}
-	per := float64(n)
 	r.Allocs = float64(m1.Mallocs-m.m0.Mallocs) / per
 	r.CPUUs = (after.cpu - m.before.cpu) / per
 	for cmd, a := range after.cmds {
@@ -561,7 +595,7 @@ func nodeStats(ctx context.Context, rcs []*redis.Client) (stats, error) {
 }
 
 // compare runs the children, alternating the libraries, and prints the runs and the medians.
-func compare(workload, nodes string, rounds int, warmup, duration time.Duration, commands bool) error {
+func compare(workload, nodes string, rounds int, warmup, duration time.Duration, commands, callgrind bool) error {
 	self, err := os.Executable()
 	if err != nil {
 		return err
@@ -586,41 +620,44 @@ func compare(workload, nodes string, rounds int, warmup, duration time.Duration,
 	if racing {
 		unit = "acquisition"
 		fmt.Printf("# %d racers on one key; costs per acquisition\n", racers)
-		fmt.Printf("%-8s %5s %8s %9s %8s %7s %8s %8s %6s\n", "lib", "nodes", "acquired", "acq/s", "attempts", "allocs", "node-cmd", "node-cpu", "errors")
+		fmt.Printf("%-8s %5s %8s %9s %8s %7s %8s %8s %6s%s\n", "lib", "nodes", "acquired", "acq/s", "attempts", "allocs", "node-cmd", "node-cpu", "errors", instrHeader(callgrind))
 	} else {
-		fmt.Printf("%-8s %5s %7s %8s %8s %8s %8s %7s %8s %8s\n", "lib", "nodes", "pairs", "mean-µs", "p50-µs", "p90-µs", "p99-µs", "allocs", "node-cmd", "node-cpu")
+		fmt.Printf("%-8s %5s %7s %8s %8s %8s %8s %7s %8s %8s%s\n", "lib", "nodes", "pairs", "mean-µs", "p50-µs", "p90-µs", "p99-µs", "allocs", "node-cmd", "node-cpu", instrHeader(callgrind))
 	}
 	var summary []string
 	for _, n := range counts {
 		runs := map[string][]result{}
 		for range rounds {
 			for _, lib := range []string{"redsync", "cronlock", "cronlock", "redsync"} {
-				r, err := run(self, lib, workload, n, warmup, duration)
+				r, err := run(self, lib, workload, n, warmup, duration, callgrind)
 				if err != nil {
 					return err
 				}
 				runs[lib] = append(runs[lib], r)
 				if racing {
-					fmt.Printf("%-8s %5d %8d %9.1f %8.2f %7.1f %8.1f %8.1f %6d\n", r.Lib, r.Nodes, r.Pairs, r.PerSec, r.Attempts, r.Allocs, r.CmdUs, r.CPUUs, r.Errors)
+					fmt.Printf("%-8s %5d %8d %9.1f %8.2f %7.1f %8.1f %8.1f %6d%s\n", r.Lib, r.Nodes, r.Pairs, r.PerSec, r.Attempts, r.Allocs, r.CmdUs, r.CPUUs, r.Errors, instrColumn(callgrind, r.Instr))
 					if r.Errors > 0 {
 						fmt.Printf("    last error: %s\n", r.LastErr)
 					}
 				} else {
-					fmt.Printf("%-8s %5d %7d %8.1f %8.1f %8.1f %8.1f %7.1f %8.1f %8.1f\n", r.Lib, r.Nodes, r.Pairs, r.Mean, r.P50, r.P90, r.P99, r.Allocs, r.CmdUs, r.CPUUs)
+					fmt.Printf("%-8s %5d %7d %8.1f %8.1f %8.1f %8.1f %7.1f %8.1f %8.1f%s\n", r.Lib, r.Nodes, r.Pairs, r.Mean, r.P50, r.P90, r.P99, r.Allocs, r.CmdUs, r.CPUUs, instrColumn(callgrind, r.Instr))
 				}
 				if commands {
 					printCommands(r, unit)
 				}
 			}
 		}
-		summary = append(summary, summarize(racing, n, runs["cronlock"], runs["redsync"])...)
+		summary = append(summary, summarize(racing, callgrind, n, runs["cronlock"], runs["redsync"])...)
 	}
 	fmt.Println()
 	fmt.Printf("# medians over the runs (min–max); node-cmd: the commands' time on the nodes per %s (INFO commandstats); node-cpu: the servers' CPU per %s\n", unit, unit)
+	if callgrind {
+		fmt.Printf("# node-Ir: the instructions the servers executed per %s (callgrind); ratio: cronlock / redsync\n", unit)
+	}
 	if racing {
-		fmt.Printf("%5s %-8s %-26s %8s %7s %8s %8s %s\n", "nodes", "lib", "acq/s", "attempts", "allocs", "node-cmd", "node-cpu", "acq/s ratio")
+		fmt.Printf("%5s %-8s %-26s %8s %7s %8s %8s%s %s\n", "nodes", "lib", "acq/s", "attempts", "allocs", "node-cmd", "node-cpu", instrHeader(callgrind), "acq/s ratio")
 	} else {
-		fmt.Printf("%5s %-8s %-22s %8s %8s %7s %8s %8s %s\n", "nodes", "lib", "p50-µs", "p90-µs", "p99-µs", "allocs", "node-cmd", "node-cpu", "p50 ratio")
+		fmt.Printf("%5s %-8s %-22s %8s %8s %7s %8s %8s%s %s\n", "nodes", "lib", "p50-µs", "p90-µs", "p99-µs", "allocs", "node-cmd", "node-cpu", instrHeader(callgrind), "p50 ratio")
 	}
 	for _, l := range summary {
 		fmt.Println(l)
@@ -628,9 +665,10 @@ func compare(workload, nodes string, rounds int, warmup, duration time.Duration,
 	return nil
 }
 
-func run(self, lib, workload string, n int, warmup, duration time.Duration) (result, error) {
+func run(self, lib, workload string, n int, warmup, duration time.Duration, callgrind bool) (result, error) {
 	var out, errb bytes.Buffer
-	cmd := exec.Command(self, "-lib", lib, "-workload", workload, "-nodes", strconv.Itoa(n), "-warmup", warmup.String(), "-duration", duration.String())
+	cmd := exec.Command(self, "-lib", lib, "-workload", workload, "-nodes", strconv.Itoa(n), "-warmup", warmup.String(), "-duration", duration.String(),
+		"-callgrind="+strconv.FormatBool(callgrind))
 	cmd.Stdout, cmd.Stderr = &out, &errb
 	var r result
 	if err := cmd.Run(); err != nil {
@@ -656,13 +694,13 @@ func printCommands(r result, unit string) {
 // summarize returns the lines of the medians of cronlock's runs cl and redsync's rs on n
 // nodes, with the ratio of their headline figures: the p50 of a pair, or the racers'
 // acquisitions per second.
-func summarize(racing bool, n int, cl, rs []result) []string {
+func summarize(racing, callgrind bool, n int, cl, rs []result) []string {
 	headline := func(r result) float64 { return r.P50 }
 	if racing {
 		headline = func(r result) float64 { return r.PerSec }
 	}
 	var lines []string
-	var top [2]float64
+	var top, instr [2]float64
 	for i, runs := range [][]result{cl, rs} {
 		med := func(f func(result) float64) float64 {
 			v := make([]float64, len(runs))
@@ -680,8 +718,9 @@ func summarize(racing bool, n int, cl, rs []result) []string {
 			lo, hi = min(lo, headline(r)), max(hi, headline(r))
 		}
 		top[i] = med(headline)
-		costs := fmt.Sprintf("%7.1f %8.1f %8.1f", med(func(r result) float64 { return r.Allocs }),
-			med(func(r result) float64 { return r.CmdUs }), med(func(r result) float64 { return r.CPUUs }))
+		instr[i] = med(func(r result) float64 { return r.Instr })
+		costs := fmt.Sprintf("%7.1f %8.1f %8.1f%s", med(func(r result) float64 { return r.Allocs }),
+			med(func(r result) float64 { return r.CmdUs }), med(func(r result) float64 { return r.CPUUs }), instrColumn(callgrind, instr[i]))
 		if racing {
 			lines = append(lines, fmt.Sprintf("%5d %-8s %-26s %8.2f %s", n, runs[0].Lib,
 				fmt.Sprintf("%.1f (%.1f–%.1f)", top[i], lo, hi), med(func(r result) float64 { return r.Attempts }), costs))
@@ -692,5 +731,23 @@ func summarize(racing bool, n int, cl, rs []result) []string {
 		}
 	}
 	lines[0] += fmt.Sprintf(" %.2f×", top[0]/top[1])
+	if callgrind {
+		lines[0] += fmt.Sprintf(" (node-Ir %.2f×)", instr[0]/instr[1])
+	}
 	return lines
+}
+
+// instrHeader and instrColumn add the node-Ir column with -callgrind.
+func instrHeader(callgrind bool) string {
+	if !callgrind {
+		return ""
+	}
+	return fmt.Sprintf(" %9s", "node-Ir")
+}
+
+func instrColumn(callgrind bool, instr float64) string {
+	if !callgrind {
+		return ""
+	}
+	return fmt.Sprintf(" %9.0f", instr)
 }

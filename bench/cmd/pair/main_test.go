@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -12,7 +13,7 @@ import (
 func runChild(t *testing.T, lib, workload, n string) result {
 	t.Helper()
 	var out bytes.Buffer
-	if err := child(&out, lib, workload, n, 50*time.Millisecond, 200*time.Millisecond, ""); err != nil {
+	if err := child(&out, lib, workload, n, 50*time.Millisecond, 200*time.Millisecond, "", false); err != nil {
 		t.Fatal(err)
 	}
 	var r result
@@ -76,8 +77,41 @@ func TestChildRefusesBadFlags(t *testing.T) {
 		{"cronlock", workloadPair, "0"}, {"cronlock", workloadPair, "1,3"}, {"mutex", workloadPair, "1"},
 		{"cronlock", "herd", "1"}, {"redsync", workloadRacers, "x"},
 	} {
-		if err := child(&bytes.Buffer{}, c.lib, c.workload, c.nodes, 0, 0, ""); err == nil {
+		if err := child(&bytes.Buffer{}, c.lib, c.workload, c.nodes, 0, 0, "", false); err == nil {
 			t.Errorf("-lib %s -workload %s -nodes %s: no error", c.lib, c.workload, c.nodes)
 		}
+	}
+}
+
+// With -callgrind the nodes run under callgrind, and a run reports the instructions they
+// executed per pair: a plausible count for each library (thousands to millions per pair).
+func TestChildCountsNodeInstructions(t *testing.T) {
+	if _, err := exec.LookPath("callgrind_control"); err != nil {
+		t.Skip("valgrind is not installed")
+	}
+	for _, lib := range []string{"cronlock", "redsync"} {
+		t.Run(lib, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := child(&out, lib, workloadPair, "1", 200*time.Millisecond, time.Second, "", true); err != nil {
+				t.Fatal(err)
+			}
+			var r result
+			if err := json.Unmarshal(out.Bytes(), &r); err != nil {
+				t.Fatalf("%v: %s", err, out.String())
+			}
+			if r.Pairs == 0 || r.Instr < 1e3 || r.Instr > 1e7 {
+				t.Errorf("implausible instructions per pair: %+v", r)
+			}
+		})
+	}
+}
+
+func TestCallgrindSummary(t *testing.T) {
+	n, err := callgrindSummary([]byte("version: 1\ncreator: callgrind-3.19.0\nevents: Ir\nsummary: 6380533\n\nfn=main\n1 2\ntotals: 6407607\n"))
+	if err != nil || n != 6380533 {
+		t.Errorf("summary = %d, %v; want 6380533", n, err)
+	}
+	if _, err := callgrindSummary([]byte("events: Ir\n")); err == nil {
+		t.Error("a file without a summary line: no error")
 	}
 }
