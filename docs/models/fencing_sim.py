@@ -31,6 +31,8 @@ def run(seed, N=5, steps=4000, keys=1000, skew_ms=200, max_ttl_ms=10_000, amnesi
     t = 1_700_000_000_000.0        # real time, ms
     last_token = -1                # highest token of the acquisitions that ended
     val = 0
+    def in_quarantine(n, now):
+        return quarantine and (boot[n] is None or now < boot[n])
     for step in range(steps):
         t += rnd.choice([0.5, 1, 5, 50, 500, 5000])
         for n in range(N):
@@ -41,8 +43,6 @@ def run(seed, N=5, steps=4000, keys=1000, skew_ms=200, max_ttl_ms=10_000, amnesi
             val += 1
             acqs.append((k, val, rnd.choice([100, 1000, max_ttl_ms])))
         answers = {v: [] for _, v, _ in acqs}
-        def in_quarantine(n, now):
-            return quarantine and (boot[n] is None or now < boot[n])
         for n in range(N):
             now = t + off[n]
             for k, v, ttl in rnd.sample(acqs, len(acqs)):   # this node's order
