@@ -13,14 +13,20 @@ import (
 // execute between a zero and a dump of their counters, both asked for with callgrind_control.
 type callgrindNodes struct {
 	dir  string // the servers' callgrind output files
+	keep bool   // dir was given: leave the files for callgrind_annotate
 	pids []int  // the servers' processes, set once they started
 }
 
-func newCallgrindNodes() (*callgrindNodes, error) {
+// newCallgrindNodes writes the servers' callgrind files to dir, which it creates and keeps, or
+// to a temporary directory it removes when dir is empty.
+func newCallgrindNodes(dir string) (*callgrindNodes, error) {
 	for _, tool := range []string{"valgrind", "callgrind_control"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			return nil, fmt.Errorf("-callgrind needs %s (apt-get install valgrind)", tool)
 		}
+	}
+	if dir != "" {
+		return &callgrindNodes{dir: dir, keep: true}, os.MkdirAll(dir, 0o755)
 	}
 	dir, err := os.MkdirTemp("", "pair-callgrind-*")
 	if err != nil {
@@ -34,7 +40,11 @@ func (c *callgrindNodes) wrap() []string {
 	return []string{"valgrind", "--tool=callgrind", "--callgrind-out-file=" + filepath.Join(c.dir, "node.%p")}
 }
 
-func (c *callgrindNodes) close() { _ = os.RemoveAll(c.dir) }
+func (c *callgrindNodes) close() {
+	if !c.keep {
+		_ = os.RemoveAll(c.dir)
+	}
+}
 
 // control sends one callgrind_control action (--zero, --dump) to every node and waits for it.
 func (c *callgrindNodes) control(action string) error {

@@ -89,6 +89,7 @@ func main() {
 	commands := flag.Bool("commands", false, "also print the nodes' commands per pair (calls and µs) of each run")
 	cpuprofile := flag.String("cpuprofile", "", "with -lib: write a CPU profile of the measured time to this file")
 	callgrind := flag.Bool("callgrind", false, "run the nodes under valgrind's callgrind and report the instructions they executed per pair (node-Ir)")
+	callgrindDir := flag.String("callgrind-dir", "", "with -lib and -callgrind: keep the nodes' callgrind files (node.PID.1, the measured time) in this directory, for callgrind_annotate")
 	flag.Parse()
 
 	if *nodes == "" {
@@ -98,8 +99,10 @@ func main() {
 		}
 	}
 	var err error
-	if *lib != "" {
-		err = child(os.Stdout, *lib, *workload, *nodes, *warmup, *duration, *cpuprofile, *callgrind)
+	if *callgrindDir != "" && (*lib == "" || !*callgrind) {
+		err = errors.New("-callgrind-dir goes with -lib and -callgrind")
+	} else if *lib != "" {
+		err = child(os.Stdout, *lib, *workload, *nodes, *warmup, *duration, *cpuprofile, *callgrind, *callgrindDir)
 	} else {
 		err = compare(*workload, *nodes, *rounds, *warmup, *duration, *commands, *callgrind)
 	}
@@ -246,7 +249,7 @@ func newLocker(ctx context.Context, lib string, servers []*redistest.Server) (lo
 }
 
 // child runs one library's workload on fresh nodes and writes its result to w.
-func child(w io.Writer, lib, workload, nodes string, warmup, duration time.Duration, cpuprofile string, callgrind bool) error {
+func child(w io.Writer, lib, workload, nodes string, warmup, duration time.Duration, cpuprofile string, callgrind bool, callgrindDir string) error {
 	n, err := strconv.Atoi(nodes)
 	if err != nil || n < 1 {
 		return fmt.Errorf("-nodes %q: with -lib give one node count, e.g. -nodes 3", nodes)
@@ -260,7 +263,7 @@ func child(w io.Writer, lib, workload, nodes string, warmup, duration time.Durat
 	var cfg redistest.Config
 	var cg *callgrindNodes
 	if callgrind {
-		if cg, err = newCallgrindNodes(); err != nil {
+		if cg, err = newCallgrindNodes(callgrindDir); err != nil {
 			return err
 		}
 		defer cg.close()

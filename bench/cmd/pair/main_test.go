@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"math"
 	"os/exec"
+	"path/filepath"
 	"testing"
 	"time"
 )
@@ -13,7 +14,7 @@ import (
 func runChild(t *testing.T, lib, workload, n string) result {
 	t.Helper()
 	var out bytes.Buffer
-	if err := child(&out, lib, workload, n, 50*time.Millisecond, 200*time.Millisecond, "", false); err != nil {
+	if err := child(&out, lib, workload, n, 50*time.Millisecond, 200*time.Millisecond, "", false, ""); err != nil {
 		t.Fatal(err)
 	}
 	var r result
@@ -77,7 +78,7 @@ func TestChildRefusesBadFlags(t *testing.T) {
 		{"cronlock", workloadPair, "0"}, {"cronlock", workloadPair, "1,3"}, {"mutex", workloadPair, "1"},
 		{"cronlock", "herd", "1"}, {"redsync", workloadRacers, "x"},
 	} {
-		if err := child(&bytes.Buffer{}, c.lib, c.workload, c.nodes, 0, 0, "", false); err == nil {
+		if err := child(&bytes.Buffer{}, c.lib, c.workload, c.nodes, 0, 0, "", false, ""); err == nil {
 			t.Errorf("-lib %s -workload %s -nodes %s: no error", c.lib, c.workload, c.nodes)
 		}
 	}
@@ -92,7 +93,8 @@ func TestChildCountsNodeInstructions(t *testing.T) {
 	for _, lib := range []string{"cronlock", "redsync"} {
 		t.Run(lib, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := child(&out, lib, workloadPair, "1", 200*time.Millisecond, time.Second, "", true); err != nil {
+			dir := t.TempDir()
+			if err := child(&out, lib, workloadPair, "1", 200*time.Millisecond, time.Second, "", true, dir); err != nil {
 				t.Fatal(err)
 			}
 			var r result
@@ -101,6 +103,9 @@ func TestChildCountsNodeInstructions(t *testing.T) {
 			}
 			if r.Pairs == 0 || r.Instr < 1e3 || r.Instr > 1e7 {
 				t.Errorf("implausible instructions per pair: %+v", r)
+			}
+			if dumps, _ := filepath.Glob(filepath.Join(dir, "node.*.1")); len(dumps) != 1 {
+				t.Errorf("kept callgrind dumps in -callgrind-dir: %v, want one", dumps)
 			}
 		})
 	}
