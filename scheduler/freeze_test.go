@@ -44,7 +44,14 @@ func TestFrozenAfterItsRunTheTickIsNotRunAgain(t *testing.T) {
 			first := waitLedger(t, ledger.Client(), "ledger", "the first run", func(record) bool { return true })
 			frozen := workers[first.Replica] // stopped itself as its handler returned
 			tickKey := middleware.TickKey(middleware.DefaultPrefix, "frozen", first.Tick)
-			require.Eventually(t, func() bool { return c.exists(t, tickKey) == 0 }, waitLimit, 5*time.Millisecond, "the frozen run's lock to expire")
+			if !assert.Eventually(t, func() bool { return c.exists(t, tickKey) == 0 }, waitLimit, 5*time.Millisecond, "the frozen run's lock to expire") {
+				// Seen once under load in CI: say which worker ran, and what each did.
+				t.Logf("ledger: %+v", readLedger(t, ledger.Client(), "ledger"))
+				for _, w := range workers {
+					t.Logf("worker %s:\n%s", w.name, w.stop())
+				}
+				t.FailNow()
+			}
 			frozen.signal(t, syscall.SIGCONT)
 			outcomes := map[string]string{}
 			require.Eventually(t, func() bool {

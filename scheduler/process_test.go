@@ -68,6 +68,22 @@ func (w *worker) wait(t *testing.T) {
 	}
 }
 
+// stop ends the worker, stopped or not (SIGTERM, then SIGKILL after waitLimit), and returns
+// its stderr once it exited: for a failing test's log.
+func (w *worker) stop() string {
+	_ = w.cmd.Process.Signal(syscall.SIGCONT)
+	_ = w.cmd.Process.Signal(syscall.SIGTERM)
+	var err error
+	select {
+	case err = <-w.done:
+	case <-time.After(waitLimit):
+		_ = w.cmd.Process.Kill()
+		err = <-w.done
+	}
+	w.done <- err // for Cleanup
+	return w.stderr.String()
+}
+
 func (w *worker) signal(t *testing.T, sig syscall.Signal) {
 	t.Helper()
 	require.NoError(t, w.cmd.Process.Signal(sig))
