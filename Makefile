@@ -1,6 +1,6 @@
 # The whole test suite: tools the tests need, static checks, every test with the race detector
 # against real redis-server processes, then a short seeded run of the fault-injection suite.
-.PHONY: test deps lint promcheck unit packaging chaos bench demo e2e image dist systemd-verify manifests
+.PHONY: test deps lint promcheck unit stress packaging chaos bench demo e2e image dist systemd-verify manifests
 
 test: deps lint promcheck unit packaging
 	@$(MAKE) --no-print-directory chaos DURATION=90s SEED=1 FAULTS=all DAEMONS=1 CHAOS_TIMEOUT=15m
@@ -30,6 +30,15 @@ promcheck:
 # cores with the timing-sensitive tests of the other packages.
 unit:
 	go test -race -count=1 -timeout 20m $$(go list ./... | grep -v /internal/containertest)
+
+# The unit suite (or STRESS_PKGS) COUNT times beside a CPU hog on every core (stress-ng,
+# scripts/stress.sh), then the failed tests counted by name: a test that fails here waits on
+# time instead of on the event it needs. `scripts/stress.sh bash .ci/run` hogs the whole CI.
+COUNT ?= 3
+STRESS_PKGS ?= $$(go list ./... | grep -v /internal/containertest)
+STRESS_RUN ?= .
+stress: deps
+	scripts/stress.sh go test -race -count=$(COUNT) -timeout 60m -run '$(STRESS_RUN)' $(STRESS_PKGS)
 
 # The fault-injection suite (internal/chaos, docs/reliability.md): 5 real nodes behind fault
 # proxies, 4 worker processes (DAEMONS of them cronlock run daemons, the others testworkers),
