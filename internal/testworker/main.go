@@ -36,6 +36,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"os/signal"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -208,6 +209,19 @@ func run() error {
 	return s.Stop(sctx)
 }
 
+// stopSelf stops this process with SIGSTOP, and returns only once it was continued (SIGCONT).
+// The signal is sent to the calling thread (tgkill), which takes it on its way out of the system
+// call, so no code of the caller runs while the process is meant to be stopped. A signal to the
+// process (kill(getpid(), SIGSTOP)) is taken by whichever thread the kernel picks — the main
+// thread when it can — and the caller's thread runs on until that one gets a CPU: on a loaded
+// machine, long enough to return from the handler and mark the tick done before the process
+// stopped. The thread is locked so that both system calls name the same one.
+func stopSelf() {
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
+	_ = syscall.Tgkill(syscall.Getpid(), syscall.Gettid(), syscall.SIGSTOP)
+}
+
 // followOffset steps clock to the offset in file on every SIGHUP until ctx ends.
 func followOffset(ctx context.Context, hup <-chan os.Signal, file string, clock *clocktest.Shifted, logger *slog.Logger) {
 	for {
@@ -292,7 +306,7 @@ func (cfg config) handler(led *redis.Client, fenced bool) job.Handler {
 			return context.Cause(ctx)
 		}
 		if cfg.freeze.CompareAndSwap(true, false) {
-			_ = syscall.Kill(os.Getpid(), syscall.SIGSTOP)
+			stopSelf()
 		}
 		if cfg.fail {
 			return errors.New("testworker: failing as asked (-fail)")
