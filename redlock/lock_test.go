@@ -412,6 +412,10 @@ func TestContendedLockAsksPrimaryFirst(t *testing.T) {
 	l, err := lc.TryAcquire(ctx, key, 5*time.Second, hook)
 	require.NoError(t, err)
 	assert.False(t, a.PrimaryFirst)
+	// The acquisition returned at the quorum; its requests to the last nodes could land after
+	// the next attempt's, which would take those nodes, and the release of that failed
+	// attempt would make the attempt after it ask every node until it reached the primary.
+	c.waitHeldEverywhere(t, key)
 	_, err = lc.TryAcquire(ctx, key, 5*time.Second, hook)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	// Now contended: the next refusal costs one request.
