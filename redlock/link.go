@@ -38,7 +38,7 @@ const maxBatches = 4
 
 // linger is how long an idle sender goroutine waits for more requests before it exits: long
 // enough to span the gaps between the requests of a busy client, short enough that an idle
-// Client soon runs no goroutine.
+// Client soon runs no goroutine. A Client's is config.linger; tests set their own.
 const linger = 50 * time.Millisecond
 
 // op is one request of a fanout to one node.
@@ -142,9 +142,9 @@ func (c *Client) next(l *link, idle **time.Timer) bool {
 	l.idle++
 	l.mu.Unlock()
 	if *idle == nil {
-		*idle = time.NewTimer(linger)
+		*idle = time.NewTimer(c.cfg.linger)
 	} else {
-		(*idle).Reset(linger)
+		(*idle).Reset(c.cfg.linger)
 	}
 	select {
 	case <-l.wake:

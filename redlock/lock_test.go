@@ -341,10 +341,11 @@ func TestAlsoKeysAndDoneMarker(t *testing.T) {
 	assert.Equal(t, run, ae.Holder.Key)
 	assert.Equal(t, "trace-1", ae.Holder.Metadata)
 
-	// Released with KeepDone: the run key is free, the tick key stays, marked done.
-	// Release returns at a quorum, maybe before the run key's primary node had it: the run
-	// key is free once the release reached every node.
-	require.NoError(t, l.Release(ctx, redlock.KeepDone(5*time.Second)))
+	// Released with KeepDone: the run key is free, the tick key stays, marked done (for
+	// longer than the wait below may take on a loaded machine: the marker's length is not
+	// what is tested). Release returns at a quorum, maybe before the run key's primary node
+	// had it: the run key is free once the release reached every node.
+	require.NoError(t, l.Release(ctx, redlock.KeepDone(time.Minute)))
 	var r *redlock.Lock
 	require.Eventually(t, func() bool {
 		r, err = lc.TryAcquire(ctx, run, 10*time.Second)
@@ -411,6 +412,10 @@ func TestContendedLockAsksPrimaryFirst(t *testing.T) {
 	l, err := lc.TryAcquire(ctx, key, 5*time.Second, hook)
 	require.NoError(t, err)
 	assert.False(t, a.PrimaryFirst)
+	// The acquisition returned at the quorum; its requests to the last nodes could land after
+	// the next attempt's, which would take those nodes, and the release of that failed
+	// attempt would make the attempt after it ask every node until it reached the primary.
+	c.waitHeldEverywhere(t, key)
 	_, err = lc.TryAcquire(ctx, key, 5*time.Second, hook)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	// Now contended: the next refusal costs one request.

@@ -30,6 +30,7 @@ type config struct {
 	nodeReplicas     map[int]int // WithNodeReplicas, by node
 	// byNode is how many replicas each node waits for (nil: none), from the two above.
 	byNode []int
+	linger time.Duration // how long an idle sender goroutine waits for work (linger)
 }
 
 // Defaults of the options.
@@ -54,6 +55,7 @@ func defaultConfig() config {
 		newBackOff:       DefaultBackOff,
 		label:            fmt.Sprintf("%s-%d", host, os.Getpid()),
 		contentionWindow: 10 * time.Minute,
+		linger:           linger,
 	}
 }
 

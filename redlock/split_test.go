@@ -95,13 +95,21 @@ func TestResolveSplitsTakesAHeldLockAsFinal(t *testing.T) {
 
 func TestResolveSplitsStopsAtStartBefore(t *testing.T) {
 	c := newCluster(t, 5, false)
-	lc := c.client(t)
+	// A short constant backoff: attempts follow each other closely, so the window below holds
+	// many of them however long the first one takes on a loaded machine.
+	lc := c.client(t, redlock.WithBackOff(func() backoff.BackOff { return backoff.NewConstantBackOff(5 * time.Millisecond) }))
 	ctx := ctxT(t)
 	key := t.Name()
 	splitVote(t, c, key) // never released: every attempt is refused the same way
 	attempts := 0
-	before := time.Now().Add(50 * time.Millisecond)
-	_, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.ResolveSplits(1000), redlock.StartBefore(before),
+	// What is tested is that attempts go on until StartBefore and none starts after it, which
+	// does not depend on the window's length; it is long enough for the first attempt and the
+	// wait after it (each within the node timeout) on a loaded machine.
+	before := time.Now().Add(time.Second)
+	// AskEveryNode: every attempt asks every node, so every refusal may be a split vote and
+	// only StartBefore ends the acquisition. (A contended attempt would ask the primary
+	// node alone, and a refusal by one of the racers' nodes would be final.)
+	_, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.ResolveSplits(1000), redlock.StartBefore(before), redlock.AskEveryNode(),
 		redlock.OnAttempt(func(a redlock.Attempt) {
 			attempts++
 			assert.True(t, time.Now().Add(-a.Elapsed).Before(before), "attempt %d started after StartBefore", attempts)
