@@ -127,7 +127,7 @@ jobs:
 		{"no job", []string{"backfill", "--config", cfg, "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:00:00Z"}, "s3cret", 2, "give the job's name"},
 		{"bad time", []string{"backfill", "quick", "--config", cfg, "--from", "yesterday", "--to", "2026-01-01T00:00:00Z"}, "s3cret", 2, `--from "yesterday": give an RFC 3339 time`},
 		{"unknown job", []string{"backfill", "nope", "--config", cfg, "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:00:00Z"}, "s3cret", 2, `job "nope" is not in`},
-		{"no token", rangeArgs("quick", bases[0]), "", 2, "export that variable here"},
+		{"no token", rangeArgs("quick", bases[0]), "", 2, "http_token_env: environment variable CRONLOCK_TEST_TOKEN is empty: export it"},
 		{"wrong token", rangeArgs("quick", bases[0]), "wrong", 1, "401 Unauthorized"},
 		{"too many", append(rangeArgs("quick", bases[0]), "--max", "3"), "s3cret", 1, "more than 3 ticks"},
 		{"reversed", []string{"backfill", "quick", "--config", cfg, "--from", to.Format(time.RFC3339), "--to", from.Format(time.RFC3339), "--url", bases[0]}, "s3cret", 1, "400 Bad Request"},

@@ -70,11 +70,11 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		base = "http://" + config.ListenAddr(cfg.HTTP)
 	}
-	token := ""
-	if cfg.HTTPTokenEnv != "" {
-		token = os.Getenv(cfg.HTTPTokenEnv)
-	}
-	if token == "" {
+	token, err := cfg.HTTPToken(nil)
+	switch {
+	case err != nil:
+		return usageError{Err: fmt.Errorf("backfill: the daemon's token: %w", err)}
+	case token == "":
 		return usageError{Err: fmt.Errorf("backfill: the daemon's token: set http_token_env in %s and export that variable here, with the daemon's token", cfg.File)}
 	}
 	bar := newProgress(stderr)

@@ -315,6 +315,11 @@ func (d *daemon) start() error {
 			addr = ""
 		}
 	}
+	if addr != "" { // the token's variable is checked as the nodes' passwords are
+		if _, err := cfg.HTTPToken(nil); err != nil {
+			return usageError{Err: err}
+		}
+	}
 	var err error
 	if d.clients, err = nodes.Clients(cfg); err != nil {
 		return err
