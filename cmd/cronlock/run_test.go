@@ -274,3 +274,25 @@ func stopInProcess(t *testing.T, cancel context.CancelFunc, code <-chan int, std
 		t.Fatalf("run did not return:\n%s", stderr.String())
 	}
 }
+
+// A fresh daemon's /metrics, before any run: cronlock_build_info with the binary's version,
+// commit and Go version; the Go runtime's and the process's series; the run counters of every
+// configured job at 0; and no otel_scope_* label on any series.
+func TestMetricsOfAFreshDaemon(t *testing.T) {
+	d := startDaemon(t, "", `  - {name: nightly, schedule: "@yearly", command: ["true"]}
+  - {name: weekly, schedule: "@yearly", command: ["true"]}
+`)
+	status, body := get(t, d.base+"/metrics")
+	require.Equal(t, http.StatusOK, status)
+	assert.Regexp(t, `(?m)^cronlock_build_info\{commit="[^"]+",go_version="`+regexp.QuoteMeta(runtime.Version())+`",version="[^"]+"\} 1$`, body)
+	assert.Regexp(t, `(?m)^go_goroutines \d+$`, body)
+	assert.Regexp(t, `(?m)^go_memstats_heap_alloc_bytes `, body)
+	assert.Regexp(t, `(?m)^process_resident_memory_bytes `, body)
+	assert.Regexp(t, `(?m)^process_cpu_seconds_total `, body)
+	for _, job := range []string{"nightly", "weekly"} {
+		for _, outcome := range []string{middleware.OutcomeRan, middleware.OutcomeFailed, middleware.OutcomeSkippedPaused, middleware.OutcomeLeaseLost} {
+			assert.Regexp(t, `(?m)^cronlock_job_runs_total\{cronlock_job="`+job+`",cronlock_outcome="`+outcome+`"\} 0$`, body)
+		}
+	}
+	assert.NotContains(t, body, "otel_scope_")
+}
