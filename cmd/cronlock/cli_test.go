@@ -462,7 +462,7 @@ func testCheckNodes(t *testing.T, bin string) {
 		want string
 	}{
 		{[]string{"check", "--nodes", list, "--config", cfg}, "check: give --config FILE or --nodes, not both"},
-		{[]string{"check"}, "check: give the config file with --config FILE, or the nodes with --nodes HOST:PORT,..."},
+		{[]string{"check"}, "check: give the config file with --config FILE, or the nodes with --nodes HOST:PORT,HOST:PORT,HOST:PORT"},
 		{[]string{"check", "--nodes", addrs[0] + ",nope"}, "--nodes: nodes[1]: "},
 		{[]string{"check", "--nodes", addrs[0] + "," + addrs[1]}, "--nodes: nodes: 2 nodes is an even count"},
 	} {

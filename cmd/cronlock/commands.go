@@ -60,7 +60,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return usageError{Err: err}
 		}
 	case cf.Path == "":
-		return usageError{Err: errors.New("check: give the config file with --config FILE, or the nodes with --nodes HOST:PORT,...")}
+		return usageError{Err: errors.New("check: give the config file with --config FILE, or the nodes with --nodes HOST:PORT,HOST:PORT,HOST:PORT")}
 	default:
 		if cfg, err = cf.Load("check", config.NodesOnly()); err != nil {
 			return err
