@@ -22,7 +22,8 @@ type BackfillOptions struct {
 	// Default false: they are left alone, and counted in BackfillSummary.Paused.
 	IncludePaused bool
 	// Progress, if set, is called after each tick with the tick's outcome (middleware.Outcome's
-	// name) and the counts so far, in the goroutine that called Backfill.
+	// name; skipped_paused for a tick left alone because the job was paused then) and the
+	// counts so far, in the goroutine that called Backfill.
 	Progress func(tick time.Time, outcome string, sum BackfillSummary)
 }
 
@@ -49,13 +50,13 @@ type BackfillSummary struct {
 // as backfilled. A tick is not run again when it ran: when the job's history (WithHistorySize)
 // shows a run of it that succeeded, or when its done marker is still on the nodes (it ran
 // within the tick retention, WithTickRetention). A tick that the history shows skipped because
-// the job was paused then is not run either, unless opts.IncludePaused: a pause is taken to
-// mean those ticks were not wanted. Both rely on the history as far back as it reaches
-// (WithHistorySize): a tick whose record was dropped, with its done marker gone, is run. Each tick takes its own tick lock, so
-// replicas that backfill the same range at once share it out. Each tick gets a window like a
-// scheduled one, counted from when the backfill reaches it. The job's overlap rule holds:
-// with Forbid, a tick that finds another run of the job under way waits for it (it is not
-// skipped). from must not be after to, and to must not be in the future (the scheduler
+// the job was paused then, and not tried since, is not run either, unless opts.IncludePaused:
+// a pause is taken to mean those ticks were not wanted. Both rely on the history as far back
+// as it reaches (WithHistorySize): a tick whose record was dropped, with its done marker gone,
+// is run. Each tick takes its own tick lock, so replicas that backfill the same range at
+// once share it out. Each tick gets a window like a scheduled one, counted from when the
+// backfill reaches it. The job's overlap rule holds: with Forbid, a tick that finds another
+// run of the job under way waits for it (it is not skipped). from must not be after to, and to must not be in the future (the scheduler
 // runs those ticks).
 //
 // Backfill blocks until the last tick ended. Ending ctx stops it after the tick under way,
@@ -101,7 +102,7 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 			return sum, fmt.Errorf("scheduler: backfill %q: stopped before tick %s: %w", name, t.Format(time.RFC3339), err)
 		}
 		p := past[t.UnixMilli()]
-		pausedThen := p.paused && !p.tried && !opts.IncludePaused
+		pausedThen := p.paused && !p.tried && !p.ran && !opts.IncludePaused
 		outcome, err := middleware.OutcomeSkippedDone, error(nil)
 		switch {
 		case pausedThen:

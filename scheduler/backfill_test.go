@@ -216,6 +216,9 @@ func TestBackfillLeavesTicksSkippedWhilePaused(t *testing.T) {
 	sum, err = s.Backfill(ctx, "p", from, to, scheduler.BackfillOptions{IncludePaused: true})
 	require.NoError(t, err)
 	assert.Equal(t, scheduler.BackfillSummary{Ticks: sum.Ticks, Ran: len(paused), Done: sum.Ticks - len(paused)}, sum)
+	again, err := s.Backfill(ctx, "p", from, to, scheduler.BackfillOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, scheduler.BackfillSummary{Ticks: sum.Ticks, Done: sum.Ticks}, again, "a paused tick run since is done")
 	mu.Lock()
 	defer mu.Unlock()
 	for _, tick := range paused {
