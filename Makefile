@@ -71,8 +71,9 @@ BUILD_DATE ?= $(shell date -u +%Y-%m-%dT%H:%M:%SZ)
 VERSION := $(VERSION)
 COMMIT := $(COMMIT)
 BUILD_DATE := $(BUILD_DATE)
+STAMP = github.com/cronlock/cronlock/cmd/cronlock/internal/buildinfo
 GOBUILD = CGO_ENABLED=0 go build -trimpath -tags timetzdata \
-	-ldflags '-s -w -X main.stampVersion=$(VERSION) -X main.stampCommit=$(COMMIT) -X main.stampDate=$(BUILD_DATE)'
+	-ldflags '-s -w -X $(STAMP).stampVersion=$(VERSION) -X $(STAMP).stampCommit=$(COMMIT) -X $(STAMP).stampDate=$(BUILD_DATE)'
 
 # The container image (Dockerfile): the binary for the host's architecture (IMAGE_ARCH) and
 # the host's CA certificates in build/image/, then podman or docker (CONTAINER=) builds

@@ -60,7 +60,7 @@
 //	bounding a run               Timeout, ErrTimeout, Recover, ErrPanic, PanicError
 //	retries                      Retry, RetryPolicy, DefaultRetryBackOff, FullJitter,
 //	                             ErrNoAttemptsLeft
-//	observing                    Metrics (MetricsOption, WithMeterProvider), Trace
+//	observing                    Metrics (MetricsOption, WithMeterProvider, ZeroRuns), Trace
 //	                             (TraceOption, WithTracerProvider), TraceID, Outcome and the
 //	                             Outcome constants (OutcomeRan, OutcomeFailed, …), ErrNoRun
 //	pauses                       PauseValue, ParsePause

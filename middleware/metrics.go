@@ -75,6 +75,22 @@ func Metrics(opts ...MetricsOption) Middleware {
 	}
 }
 
+// ZeroRuns makes the cronlock.job.runs series of each of the jobs, one per outcome, exist at 0
+// on mp (nil: otel.GetMeterProvider()), as Metrics on the same provider counts them: a scrape
+// shows every job from the start, before its first tick, and rate() and increase() see a
+// job's first run. Call it when a job is added; calling it again for a job adds nothing.
+func ZeroRuns(mp metric.MeterProvider, jobs ...string) {
+	if mp == nil {
+		mp = otel.GetMeterProvider()
+	}
+	ins := newInstruments(mp.Meter(scope)) // the provider's instruments of that name, not new ones
+	for _, name := range jobs {
+		for _, o := range ins.forJob(name).outcomes {
+			ins.runs.Add(context.Background(), 0, o.add...)
+		}
+	}
+}
+
 // metricsKey carries a *jobMetrics in the context given to the chain below Metrics.
 type metricsKey struct{}
 

@@ -498,6 +498,25 @@ func TestMetricsWithoutTrace(t *testing.T) {
 	assert.Empty(t, tm.spans.Ended())
 }
 
+// ZeroRuns makes the runs series of every outcome of a job exist at 0, once however often it
+// is called; Metrics on the same provider then counts on those series.
+func TestZeroRuns(t *testing.T) {
+	tm := newTelemetry(t)
+	middleware.ZeroRuns(tm.mp, "z")
+	middleware.ZeroRuns(tm.mp, "z")
+	before := tm.points(t, "cronlock.job.runs")
+	assert.Len(t, before, 11, "one series per outcome: %v", before)
+	for outcome, n := range before {
+		assert.Zero(t, n, outcome)
+	}
+	h := middleware.Metrics(middleware.WithMeterProvider(tm.mp))
+	require.NoError(t, h(func(context.Context) error { return nil })(runAs("r1", "z", time.Time{})))
+	after := tm.points(t, "cronlock.job.runs")
+	assert.Len(t, after, 11)
+	assert.Equal(t, int64(1), after[middleware.OutcomeRan])
+	assert.Zero(t, after[middleware.OutcomeFailed])
+}
+
 // A panic that no Recover turns into an error goes through Lock and Trace, which end their
 // spans with an error first.
 func TestTracePanic(t *testing.T) {

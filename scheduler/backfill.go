@@ -18,8 +18,12 @@ type BackfillOptions struct {
 	// Max is the most ticks a backfill may have: a range with more is refused before anything
 	// runs. Default DefaultBackfillMax.
 	Max int
+	// IncludePaused runs the ticks that were skipped because the job was paused then, too.
+	// Default false: they are left alone, and counted in BackfillSummary.Paused.
+	IncludePaused bool
 	// Progress, if set, is called after each tick with the tick's outcome (middleware.Outcome's
-	// name) and the counts so far, in the goroutine that called Backfill.
+	// name; skipped_paused for a tick left alone because the job was paused then) and the
+	// counts so far, in the goroutine that called Backfill.
 	Progress func(tick time.Time, outcome string, sum BackfillSummary)
 }
 
@@ -33,6 +37,10 @@ type BackfillSummary struct {
 	// Done counts the ticks found done on the nodes (a run succeeded, here or elsewhere, while
 	// their done marker lives); Elsewhere those another replica was running.
 	Done, Elsewhere int
+	// Paused counts the ticks not run because the job's history shows them skipped while the
+	// job was paused (outcome skipped_paused), and no attempt to run them since; 0 with
+	// IncludePaused.
+	Paused int
 }
 
 // Backfill runs the ticks of the job named name in [from, to] that have not run: each once
@@ -41,11 +49,14 @@ type BackfillSummary struct {
 // delay (Options.Jitter: job.Run.PlannedStart is when the backfill reached the tick), and recorded in the history
 // as backfilled. A tick is not run again when it ran: when the job's history (WithHistorySize)
 // shows a run of it that succeeded, or when its done marker is still on the nodes (it ran
-// within the tick retention, WithTickRetention). Each tick takes its own tick lock, so
-// replicas that backfill the same range at once share it out. Each tick gets a window like a
-// scheduled one, counted from when the backfill reaches it. The job's overlap rule holds:
-// with Forbid, a tick that finds another run of the job under way waits for it (it is not
-// skipped). from must not be after to, and to must not be in the future (the scheduler
+// within the tick retention, WithTickRetention). A tick that the history shows skipped because
+// the job was paused then, and not tried since, is not run either, unless opts.IncludePaused:
+// a pause is taken to mean those ticks were not wanted. Both rely on the history as far back
+// as it reaches (WithHistorySize): a tick whose record was dropped, with its done marker gone,
+// is run. Each tick takes its own tick lock, so replicas that backfill the same range at
+// once share it out. Each tick gets a window like a scheduled one, counted from when the
+// backfill reaches it. The job's overlap rule holds: with Forbid, a tick that finds another
+// run of the job under way waits for it (it is not skipped). from must not be after to, and to must not be in the future (the scheduler
 // runs those ticks).
 //
 // Backfill blocks until the last tick ended. Ending ctx stops it after the tick under way,
@@ -85,13 +96,18 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 		ticks = append(ticks, t)
 	}
 	sum.Ticks = len(ticks)
-	ran := s.ranInHistory(ctx, name, from)
+	past := s.pastTicks(ctx, name, from)
 	for _, t := range ticks {
 		if err := ctx.Err(); err != nil {
 			return sum, fmt.Errorf("scheduler: backfill %q: stopped before tick %s: %w", name, t.Format(time.RFC3339), err)
 		}
+		p := past[t.UnixMilli()]
+		pausedThen := p.paused && !p.tried && !p.ran && !opts.IncludePaused
 		outcome, err := middleware.OutcomeSkippedDone, error(nil)
-		if !ran[t.UnixMilli()] {
+		switch {
+		case pausedThen:
+			outcome = middleware.OutcomeSkippedPaused
+		case !p.ran:
 			outcome, err = s.backfillTick(ctx, e, t)
 		}
 		switch outcome {
@@ -102,6 +118,10 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 		case middleware.OutcomeSkippedHeld:
 			sum.Elsewhere++
 		case middleware.OutcomeSkippedPaused:
+			if pausedThen {
+				sum.Paused++
+				break
+			}
 			return sum, fmt.Errorf("scheduler: backfill %q: the job is paused: resume it, then backfill from %s", name, t.Format(time.RFC3339))
 		case middleware.OutcomeQuorumUnavailable, middleware.OutcomeStopped, middleware.OutcomeSkippedLate, middleware.OutcomeSkippedOverlap:
 			return sum, fmt.Errorf("scheduler: backfill %q: tick %s: %w", name, t.Format(time.RFC3339), err)
@@ -115,22 +135,40 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 	return sum, nil
 }
 
-// ranInHistory returns the ticks (Unix milliseconds) from from on that the job's history
-// shows as run to success, so that a backfill does not run them again once their done markers
-// have expired. A history that cannot be read is no reason not to go on: each tick's lock
-// still refuses a tick whose done marker is there.
-func (s *Scheduler) ranInHistory(ctx context.Context, name string, from time.Time) map[int64]bool {
-	ran := map[int64]bool{}
+// pastTick is what a job's history says of one of its ticks.
+type pastTick struct {
+	ran    bool // a run of it succeeded
+	paused bool // it was skipped, when it came, because the job was paused
+	tried  bool // a run of it started (it may have failed)
+}
+
+// pastTicks returns what the job's history says of its ticks from from on, by Unix
+// milliseconds, so that a backfill does not run again the ticks run to success once their
+// done markers have expired, nor the ticks skipped while the job was paused. A history that
+// cannot be read is no reason not to go on: each tick's lock still refuses a tick whose done
+// marker is there.
+func (s *Scheduler) pastTicks(ctx context.Context, name string, from time.Time) map[int64]pastTick {
+	past := map[int64]pastTick{}
 	if s.cfg.historySize == 0 {
-		return ran
+		return past
 	}
 	records, _ := s.ctl.History(ctx, name, s.cfg.historySize)
 	for _, r := range records {
-		if r.Outcome == middleware.OutcomeRan && r.Trigger == "" && !r.Tick.Before(from) {
-			ran[r.Tick.UnixMilli()] = true
+		if r.Trigger != "" || r.Tick.Before(from) {
+			continue
 		}
+		p := past[r.Tick.UnixMilli()]
+		switch {
+		case r.Outcome == middleware.OutcomeRan:
+			p.ran = true
+		case r.Outcome == middleware.OutcomeSkippedPaused:
+			p.paused = p.paused || !r.Backfill // a backfill that found the job paused is no pause of the tick
+		default:
+			p.tried = true
+		}
+		past[r.Tick.UnixMilli()] = p
 	}
-	return ran
+	return past
 }
 
 // backfillTick runs one tick of e as a backfill, waiting while another run of the job is under

@@ -160,3 +160,68 @@ func TestBackfillRefusesAndStops(t *testing.T) {
 	_, err = s.Backfill(ctx, "bf", to, to, scheduler.BackfillOptions{})
 	assert.ErrorIs(t, err, scheduler.ErrStopped)
 }
+
+// A job paused across a stretch of ticks, then resumed: a backfill over the range leaves the
+// ticks skipped while it was paused alone and counts them; with IncludePaused it runs each of
+// them, once.
+func TestBackfillLeavesTicksSkippedWhilePaused(t *testing.T) {
+	c := newCluster(t, 3, false)
+	led := newLedger()
+	var mu sync.Mutex
+	backfilled := map[time.Time]int{}
+	s := newScheduler(t, c.client(t, false), scheduler.WithMiddleware(led.observe()))
+	require.NoError(t, s.Add(job.Job{Name: "p", Spec: "@every 1s", Options: job.Options{LockTTL: 2 * time.Second},
+		Handler: led.handler(func(ctx context.Context) error {
+			if r, _ := job.RunFrom(ctx); r.Backfill {
+				mu.Lock()
+				backfilled[r.Tick]++
+				mu.Unlock()
+			}
+			return nil
+		})}))
+	ctx := ctxT(t)
+	from := time.Now().Truncate(time.Second)
+	require.NoError(t, s.Start())
+	led.waitOutcome(t, "a run", func(o outcome) bool { return o.Outcome == middleware.OutcomeRan })
+	require.NoError(t, s.Pause(ctx, "p", "maintenance"))
+	pausedAt := time.Now()
+	led.waitOutcome(t, "the third tick skipped while paused", func(o outcome) bool {
+		return o.Outcome == middleware.OutcomeSkippedPaused && o.Tick.After(pausedAt.Add(2*time.Second))
+	})
+	require.NoError(t, s.Resume(ctx, "p"))
+	resumedAt := time.Now()
+	led.waitOutcome(t, "a run after the pause", func(o outcome) bool { return o.Outcome == middleware.OutcomeRan && o.Tick.After(resumedAt) })
+	to := time.Now().Truncate(time.Second).Add(-time.Second)
+
+	h, err := s.History(ctx, "p", 100)
+	require.NoError(t, err)
+	var paused []time.Time
+	for _, r := range h {
+		if r.Outcome == middleware.OutcomeSkippedPaused && !r.Tick.Before(from) && !r.Tick.After(to) {
+			paused = append(paused, r.Tick)
+		}
+	}
+	require.GreaterOrEqual(t, len(paused), 3, "the history shows the paused ticks: %v", h)
+
+	sum, err := s.Backfill(ctx, "p", from, to, scheduler.BackfillOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, len(paused), sum.Paused, "%+v", sum)
+	assert.Equal(t, sum.Ticks, sum.Ran+sum.Done+sum.Paused, "%+v", sum)
+	mu.Lock()
+	for _, tick := range paused {
+		assert.Zero(t, backfilled[tick], "tick %s skipped while paused was backfilled", tick.Format(time.TimeOnly))
+	}
+	mu.Unlock()
+
+	sum, err = s.Backfill(ctx, "p", from, to, scheduler.BackfillOptions{IncludePaused: true})
+	require.NoError(t, err)
+	assert.Equal(t, scheduler.BackfillSummary{Ticks: sum.Ticks, Ran: len(paused), Done: sum.Ticks - len(paused)}, sum)
+	again, err := s.Backfill(ctx, "p", from, to, scheduler.BackfillOptions{})
+	require.NoError(t, err)
+	assert.Equal(t, scheduler.BackfillSummary{Ticks: sum.Ticks, Done: sum.Ticks}, again, "a paused tick run since is done")
+	mu.Lock()
+	defer mu.Unlock()
+	for _, tick := range paused {
+		assert.Equal(t, 1, backfilled[tick], "tick %s skipped while paused, with IncludePaused", tick.Format(time.TimeOnly))
+	}
+}

@@ -3,11 +3,13 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/url"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -17,7 +19,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/scheduler"
 )
 
 // Two daemons on three real nodes; `cronlock backfill` asks each of them at once for the same
@@ -122,7 +127,7 @@ jobs:
 		{"no job", []string{"backfill", "--config", cfg, "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:00:00Z"}, "s3cret", 2, "give the job's name"},
 		{"bad time", []string{"backfill", "quick", "--config", cfg, "--from", "yesterday", "--to", "2026-01-01T00:00:00Z"}, "s3cret", 2, `--from "yesterday": give an RFC 3339 time`},
 		{"unknown job", []string{"backfill", "nope", "--config", cfg, "--from", "2026-01-01T00:00:00Z", "--to", "2026-01-01T00:00:00Z"}, "s3cret", 2, `job "nope" is not in`},
-		{"no token", rangeArgs("quick", bases[0]), "", 2, "export that variable here"},
+		{"no token", rangeArgs("quick", bases[0]), "", 2, "http_token_env: environment variable CRONLOCK_TEST_TOKEN is empty: export it"},
 		{"wrong token", rangeArgs("quick", bases[0]), "wrong", 1, "401 Unauthorized"},
 		{"too many", append(rangeArgs("quick", bases[0]), "--max", "3"), "s3cret", 1, "more than 3 ticks"},
 		{"reversed", []string{"backfill", "quick", "--config", cfg, "--from", to.Format(time.RFC3339), "--to", from.Format(time.RFC3339), "--url", bases[0]}, "s3cret", 1, "400 Bad Request"},
@@ -138,4 +143,76 @@ jobs:
 	status, _ = post(t, bases[0]+"/jobs/nope/backfill", "s3cret", url.Values{"from": {from.Format(time.RFC3339)}, "to": {to.Format(time.RFC3339)}}.Encode())
 	assert.Equal(t, http.StatusNotFound, status)
 	assert.Len(t, runs("quick"), 10, "nothing more ran")
+}
+
+// A job paused across a stretch of ticks, then resumed: `cronlock backfill` over the range
+// leaves the ticks skipped while it was paused alone and counts them in its summary; with
+// --include-paused it runs each of them, once.
+func TestBackfillSkipsTicksSkippedWhilePaused(t *testing.T) {
+	t.Setenv("CRONLOCK_TEST_TOKEN", "s3cret")
+	ledger := filepath.Join(t.TempDir(), "ledger")
+	d := startDaemon(t, "http_token_env: CRONLOCK_TEST_TOKEN\n", `  - name: tick
+    schedule: "@every 1s"
+    command: [sh, -c, 'echo "$CRONLOCK_JOB $CRONLOCK_TICK_UNIX_MS ${CRONLOCK_BACKFILL:-0} $CRONLOCK_REPLICA" >> `+ledger+`']
+`)
+	// history returns the job's records in [from, to] by outcome.
+	history := func(from, to time.Time) map[string][]time.Time {
+		status, body := get(t, d.base+"/jobs/tick/history?n=100")
+		require.Equal(t, http.StatusOK, status, body)
+		var records []scheduler.Record
+		require.NoError(t, json.Unmarshal([]byte(body), &records))
+		out := map[string][]time.Time{}
+		for _, r := range records {
+			if r.Trigger == "" && !r.Tick.Before(from) && !r.Tick.After(to) {
+				out[r.Outcome] = append(out[r.Outcome], r.Tick)
+			}
+		}
+		return out
+	}
+	// backfilled counts the ledger's backfilled runs by tick.
+	backfilled := func() map[int64]int {
+		out := map[int64]int{}
+		for _, f := range ledgerLines(t, ledger) {
+			if f[2] == "1" {
+				ms, err := strconv.ParseInt(f[1], 10, 64)
+				require.NoError(t, err)
+				out[ms]++
+			}
+		}
+		return out
+	}
+
+	from := time.Now().Truncate(time.Second)
+	proctest.Eventually(t, "a run", func() bool { return len(history(from, time.Now())[middleware.OutcomeRan]) > 0 })
+	code, _, errOut := runCLI(t, "pause", "tick", "--config", d.cfg, "--reason", "maintenance")
+	require.Equal(t, 0, code, errOut)
+	proctest.Eventually(t, "three ticks skipped while paused", func() bool {
+		return len(history(from, time.Now())[middleware.OutcomeSkippedPaused]) >= 3
+	})
+	code, _, errOut = runCLI(t, "resume", "tick", "--config", d.cfg)
+	require.Equal(t, 0, code, errOut)
+	resumed := time.Now()
+	proctest.Eventually(t, "a run after the pause", func() bool {
+		return slices.ContainsFunc(history(from, time.Now())[middleware.OutcomeRan], resumed.Before)
+	})
+	to := time.Now().Truncate(time.Second).Add(-time.Second)
+	paused := history(from, to)[middleware.OutcomeSkippedPaused]
+	require.GreaterOrEqual(t, len(paused), 3)
+
+	args := []string{"backfill", "tick", "--config", d.cfg, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "--url", d.base}
+	code, out, errOut := runCLI(t, args...)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, fmt.Sprintf(`backfill tick: \d+ ticks: ran \d+, already done \d+, failed 0, run elsewhere 0, skipped while paused %d\n`, len(paused)), out)
+	runs := backfilled()
+	for _, tick := range paused {
+		assert.Zero(t, runs[tick.UnixMilli()], "tick %s, skipped while paused, was backfilled", tick.Format(time.TimeOnly))
+	}
+
+	code, out, errOut = runCLI(t, append(args, "--include-paused")...)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, fmt.Sprintf(`backfill tick: \d+ ticks: ran %d, already done \d+, failed 0, run elsewhere 0, skipped while paused 0\n`, len(paused)), out)
+	runs = backfilled()
+	for _, tick := range paused {
+		assert.Equal(t, 1, runs[tick.UnixMilli()], "tick %s, skipped while paused, with --include-paused", tick.Format(time.TimeOnly))
+	}
 }

@@ -21,7 +21,8 @@ Runs every tick of JOB's schedule from --from to --to (RFC 3339, both included) 
 run, each once across the cluster, one at a time, oldest first. A running daemon of this
 config runs them: the command asks it over its HTTP server (the config's http:, or --url)
 with the token of http_token_env, which must be set here too. A tick that ran (its history
-says so, or its done marker is still on the nodes) is not run again. Progress goes to stderr,
+says so, or its done marker is still on the nodes) is not run again, nor one skipped because
+the job was paused then, unless --include-paused. Progress goes to stderr,
 the summary to stdout; Ctrl-C stops after the tick under way. Exit 1 if a tick failed or the
 backfill stopped early. Flags:
 `
@@ -32,6 +33,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fromS := fs.String("from", "", "the range's start, RFC 3339 (e.g. 2026-12-01T00:00:00Z)")
 	toS := fs.String("to", "", "the range's end, RFC 3339, not in the future")
 	maxTicks := fs.Int("max", scheduler.DefaultBackfillMax, "refuse a range of more ticks than this")
+	includePaused := fs.Bool("include-paused", false, "also run the ticks skipped because the job was paused then")
 	baseURL := fs.String("url", "", "the daemon's HTTP server (default: the config's http:, on loopback when it has no host)")
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -68,15 +70,15 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		}
 		base = "http://" + config.ListenAddr(cfg.HTTP)
 	}
-	token := ""
-	if cfg.HTTPTokenEnv != "" {
-		token = os.Getenv(cfg.HTTPTokenEnv)
-	}
-	if token == "" {
+	token, err := cfg.HTTPToken(nil)
+	switch {
+	case err != nil:
+		return usageError{Err: fmt.Errorf("backfill: the daemon's token: %w", err)}
+	case token == "":
 		return usageError{Err: fmt.Errorf("backfill: the daemon's token: set http_token_env in %s and export that variable here, with the daemon's token", cfg.File)}
 	}
 	bar := newProgress(stderr)
-	last, err := web.RequestBackfill(ctx, base, token, name, times[0], times[1], *maxTicks, bar.show)
+	last, err := web.RequestBackfill(ctx, base, token, name, web.BackfillRequest{From: times[0], To: times[1], Max: *maxTicks, IncludePaused: *includePaused}, bar.show)
 	bar.end()
 	switch {
 	case ctx.Err() != nil:
@@ -85,8 +87,8 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case err != nil:
 		return fmt.Errorf("backfill: %w", err)
 	}
-	fmt.Fprintf(stdout, "backfill %s: %d ticks: ran %d, already done %d, failed %d, run elsewhere %d\n",
-		name, last.Ticks, last.Ran, last.Done, last.Failed, last.Elsewhere)
+	fmt.Fprintf(stdout, "backfill %s: %d ticks: ran %d, already done %d, failed %d, run elsewhere %d, skipped while paused %d\n",
+		name, last.Ticks, last.Ran, last.Done, last.Failed, last.Elsewhere, last.Paused)
 	switch {
 	case last.Error != "":
 		return fmt.Errorf("backfill: stopped: %s", last.Error)
@@ -114,7 +116,7 @@ func newProgress(w io.Writer) *progress {
 }
 
 func (p *progress) show(l web.BackfillLine) {
-	n := l.Ran + l.Failed + l.Done + l.Elsewhere
+	n := l.Ran + l.Failed + l.Done + l.Elsewhere + l.Paused
 	tick := l.Tick.UTC().Format(time.RFC3339)
 	if !p.tty {
 		fmt.Fprintf(p.w, "%d/%d %s %s\n", n, l.Ticks, tick, l.Outcome)
@@ -125,8 +127,8 @@ func (p *progress) show(l web.BackfillLine) {
 	if l.Ticks > 0 {
 		filled = width * n / l.Ticks
 	}
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d  ran %d  done %d  failed %d  %s %s\x1b[K",
-		strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, l.Ticks, l.Ran, l.Done, l.Failed, tick, l.Outcome)
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d  ran %d  done %d  failed %d  paused %d  %s %s\x1b[K",
+		strings.Repeat("#", filled), strings.Repeat(".", width-filled), n, l.Ticks, l.Ran, l.Done, l.Failed, l.Paused, tick, l.Outcome)
 	p.drawn = true
 }
 

@@ -113,6 +113,17 @@ func TestCLI(t *testing.T) {
 		assert.Equal(t, 2, code, out)
 		assert.Contains(t, out, secret+":2: nodes[0].password_env: environment variable CRONLOCK_TEST_UNSET_PW is not set")
 
+		// So is the token's variable, unset or empty, when the daemon serves HTTP; validate warns.
+		tokenCfg := writeFile(t, dir, "token.yaml", "nodes: [a:1, b:1, c:1]\nhttp: 127.0.0.1:0\nhttp_token_env: CRONLOCK_TEST_UNSET_TOKEN\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n")
+		for _, tc := range []struct{ env, want string }{{"", "not set"}, {"CRONLOCK_TEST_UNSET_TOKEN=", "empty"}} {
+			code, out = runBin(t, bin, []string{tc.env}, "run", "--config", tokenCfg)
+			assert.Equal(t, 2, code, out)
+			assert.Contains(t, out, tokenCfg+":3: http_token_env: environment variable CRONLOCK_TEST_UNSET_TOKEN is "+tc.want+": export it with the bearer token", out)
+			code, out = runBin(t, bin, []string{tc.env}, "validate", "--config", tokenCfg)
+			assert.Equal(t, 0, code, out)
+			assert.Contains(t, out, "warning: "+tokenCfg+":3: http_token_env: environment variable CRONLOCK_TEST_UNSET_TOKEN is "+tc.want)
+		}
+
 		// The password is used, and never printed.
 		code, out = runBin(t, bin, []string{"CRONLOCK_TEST_UNSET_PW=hunter2-secret"}, "locks", "--config", secret, "--timeout", "200ms")
 		assert.Equal(t, 1, code, out)
@@ -241,6 +252,11 @@ jobs:
 	t.Run("check warns with the fix, and exits 1 without a quorum", func(t *testing.T) {
 		t.Parallel()
 		testCheck(t, bin)
+	})
+
+	t.Run("check --end-quarantine with the nodes on the command line, or a config without jobs", func(t *testing.T) {
+		t.Parallel()
+		testCheckNodes(t, bin)
 	})
 }
 
@@ -403,4 +419,55 @@ func testCheck(t *testing.T, bin string) {
 	code, out = runBin(t, bin, nil, "locks", "--config", cfg, "--timeout", "500ms")
 	assert.Equal(t, 1, code, out)
 	assert.Contains(t, out, "cronlock: only 1 of 3 nodes answered, fewer than the quorum of 2")
+}
+
+// check takes the nodes from --nodes, with no config file, and ends their quarantine; a config
+// with nodes and no jobs does as well. Its fixes name the flag the nodes came from.
+func testCheckNodes(t *testing.T, bin string) {
+	nodes := redistest.StartN(t, 3, redistest.Config{})
+	var addrs []string
+	for _, n := range nodes {
+		addrs = append(addrs, n.Addr())
+	}
+	list := strings.Join(addrs, ",")
+	ctx := context.Background()
+	bootMarkers := func() (out []string) {
+		for _, n := range nodes {
+			v, _ := n.Client().Get(ctx, "cronlock:boot").Result()
+			out = append(out, v)
+		}
+		return out
+	}
+
+	code, out := runBin(t, bin, nil, "check", "--nodes", list)
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "3 of 3 nodes answer, quorum 2")
+	assert.Contains(t, out, "Fix, on first deployment only: cronlock check --nodes "+list+" --end-quarantine")
+	code, out = runBin(t, bin, nil, "check", "--nodes", list, "--end-quarantine")
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, "quarantine ended on every node (boot marker cronlock:boot set to 0)")
+	assert.Contains(t, out, "no warnings")
+	assert.Equal(t, []string{"0", "0", "0"}, bootMarkers())
+
+	for _, n := range nodes {
+		require.NoError(t, n.Client().Del(ctx, "cronlock:boot").Err())
+	}
+	cfg := writeFile(t, t.TempDir(), "nodes.yaml", nodesConfig(nodes))
+	code, out = runBin(t, bin, nil, "check", "--config", cfg, "--end-quarantine")
+	require.Equal(t, 0, code, out)
+	assert.Equal(t, []string{"0", "0", "0"}, bootMarkers(), "a config without jobs")
+
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"check", "--nodes", list, "--config", cfg}, "check: give --config FILE or --nodes, not both"},
+		{[]string{"check"}, "check: give the config file with --config FILE, or the nodes with --nodes HOST:PORT,HOST:PORT,HOST:PORT"},
+		{[]string{"check", "--nodes", addrs[0] + ",nope"}, "--nodes: nodes[1]: "},
+		{[]string{"check", "--nodes", addrs[0] + "," + addrs[1]}, "--nodes: nodes: 2 nodes is an even count"},
+	} {
+		code, out := runBin(t, bin, nil, tc.args...)
+		assert.Equal(t, 2, code, "%q: %s", tc.args, out)
+		assert.Contains(t, out, tc.want, "%q", tc.args)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
@@ -14,9 +15,10 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 )
 
-const checkUsage = `Usage: cronlock check --config FILE [--end-quarantine]
+const checkUsage = `Usage: cronlock check (--config FILE | --nodes HOST:PORT,...) [--end-quarantine]
 
-Checks every node of the config: whether it answers and how fast (PING), its Redis version,
+Checks every node of the config (which needs no jobs), or the standalone Redis servers given
+with --nodes (no password or TLS; the defaults of boot_key and max_ttl): whether it answers and how fast (PING), its Redis version,
 its persistence settings, its maxmemory-policy, its connected replicas (against
 wait_for_replicas), its boot marker (quarantine), and the offset of its clock from this
 host's. Each problem found comes with a warning that says how to fix
@@ -42,14 +44,29 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs, cf := cli.FlagSet("check")
 	endQuarantine := fs.Bool("end-quarantine", false, "end every node's quarantine first (first deployment only; see above)")
 	timeout := fs.Duration("timeout", 5*time.Second, "how long each node may take to answer")
+	nodeList := fs.String("nodes", "", "comma-separated `host:port` of the nodes, instead of --config (standalone servers without password or TLS)")
 	if err := cli.ParseFlags(fs, checkUsage, args, stdout); err != nil {
 		return err
 	}
-	cfg, err := cf.Load("check")
-	if err != nil {
-		return err
+	var cfg *config.Config
+	var err error
+	source := "--config " + cf.Path
+	switch {
+	case *nodeList != "" && cf.Path != "":
+		return usageError{Err: errors.New("check: give --config FILE or --nodes, not both")}
+	case *nodeList != "":
+		source = "--nodes " + *nodeList
+		if cfg, err = config.FromNodes("--nodes", strings.Split(*nodeList, ",")); err != nil {
+			return usageError{Err: err}
+		}
+	case cf.Path == "":
+		return usageError{Err: errors.New("check: give the config file with --config FILE, or the nodes with --nodes HOST:PORT,HOST:PORT,HOST:PORT")}
+	default:
+		if cfg, err = cf.Load("check", config.NodesOnly()); err != nil {
+			return err
+		}
 	}
-	return nodes.Check(ctx, cfg, cf.Path, *endQuarantine, *timeout, stdout, stderr)
+	return nodes.Check(ctx, cfg, source, *endQuarantine, *timeout, stdout, stderr)
 }
 
 const locksUsage = `Usage: cronlock locks --config FILE [--job NAME]

@@ -50,13 +50,13 @@ func FlagSet(name string) (*flag.FlagSet, *ConfigFlags) {
 	return fs, cf
 }
 
-// Load reads and checks the config file for the command name; every problem is an exitcode.Usage
-// (exit 2).
-func (cf *ConfigFlags) Load(name string) (*config.Config, error) {
+// Load reads and checks the config file for the command name, with opts; every problem is an
+// exitcode.Usage (exit 2).
+func (cf *ConfigFlags) Load(name string, opts ...config.LoadOption) (*config.Config, error) {
 	if cf.Path == "" {
 		return nil, exitcode.Usage{Err: fmt.Errorf("%s: give the config file with --config FILE", name)}
 	}
-	cfg, err := cf.Read()
+	cfg, err := cf.Read(opts...)
 	switch {
 	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, fs.ErrPermission):
 		return nil, exitcode.Usage{Err: fmt.Errorf("config: %w", err)}
@@ -68,11 +68,11 @@ func (cf *ConfigFlags) Load(name string) (*config.Config, error) {
 	return cfg, nil
 }
 
-// Read reads and parses the config file, refusing one that others can change unless
+// Read reads and parses the config file with opts, refusing one that others can change unless
 // --insecure-config was given.
-func (cf *ConfigFlags) Read() (*config.Config, error) {
+func (cf *ConfigFlags) Read(opts ...config.LoadOption) (*config.Config, error) {
 	if cf.Insecure {
-		return config.Load(cf.Path, config.Insecure())
+		opts = append(opts, config.Insecure())
 	}
-	return config.Load(cf.Path)
+	return config.Load(cf.Path, opts...)
 }

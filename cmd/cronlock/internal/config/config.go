@@ -43,7 +43,7 @@ type Config struct {
 	HTTP string
 	// HTTPTokenEnv names the environment variable holding the bearer token of the HTTP
 	// control endpoints (POST /jobs/{name}/pause|resume|trigger); "" when not given: they are
-	// off (403).
+	// off (403). HTTPToken reads it.
 	HTTPTokenEnv string
 	// Tracing holds the tracing settings.
 	Tracing Tracing
@@ -67,6 +67,41 @@ type Config struct {
 	// Crontab is the path of the crontab file whose lines are jobs too (crontab:), relative
 	// paths made relative to the config file's directory; "" when none is given.
 	Crontab string
+
+	httpTokenEnvLine int
+}
+
+// HTTPToken returns the bearer token of the HTTP server, read from the environment variable
+// HTTPTokenEnv with lookup (os.LookupEnv when nil). It returns "" when there is no
+// HTTPTokenEnv, and an *Error naming the file, line, field and variable when the variable is
+// not set or empty. The token itself never appears in an error.
+func (c *Config) HTTPToken(lookup func(string) (string, bool)) (string, error) {
+	token, missing := fromEnv(lookup, c.HTTPTokenEnv, false)
+	if missing != "" {
+		return "", &Error{File: c.File, Line: c.httpTokenEnvLine, Field: "http_token_env",
+			Problem: fmt.Sprintf("environment variable %s is %s: export it with the bearer token of the daemons' HTTP servers (a long random string), or remove http_token_env to turn their control endpoints off", c.HTTPTokenEnv, missing)}
+	}
+	return token, nil
+}
+
+// fromEnv returns the secret in the environment variable env, read with lookup (os.LookupEnv
+// when nil), or what is wrong with the variable: "not set", or "empty" when it is and emptyOK
+// is false. It returns two empty strings when env is "" (no variable named).
+func fromEnv(lookup func(string) (string, bool), env string, emptyOK bool) (v, missing string) {
+	if env == "" {
+		return "", ""
+	}
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	v, ok := lookup(env)
+	switch {
+	case !ok:
+		return "", "not set"
+	case v == "" && !emptyOK:
+		return "", "empty"
+	}
+	return v, ""
 }
 
 // ListenAddr returns the address the HTTP server listens on for addr, the http: key's or the
@@ -135,16 +170,10 @@ func (n Node) Name() string {
 // naming the file, line and variable when the variable is not set. The password itself never
 // appears in an error.
 func (n Node) Password(lookup func(string) (string, bool)) (string, error) {
-	if n.PasswordEnv == "" {
-		return "", nil
-	}
-	if lookup == nil {
-		lookup = os.LookupEnv
-	}
-	pw, ok := lookup(n.PasswordEnv)
-	if !ok {
+	pw, missing := fromEnv(lookup, n.PasswordEnv, true)
+	if missing != "" {
 		return "", &Error{File: n.file, Line: n.passwordEnvLine, Field: fmt.Sprintf("nodes[%d].password_env", n.index),
-			Problem: fmt.Sprintf("environment variable %s is not set: export it with the password of %s", n.PasswordEnv, n.Name())}
+			Problem: fmt.Sprintf("environment variable %s is %s: export it with the password of %s", n.PasswordEnv, missing, n.Name())}
 	}
 	return pw, nil
 }

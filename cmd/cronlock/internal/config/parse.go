@@ -91,6 +91,23 @@ func parse(name string, data []byte, o loadOptions) (*Config, error) {
 	return c, nil
 }
 
+// FromNodes returns the config of the standalone Redis servers at addrs (host:port, no
+// password, no TLS), every other key at its default: what a file of only nodes: gives with
+// NodesOnly. name names it in messages, e.g. "--nodes". Its problems are *Errors, as Parse's.
+func FromNodes(name string, addrs []string) (*Config, error) {
+	str := func(s string) *yaml.Node { return &yaml.Node{Kind: yaml.ScalarNode, Tag: "!!str", Value: s} }
+	seq := &yaml.Node{Kind: yaml.SequenceNode, Tag: "!!seq"}
+	for _, a := range addrs {
+		seq.Content = append(seq.Content, str(a))
+	}
+	p := &parser{file: name, opts: loadOptions{nodesOnly: true}}
+	c := p.config(&yaml.Node{Kind: yaml.MappingNode, Tag: "!!map", Content: []*yaml.Node{str("nodes"), seq}})
+	if err := p.err(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 type parser struct {
 	file   string
 	src    []byte
@@ -556,7 +573,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 			if s == "" || strings.ContainsAny(s, "= \t") {
 				p.fail(e.val.Line, "http_token_env", "%q: give the name of the environment variable that holds the bearer token, e.g. CRONLOCK_HTTP_TOKEN", s)
 			}
-			c.HTTPTokenEnv = s
+			c.HTTPTokenEnv, c.httpTokenEnvLine = s, e.val.Line
 		}
 	}
 	if e, ok := m["tracing"]; ok {
@@ -630,7 +647,7 @@ func (p *parser) config(root *yaml.Node) *Config {
 		jobs, c.Crontab = p.readCrontab(e, c.MaxTTL, maxTTLOK, c.MinInterval)
 		c.Jobs = append(c.Jobs, p.crontabNames(c.Jobs, jobs)...)
 	}
-	if !hasJobs && !hasCrontab {
+	if !hasJobs && !hasCrontab && !p.opts.nodesOnly {
 		p.fail(0, "jobs", "missing: give at least one job with name:, schedule: and command:, or a crontab: file")
 	}
 	for i := range c.Jobs {

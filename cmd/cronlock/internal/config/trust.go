@@ -16,10 +16,17 @@ var ErrUntrusted = errors.New("config: not safe to trust")
 // LoadOption changes how Load reads a file.
 type LoadOption func(*loadOptions)
 
-type loadOptions struct{ insecure bool }
+type loadOptions struct {
+	insecure  bool
+	nodesOnly bool // jobs: may be left out
+}
 
 // Insecure makes Load accept a file that others can change (for development only).
 func Insecure() LoadOption { return func(o *loadOptions) { o.insecure = true } }
+
+// NodesOnly makes Load and Parse accept a config without jobs: or crontab:, for the commands
+// that talk to the nodes alone (cronlock check).
+func NodesOnly() LoadOption { return func(o *loadOptions) { o.nodesOnly = true } }
 
 // checkTrusted returns an error matching ErrUntrusted when fi, the file at path, can be changed
 // by another user than root and this process's: group or others may write it, or another user

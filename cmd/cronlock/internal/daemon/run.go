@@ -315,6 +315,11 @@ func (d *daemon) start() error {
 			addr = ""
 		}
 	}
+	if addr != "" { // the token's variable is checked as the nodes' passwords are
+		if _, err := cfg.HTTPToken(nil); err != nil {
+			return usageError{Err: err}
+		}
+	}
 	var err error
 	if d.clients, err = nodes.Clients(cfg); err != nil {
 		return err
@@ -345,6 +350,9 @@ func (d *daemon) start() error {
 	if err := d.tel.registerReadiness(d.ready); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	if err := d.tel.registerBuildInfo(); err != nil {
+		return fmt.Errorf("metrics: %w", err)
+	}
 	if d.logOut != nil {
 		if err := d.logOut.register(d.tel.meters); err != nil {
 			return fmt.Errorf("metrics: %w", err)
@@ -360,6 +368,7 @@ func (d *daemon) start() error {
 		if err := d.sched.Add(def.job); err != nil {
 			return usageError{Err: cfg.JobError(i, err)}
 		}
+		middleware.ZeroRuns(d.tel.meters, def.job.Name)
 		d.current[def.job.Name] = def
 	}
 	d.jobs.Store(cfg)
@@ -524,6 +533,7 @@ func (d *daemon) reload() {
 		if err := d.sched.Add(defs[i].job); err != nil { // checked by buildJobs: only if the scheduler stopped
 			d.log.Error("reload: job not added", "job", j.Name, "err", err)
 		}
+		middleware.ZeroRuns(d.tel.meters, j.Name)
 	}
 	for _, g := range gone {
 		d.defs.replace(nil, d.current[g.Name])

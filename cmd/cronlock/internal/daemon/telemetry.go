@@ -11,8 +11,10 @@ import (
 	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
 	otelprom "go.opentelemetry.io/otel/exporters/prometheus"
 	"go.opentelemetry.io/otel/metric"
@@ -21,6 +23,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.37.0"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/buildinfo"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 	"github.com/cronlock/cronlock/middleware"
@@ -45,7 +48,9 @@ func logOTelTo(l *slog.Logger) {
 }
 
 // telemetry is the daemon's OpenTelemetry: metrics read by a Prometheus exporter and served
-// on /metrics, and, when tracing.otlp_endpoint is set, spans exported over OTLP/HTTP.
+// on /metrics, without the otel_scope_* labels, beside the Go runtime's and the process's
+// (go_*, process_*) and cronlock_build_info; and, when tracing.otlp_endpoint is set, spans
+// exported over OTLP/HTTP.
 type telemetry struct {
 	meters  *sdkmetric.MeterProvider
 	metrics http.Handler
@@ -54,7 +59,13 @@ type telemetry struct {
 
 func newTelemetry(cfg *config.Config) (*telemetry, error) {
 	reg := prometheus.NewRegistry()
-	exp, err := otelprom.New(otelprom.WithRegisterer(reg))
+	if err := reg.Register(collectors.NewGoCollector()); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	if err := reg.Register(collectors.NewProcessCollector(collectors.ProcessCollectorOpts{})); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	exp, err := otelprom.New(otelprom.WithRegisterer(reg), otelprom.WithoutScopeInfo())
 	if err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -107,6 +118,20 @@ func (t *telemetry) registerReadiness(r *nodes.Readiness) error {
 				ready = 1
 			}
 			o.Observe(ready)
+			return nil
+		}))
+	return err
+}
+
+// registerBuildInfo reports cronlock.build_info (Prometheus: cronlock_build_info): always 1,
+// with the binary's version, commit and go_version as attributes (buildinfo.Read).
+func (t *telemetry) registerBuildInfo() error {
+	b := buildinfo.Read()
+	attrs := metric.WithAttributes(attribute.String("version", b.Version), attribute.String("commit", b.Commit), attribute.String("go_version", b.Go))
+	_, err := t.meters.Meter(meterScope).Int64ObservableGauge("cronlock.build_info",
+		metric.WithDescription("1, with the version, commit and Go version of the binary as labels."),
+		metric.WithInt64Callback(func(_ context.Context, o metric.Int64Observer) error {
+			o.Observe(1, attrs)
 			return nil
 		}))
 	return err

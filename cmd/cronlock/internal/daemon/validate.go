@@ -23,7 +23,8 @@ that 'cronlock run' makes before it starts — and prints the nodes and the jobs
 tick. A schedule with H is shown resolved, followed by the spec as written; a job with a
 jitter has its next tick's delay after the tick. Problems are printed one per line as
 FILE:LINE: FIELD: what is wrong and how to fix it. It also warns (without failing) about
-password variables that are not set and programs not found on this host.
+password and token variables that are not set (or a token variable that is empty) and programs
+not found on this host.
 
 Exit codes: 0 valid, 2 invalid (or bad usage).
 
@@ -74,6 +75,10 @@ func Validate(_ context.Context, args []string, stdout, stderr io.Writer) error 
 			fmt.Fprintf(stderr, "warning: %v\n", err)
 			checked.Nodes[i].PasswordEnv = ""
 		}
+	}
+	if _, err := cfg.HTTPToken(nil); err != nil {
+		fmt.Fprintf(stderr, "warning: %v\n", err)
+		checked.HTTPTokenEnv = ""
 	}
 	for _, j := range cfg.Jobs {
 		if _, err := j.Environ(nil); err != nil {

@@ -22,9 +22,9 @@ const maxClockOffset = 500 * time.Millisecond
 
 // Check checks every node of cfg, each within timeout, and prints what it found to stdout,
 // with a warning and its fix for each problem (cronlock check). With endQuarantine it first
-// ends every node's quarantine. path is the config file's, in the fixes. It fails when fewer
-// than a quorum of nodes answer.
-func Check(ctx context.Context, cfg *config.Config, path string, endQuarantine bool, timeout time.Duration, stdout, stderr io.Writer) error {
+// ends every node's quarantine. source is the flag that named the nodes, in the fixes
+// ("--config FILE" or "--nodes a,b,c"). It fails when fewer than a quorum of nodes answer.
+func Check(ctx context.Context, cfg *config.Config, source string, endQuarantine bool, timeout time.Duration, stdout, stderr io.Writer) error {
 	clients, err := Clients(cfg)
 	if err != nil {
 		return err
@@ -54,11 +54,11 @@ func Check(ctx context.Context, cfg *config.Config, path string, endQuarantine b
 	eachNode(ctx, clients, timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
 		node := cfg.Nodes[i]
 		if cc, ok := c.(*redis.ClusterClient); ok {
-			reports[i] = checkCluster(ctx, cc, node, cfg, path)
+			reports[i] = checkCluster(ctx, cc, node, cfg, source)
 		} else {
 			reports[i] = &nodeReport{addr: node.Name()}
 			checkNode(ctx, c.(*redis.Client), node.WaitForReplicas, reports[i], func(ctx context.Context, r *nodeReport) {
-				checkQuarantine(ctx, c, cfg, path, r)
+				checkQuarantine(ctx, c, cfg, source, r)
 			})
 		}
 	})
@@ -264,7 +264,7 @@ func checkReplication(info map[string]string, err error, want int, r *nodeReport
 	}
 }
 
-func checkQuarantine(ctx context.Context, c redis.UniversalClient, cfg *config.Config, path string, r *nodeReport) {
+func checkQuarantine(ctx context.Context, c redis.UniversalClient, cfg *config.Config, source string, r *nodeReport) {
 	q, err := readQuarantine(ctx, c, cfg.BootKey)
 	switch {
 	case err != nil:
@@ -272,12 +272,12 @@ func checkQuarantine(ctx context.Context, c redis.UniversalClient, cfg *config.C
 		r.warn("could not read the boot marker %s: %v", cfg.BootKey, err)
 	case q.missing:
 		r.add("quarantine", "no boot marker (%s)", cfg.BootKey)
-		r.warn("no boot marker %s: the node is new, or lost its memory; the first lock attempt starts its quarantine, and it refuses locks for max_ttl (%v). Fix, on first deployment only: cronlock check --config %s --end-quarantine", cfg.BootKey, cfg.MaxTTL, path)
+		r.warn("no boot marker %s: the node is new, or lost its memory; the first lock attempt starts its quarantine, and it refuses locks for max_ttl (%v). Fix, on first deployment only: cronlock check %s --end-quarantine", cfg.BootKey, cfg.MaxTTL, source)
 	case q.value == "0":
 		r.add("quarantine", "none: ended by an operator (%s is 0)", cfg.BootKey)
 	case q.remaining > 0:
 		r.add("quarantine", "IN QUARANTINE for %v more: refuses locks until then", q.remaining.Round(time.Millisecond))
-		r.warn("in quarantine for %v more (it was new, or restarted without its data): it refuses locks until then, and the other nodes must make the quorum. It ends by itself; on first deployment only, cronlock check --config %s --end-quarantine ends it now", q.remaining.Round(time.Millisecond), path)
+		r.warn("in quarantine for %v more (it was new, or restarted without its data): it refuses locks until then, and the other nodes must make the quorum. It ends by itself; on first deployment only, cronlock check %s --end-quarantine ends it now", q.remaining.Round(time.Millisecond), source)
 	case q.value != "" && q.remaining == 0 && !isDigits(q.value):
 		r.add("quarantine", "boot marker %s has an unexpected value", cfg.BootKey)
 		r.warn("boot marker %s does not hold a time: is the key used by something else? Fix: give cronlock its own boot_key", cfg.BootKey)

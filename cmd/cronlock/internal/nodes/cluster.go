@@ -294,7 +294,7 @@ func toRanges(slots []int) [][2]int {
 // checkCluster runs check on a Cluster node: its state (CLUSTER INFO), then every member as a
 // server, with each primary's boot markers summed up over the slots it serves. The node
 // answers when its cluster_state is ok and every primary answers.
-func checkCluster(ctx context.Context, cc *redis.ClusterClient, node config.Node, cfg *config.Config, path string) *nodeReport {
+func checkCluster(ctx context.Context, cc *redis.ClusterClient, node config.Node, cfg *config.Config, source string) *nodeReport {
 	r := &nodeReport{addr: node.Name()}
 	v, err := readCluster(ctx, cc)
 	switch {
@@ -318,7 +318,7 @@ func checkCluster(ctx context.Context, cc *redis.ClusterClient, node config.Node
 		mr.add("role", "%s", m.describe())
 		checkNode(ctx, c, node.WaitForReplicas, mr, func(ctx context.Context, mr *nodeReport) {
 			if m.primary {
-				counts := checkSlotQuarantine(ctx, c, m.slots(), cfg, path, mr)
+				counts := checkSlotQuarantine(ctx, c, m.slots(), cfg, source, mr)
 				mu.Lock()
 				total.merge(counts)
 				mu.Unlock()
@@ -397,7 +397,7 @@ func (s slotCounts) String() string {
 
 // checkSlotQuarantine reads the boot markers of the slots a primary serves, adds their summary
 // to r with a warning for each kind of problem, and returns it.
-func checkSlotQuarantine(ctx context.Context, c *redis.Client, slots []int, cfg *config.Config, path string, r *nodeReport) slotCounts {
+func checkSlotQuarantine(ctx context.Context, c *redis.Client, slots []int, cfg *config.Config, source string, r *nodeReport) slotCounts {
 	qs, err := slotMarkers(ctx, c, cfg.BootKey, slots)
 	if err != nil {
 		r.add("quarantine", "unknown: %v", err)
@@ -420,10 +420,10 @@ func checkSlotQuarantine(ctx context.Context, c *redis.Client, slots []int, cfg 
 	}
 	r.add("quarantine", "%s", s)
 	if n := len(s.missing); n > 0 {
-		r.warn("%d of its slots have no boot marker (slots %s): the member is new, or restarted without its data; a lock of such a slot starts the slot's quarantine, and this node refuses it for max_ttl (%v). Fix, on first deployment only: cronlock check --config %s --end-quarantine", n, formatRanges(toRanges(s.missing)), cfg.MaxTTL, path)
+		r.warn("%d of its slots have no boot marker (slots %s): the member is new, or restarted without its data; a lock of such a slot starts the slot's quarantine, and this node refuses it for max_ttl (%v). Fix, on first deployment only: cronlock check %s --end-quarantine", n, formatRanges(toRanges(s.missing)), cfg.MaxTTL, source)
 	}
 	if s.quarantined > 0 {
-		r.warn("%d of its slots are in quarantine for up to %v more (the member was new, or restarted without its data): this node refuses their locks until then, and the other nodes must make the quorum. It ends by itself; on first deployment only, cronlock check --config %s --end-quarantine ends it now", s.quarantined, s.longest.Round(time.Millisecond), path)
+		r.warn("%d of its slots are in quarantine for up to %v more (the member was new, or restarted without its data): this node refuses their locks until then, and the other nodes must make the quorum. It ends by itself; on first deployment only, cronlock check %s --end-quarantine ends it now", s.quarantined, s.longest.Round(time.Millisecond), source)
 	}
 	if n := len(s.unexpected); n > 0 {
 		r.warn("%d boot markers of its slots (e.g. %s) do not hold a time: is the key used by something else? Fix: give cronlock its own boot_key", n, hashslot.Key(cfg.BootKey, s.unexpected[0]))

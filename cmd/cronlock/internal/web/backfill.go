@@ -27,16 +27,18 @@ type BackfillLine struct {
 	Failed    int        `json:"failed"`
 	Done      int        `json:"done"`
 	Elsewhere int        `json:"elsewhere"`
+	Paused    int        `json:"paused"`
 	End       bool       `json:"end,omitempty"`
 	Error     string     `json:"error,omitempty"`
 }
 
 func backfillLine(sum scheduler.BackfillSummary) BackfillLine {
-	return BackfillLine{Ticks: sum.Ticks, Ran: sum.Ran, Failed: sum.Failed, Done: sum.Done, Elsewhere: sum.Elsewhere}
+	return BackfillLine{Ticks: sum.Ticks, Ran: sum.Ran, Failed: sum.Failed, Done: sum.Done, Elsewhere: sum.Elsewhere, Paused: sum.Paused}
 }
 
 // backfill serves POST /jobs/{name}/backfill, behind the token: the form fields from and to
-// (RFC 3339) and max (optional: the most ticks; default scheduler.DefaultBackfillMax). It
+// (RFC 3339), max (optional: the most ticks; default scheduler.DefaultBackfillMax) and
+// include_paused (optional, a boolean: also run the ticks skipped while the job was paused). It
 // runs the backfill on this daemon and streams its progress as BackfillLines; a request
 // refused before its first tick gets 400 (404 for an unknown job, 503 without a quorum) and
 // the reason. The client going away stops the backfill after the tick under way.
@@ -65,6 +67,14 @@ func (c *control) backfill(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		opts.Max = n
+	}
+	if s := r.PostForm.Get("include_paused"); s != "" {
+		b, err := strconv.ParseBool(s)
+		if err != nil {
+			http.Error(w, fmt.Sprintf("include_paused: %q: give true or false", s), http.StatusBadRequest)
+			return
+		}
+		opts.IncludePaused = b
 	}
 	rc := http.NewResponseController(w)
 	enc := json.NewEncoder(w)
@@ -102,13 +112,22 @@ func (c *control) backfill(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// BackfillRequest is what RequestBackfill asks for: the range [From, To], the most ticks it may
+// have, and whether to run the ticks skipped while the job was paused too.
+type BackfillRequest struct {
+	From, To      time.Time
+	Max           int
+	IncludePaused bool
+}
+
 // RequestBackfill asks the daemon whose HTTP server is at base (http://host:port) to backfill
-// the job over [from, to], with the bearer token, and calls progress with each tick's line. It
+// the job as br says, with the bearer token, and calls progress with each tick's line. It
 // returns the last line (End set) when the daemon's answer ended; ending ctx stops the
 // daemon's backfill after the tick under way, and returns ctx's error.
-func RequestBackfill(ctx context.Context, base, token, name string, from, to time.Time, maxTicks int, progress func(BackfillLine)) (BackfillLine, error) {
+func RequestBackfill(ctx context.Context, base, token, name string, br BackfillRequest, progress func(BackfillLine)) (BackfillLine, error) {
 	var last BackfillLine
-	form := url.Values{"from": {from.Format(time.RFC3339Nano)}, "to": {to.Format(time.RFC3339Nano)}, "max": {strconv.Itoa(maxTicks)}}
+	form := url.Values{"from": {br.From.Format(time.RFC3339Nano)}, "to": {br.To.Format(time.RFC3339Nano)}, "max": {strconv.Itoa(br.Max)},
+		"include_paused": {strconv.FormatBool(br.IncludePaused)}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/jobs/"+url.PathEscape(name)+"/backfill", strings.NewReader(form.Encode()))
 	if err != nil {
 		return last, fmt.Errorf("the daemon's address %q: %w", base, err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -16,7 +15,7 @@ import (
 )
 
 // control serves the control endpoints and the console, under the bearer token read from
-// the environment variable cfg.HTTPTokenEnv at start.
+// the environment variable cfg.HTTPTokenEnv at start (config.Config.HTTPToken).
 type control struct {
 	cfg      *config.Config
 	sched    *scheduler.Scheduler
@@ -24,18 +23,31 @@ type control struct {
 	status   *JobStatus
 	ready    Readiness
 	token    string // "": the mutating endpoints and sign-in are off
+	off      string // why they are off, and how to turn them on ("" when on)
 	sessions *sessions
 	jobs     *snapshot[jobsRead]
 }
 
 func newControl(cfg *config.Config, sched *scheduler.Scheduler, st *JobStatus, ready Readiness) *control {
 	c := &control{cfg: cfg, sched: sched, replica: sched.Replica(), status: st, ready: ready}
-	if cfg.HTTPTokenEnv != "" {
-		c.token = os.Getenv(cfg.HTTPTokenEnv)
-	}
+	c.token, c.off = token(cfg)
 	c.sessions = newSessions(c.token)
 	c.jobs = &snapshot[jobsRead]{ttl: PageCache, read: c.readJobs}
 	return c
+}
+
+// token returns the bearer token of cfg, or why there is none and how to give one. The daemon
+// does not start when http_token_env names a variable that is not set or is empty; this says so
+// anyway, should the console ever be served without that check.
+func token(cfg *config.Config) (tok, off string) {
+	tok, err := cfg.HTTPToken(nil)
+	switch {
+	case err != nil:
+		return "", fmt.Sprintf("the environment variable %s, named by http_token_env, is not set or is empty where the daemon runs: export it with a token and restart the daemon", cfg.HTTPTokenEnv)
+	case tok == "":
+		return "", "set http_token_env in the config to the name of an environment variable holding a token"
+	}
+	return tok, ""
 }
 
 // mount adds the console (GET /, /jobs/{name}, /jobs/{name}/pause, /login; POST /login,
@@ -105,7 +117,7 @@ func (c *control) bearer(r *http.Request) bool {
 // token (field csrf; 403 without it or with another). 403 when no token is configured.
 func (c *control) authorized(w http.ResponseWriter, r *http.Request) bool {
 	if c.token == "" {
-		http.Error(w, "control endpoints are off: set http_token_env in the config to the name of an environment variable holding a token", http.StatusForbidden)
+		http.Error(w, "control endpoints are off: "+c.off, http.StatusForbidden)
 		return false
 	}
 	if r.Header.Get("Authorization") == "" {

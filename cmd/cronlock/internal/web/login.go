@@ -10,7 +10,7 @@ import (
 func (c *control) loginPage(w http.ResponseWriter, r *http.Request) {
 	d := c.data(r, "sign in — cronlock")
 	if !d.Controls {
-		d.Error = "Sign-in is off: set http_token_env in the config to the name of an environment variable holding a token."
+		d.Error = "Sign-in is off: " + c.off + "."
 	}
 	render(w, http.StatusOK, "login.html", d)
 }
@@ -21,7 +21,7 @@ func (c *control) loginPage(w http.ResponseWriter, r *http.Request) {
 func (c *control) login(w http.ResponseWriter, r *http.Request) {
 	d := c.data(r, "sign in — cronlock")
 	if !d.Controls {
-		http.Error(w, "sign-in is off: set http_token_env in the config to the name of an environment variable holding a token", http.StatusForbidden)
+		http.Error(w, "sign-in is off: "+c.off, http.StatusForbidden)
 		return
 	}
 	if err := r.ParseForm(); err != nil {
