@@ -153,9 +153,7 @@ func TestJitterDelayBeforeTheStart(t *testing.T) {
 	require.True(t, ok)
 	assert.True(t, n.Equal(tick), "the replaced job's next tick is the one in its delay: %v", n)
 	at := tick.Add(delay(replaced))
-	for clock.Now().Before(at) {
-		advance(t, clock, 1)
-	}
+	advanceTo(t, clock, at)
 	o := led.waitOutcome(t, "the replaced job's tick", func(o outcome) bool { return o.Job == replaced })
 	assert.Equal(t, middleware.OutcomeRan, o.Outcome, "%v", o)
 	assert.True(t, o.Tick.Equal(tick) && o.Planned.Equal(at), "%v planned %v", o, o.Planned)
@@ -168,9 +166,7 @@ func TestJitterDelayBeforeTheStart(t *testing.T) {
 	require.NoError(t, b.Start())
 	lateAt := tick.Add(delay(late))
 	require.True(t, clock.Now().Before(lateAt), "the test stands in the delay of %s", late)
-	for clock.Now().Before(lateAt) {
-		advance(t, clock, 2)
-	}
+	advanceTo(t, clock, lateAt)
 	o = led.waitOutcome(t, "the late replica's tick", func(o outcome) bool { return o.Job == late })
 	assert.Equal(t, middleware.OutcomeRan, o.Outcome, "%v", o)
 	assert.True(t, o.Tick.Equal(tick) && o.Planned.Equal(lateAt), "%v planned %v", o, o.Planned)

@@ -38,6 +38,20 @@ func advance(t testing.TB, clock *clocktest.Fake, timers int) time.Time {
 	}
 }
 
+// advanceTo moves clock to at through every timer due by then, each fired at its deadline.
+// Before each step it waits for a timer due by at: a scheduler makes its timers in its own
+// goroutines (a loop woken by Add, a tick's jitter delay), and stepping to whichever timer
+// exists at that moment could jump past at before the one the test waits for is made.
+func advanceTo(t testing.TB, clock *clocktest.Fake, at time.Time) {
+	t.Helper()
+	for clock.Now().Before(at) {
+		require.NoError(t, clock.BlockUntilDue(ctxT(t), at))
+		if d, ok := clock.NextDeadline(); ok && !d.After(at) { // else the timer was stopped in between: wait again
+			clock.Set(d)
+		}
+	}
+}
+
 func TestNewRefusesBadOptions(t *testing.T) {
 	c := newCluster(t, 1, false)
 	lc := c.client(t, false)

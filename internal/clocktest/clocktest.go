@@ -8,6 +8,7 @@ package clocktest
 
 import (
 	"context"
+	"slices"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -118,6 +119,24 @@ func (f *Fake) BlockUntil(ctx context.Context, n int) error {
 		have, ch := len(f.timers), f.changed
 		f.mu.Unlock()
 		if have >= n {
+			return nil
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// BlockUntilDue waits until a timer whose deadline is not after t is active, or ctx ends (then
+// it returns ctx's error).
+func (f *Fake) BlockUntilDue(ctx context.Context, t time.Time) error {
+	for {
+		f.mu.Lock()
+		due, ch := slices.ContainsFunc(f.timers, func(tm *fakeTimer) bool { return !tm.at.After(t) }), f.changed
+		f.mu.Unlock()
+		if due {
 			return nil
 		}
 		select {
