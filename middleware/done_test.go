@@ -33,6 +33,20 @@ func (ns *nodes) doneOn(t *testing.T, key string) (done int, others []string) {
 	return done, others
 }
 
+// heldEverywhere waits until every node holds key with value: an acquisition returns at the
+// quorum, and its requests to the last nodes may land later.
+func (ns *nodes) heldEverywhere(t *testing.T, key, value string) {
+	t.Helper()
+	require.Eventually(t, func() bool {
+		for _, s := range ns.Servers {
+			if v, err := s.Client().HGet(context.Background(), key, "v").Result(); err != nil || v != value {
+				return false
+			}
+		}
+		return true
+	}, 10*time.Second, time.Millisecond, "%s held by %s on every node", key, value)
+}
+
 // expire deletes keys on every node, as their TTL running out would.
 func (ns *nodes) expire(t *testing.T, keys ...string) {
 	t.Helper()
@@ -85,6 +99,7 @@ func TestLockASucceededRunReportsANewerHolder(t *testing.T) {
 		var err error // another replica takes the tick, as the scheduler's Lock does
 		second, err = other.TryAcquire(context.Background(), tickKey, 10*time.Second, redlock.Label("r2"))
 		require.NoError(t, err)
+		ns.heldEverywhere(t, tickKey, second.Value()) // else this run's marker may reach a node first
 		<-ctx.Done()
 		return nil
 	}))
