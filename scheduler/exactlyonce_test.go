@@ -91,10 +91,17 @@ func TestExactlyOnceWithSkewedClocks(t *testing.T) {
 		runs = append(runs, tickRun{Tick: e.Tick, Token: e.Token, Start: e.Start})
 	}
 	checkExactlyOnce(t, runs, from, to, skewPeriod)
+	// A replica whose loop got a CPU only after a tick's window had closed skips it as late (seen
+	// beside a CPU hog): a decision not to run, which neither breaks nor proves the property.
+	// What the test is about is that the replicas behind find the ticks done.
 	counts := map[string]int{}
 	for _, o := range outcomes {
 		counts[o.Replica+" "+o.Outcome]++
-		assert.Contains(t, []string{middleware.OutcomeRan, middleware.OutcomeSkippedDone, middleware.OutcomeSkippedHeld, middleware.OutcomeSkippedOverlap}, o.Outcome, "%v", o)
+		assert.Contains(t, []string{middleware.OutcomeRan, middleware.OutcomeSkippedDone, middleware.OutcomeSkippedHeld,
+			middleware.OutcomeSkippedOverlap, middleware.OutcomeSkippedLate}, o.Outcome, "%v", o)
+	}
+	for _, off := range offsets[1:] {
+		assert.Positive(t, counts[fmt.Sprintf("skew%+v %s", off, middleware.OutcomeSkippedDone)], "replica %+v behind found ticks done: %v", off, counts)
 	}
 	t.Logf("outcomes: %v", counts)
 }
