@@ -287,8 +287,10 @@ func (d *demoRun) newReplica(name string, addrs []string, prefix string) (*repli
 		nodes = append(nodes, c)
 	}
 	var err error
+	// A node timeout independent of the TTL (redlock's default, TTL/50, is a few ms for the
+	// demo's short TTLs), but under a quarter of it so that every --ttl leaves validity.
 	r.locks, err = redlock.New(nodes, redlock.WithLabel(name), redlock.WithBootKey(prefix+":boot"),
-		redlock.WithNodeTimeout(100*time.Millisecond))
+		redlock.WithNodeTimeout(min(100*time.Millisecond, d.cfg.ttl/4)))
 	if err != nil {
 		r.close()
 		return nil, err
