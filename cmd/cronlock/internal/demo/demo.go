@@ -36,8 +36,9 @@ prints, for each tick, which replica ran it, which skipped it and why, the run's
 and how late it started. Halfway through, the replica running the current tick is cut off
 from every node (as a long pause or a partition would): its lease runs out, its job's context
 is cancelled with redlock.ErrLeaseLost, and the other replicas take the next ticks with higher
-tokens. At the end one replica pauses the job (every replica skips its ticks), another
-resumes it, a third asks for a manual run, and the run history is read from the nodes. It
+tokens. At the end, through replicas that were never cut off, one replica pauses the job
+(every replica skips its ticks), another resumes it, one asks for a manual run, and the run
+history is read from the nodes. It
 ends with a summary and exits 0 when no tick ran twice.
 
 Without --nodes it starts three embedded Redis-protocol nodes (miniredis) in this process, so
@@ -286,8 +287,10 @@ func (d *demoRun) newReplica(name string, addrs []string, prefix string) (*repli
 		nodes = append(nodes, c)
 	}
 	var err error
+	// A node timeout independent of the TTL (redlock's default, TTL/50, is a few ms for the
+	// demo's short TTLs), but under a quarter of it so that every --ttl leaves validity.
 	r.locks, err = redlock.New(nodes, redlock.WithLabel(name), redlock.WithBootKey(prefix+":boot"),
-		redlock.WithNodeTimeout(100*time.Millisecond))
+		redlock.WithNodeTimeout(min(100*time.Millisecond, d.cfg.ttl/4)))
 	if err != nil {
 		r.close()
 		return nil, err
@@ -349,10 +352,15 @@ type demoRun struct {
 	cutAt    time.Time
 
 	mu      sync.Mutex
-	cutDone bool
-	cutting sync.WaitGroup
+	cutDone bool           // a cut began, or control forbade one
+	cut     *replica       // the replica cut off, if any
+	cutting sync.WaitGroup // the cut in progress
 	ticks   map[time.Time]*tickRow
 }
+
+// safetyLimit bounds the demo's waits for an event (a row's outcomes, the manual run's record) in
+// case it never comes; the waits end at the event, not at this limit.
+const safetyLimit = 30 * time.Second
 
 // tickRow is one tick as seen by all replicas.
 type tickRow struct {
@@ -404,7 +412,7 @@ func (d *demoRun) work(r *replica) job.Handler {
 		row.runs = append(row.runs, runInfo{replica: r.name, token: run.FencingToken, late: time.Since(run.Tick)})
 		cut := !d.cutDone && time.Now().After(d.cutAt)
 		if cut {
-			d.cutDone = true
+			d.cutDone, d.cut = true, r
 			d.cutting.Add(1)
 		}
 		d.mu.Unlock()
@@ -466,7 +474,7 @@ func (d *demoRun) flush(all bool) {
 	defer d.mu.Unlock()
 	var ready []*tickRow
 	for _, row := range d.ticks {
-		complete := len(row.outcomes) == len(d.replicas) || time.Since(row.tick) > 2*d.cfg.ttl+d.cfg.every
+		complete := len(row.outcomes) == len(d.replicas) || time.Since(row.tick) > safetyLimit
 		if !row.printed && (all || complete) {
 			ready = append(ready, row)
 		}
@@ -556,9 +564,21 @@ func (d *demoRun) summary() error {
 }
 
 // control ends the demo with the operator's controls: a pause from one replica that every
-// replica honours, a resume from another, a manual run asked from a third, and the history.
+// replica honours, a resume from another, a manual run, and the history — all sent through
+// replicas that were never cut off, once the cut has ended and no other can begin.
 func (d *demoRun) control(ctx context.Context) {
-	r := func(i int) *replica { return d.replicas[i%len(d.replicas)] }
+	d.mu.Lock()
+	d.cutDone = true // no cut begins after this
+	cut := d.cut
+	d.mu.Unlock()
+	d.cutting.Wait()
+	var uncut []*replica
+	for _, r := range d.replicas {
+		if r != cut {
+			uncut = append(uncut, r)
+		}
+	}
+	r := func(i int) *replica { return uncut[i%len(uncut)] }
 	say := func(format string, args ...any) {
 		d.flush(false)
 		d.mu.Lock()
@@ -584,13 +604,20 @@ func (d *demoRun) control(ctx context.Context) {
 		return
 	}
 	say("%s asks for a manual run now (cronlock trigger): %s", r(2).name, id)
-	deadline := time.Now().Add(5 * time.Second)
-	for !d.ranManual() && time.Now().Before(deadline) && sleep(ctx, 20*time.Millisecond) {
-	}
-	if !sleep(ctx, d.cfg.work+d.cfg.every) {
-		return
-	}
+	// The history shows the manual run once the scheduler recorded it, after the run's
+	// outcome: wait for the record itself.
+	deadline := time.Now().Add(safetyLimit)
 	h, err := r(0).sched.History(ctx, "report", 6)
+	for !slices.ContainsFunc(h, func(rec scheduler.Record) bool { return rec.Trigger == id }) {
+		if time.Now().After(deadline) {
+			say("the manual run is not in the history after %v", safetyLimit)
+			break
+		}
+		if !sleep(ctx, 20*time.Millisecond) {
+			return
+		}
+		h, err = r(0).sched.History(ctx, "report", 6)
+	}
 	say("the last runs, from the lock nodes (cronlock history report):")
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -599,18 +626,6 @@ func (d *demoRun) control(ctx context.Context) {
 		return
 	}
 	history.Print(d.out, h)
-}
-
-// ranManual reports whether a manual run has run.
-func (d *demoRun) ranManual() bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for _, row := range d.ticks {
-		if row.trigger != "" && len(row.runs) > 0 {
-			return true
-		}
-	}
-	return false
 }
 
 // sleep waits d or until ctx ends, and reports whether d passed.
