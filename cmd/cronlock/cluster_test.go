@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,6 +21,17 @@ import (
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/middleware"
 )
+
+// lastTick returns the tick of the newest entry pushed to the ledger.
+func lastTick(t *testing.T, ledger *redistest.Server) int64 {
+	t.Helper()
+	raw, err := ledger.Client().LIndex(context.Background(), "ledger", -1).Result()
+	require.NoError(t, err)
+	var tick int64
+	_, err = fmt.Sscan(raw, &tick)
+	require.NoError(t, err, "ledger entry %q", raw)
+	return tick
+}
 
 // clustersConfig returns the nodes: of a config whose nodes are clusters.
 func clustersConfig(clusters []*redistest.Cluster) string {
@@ -87,7 +99,11 @@ func TestClusterNodes(t *testing.T) {
 		}()
 	}
 	addr := regexp.MustCompile(`msg="http: serving /healthz /readyz /jobs /metrics" addr=(\S+)`)
-	proctest.Eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderrs[0].String()) })
+	var metrics [2]string
+	for i := range stderrs {
+		proctest.Eventually(t, "the HTTP server", func() bool { return addr.MatchString(stderrs[i].String()) })
+		metrics[i] = "http://" + addr.FindStringSubmatch(stderrs[i].String())[1] + "/metrics"
+	}
 	readyz := "http://" + addr.FindStringSubmatch(stderrs[0].String())[1] + "/readyz"
 	proctest.Eventually(t, "ready", func() bool {
 		status, body := get(t, readyz)
@@ -103,6 +119,7 @@ func TestClusterNodes(t *testing.T) {
 	// The primary of the job's slot in cluster 0 restarts empty: the next lock attempt starts
 	// the slot's quarantine there.
 	before := ledger.Client().LLen(ctx, "ledger").Val()
+	restarted := time.Now()
 	require.NoError(t, clusters[0].Restart(jobMember))
 	proctest.Eventually(t, "cluster 0 in quarantine, still ready", func() bool {
 		status, body := get(t, readyz)
@@ -122,11 +139,53 @@ func TestClusterNodes(t *testing.T) {
 	assert.NotContains(t, out, "member "+otherAddr+": ", "the member that kept its data has no warning")
 	assert.Equal(t, 2, strings.Count(out, "\n- "), "the restarted member's warnings only")
 
+	// Every tick is run at most once, with increasing fencing tokens. A tick may be missed only
+	// if a replica says why: on a loaded machine a 500ms tick may not get its lock within its
+	// window (skipped_late), or not from a quorum (quorum_unavailable), or the scheduler may
+	// wake up after the next tick and fire only that one (ticks missed). Misses are counted up
+	// to last, a tick after which two more ran; the test waits (bounded) for the replicas'
+	// reports of them, which a starved replica may send after a later tick ran.
+	last := lastTick(t, ledger)
+	proctest.Eventually(t, "two ticks after the last checked", func() bool { return lastTick(t, ledger) > last+every.Milliseconds() })
+	var counts []string // the replicas' outcome counts of the job, for the failure message
+	explained := func() int {
+		n := 0
+		counts = counts[:0]
+		for _, url := range metrics {
+			status, body := get(t, url)
+			require.Equal(t, http.StatusOK, status, body)
+			counts = append(counts, regexp.MustCompile(`(?m)^cronlock_job_(runs|ticks_missed)_total\{[^}]*cronlock_job="ledger".*$`).FindAllString(body, -1)...)
+			for _, series := range []string{
+				`cronlock_job_runs_total\{cronlock_job="ledger",cronlock_outcome="` + middleware.OutcomeSkippedLate + `"\}`,
+				`cronlock_job_runs_total\{cronlock_job="ledger",cronlock_outcome="` + middleware.OutcomeQuorumUnavailable + `"\}`,
+				`cronlock_job_ticks_missed_total\{[^}]*cronlock_job="ledger"[^}]*\}`, // the replica's scheduler fell behind
+			} {
+				m := regexp.MustCompile(`(?m)^` + series + ` (\d+)$`).FindStringSubmatch(body)
+				require.NotNil(t, m, "%s in:\n%s", series, body)
+				v, err := strconv.Atoi(m[1])
+				require.NoError(t, err)
+				n += v
+			}
+		}
+		return n
+	}
+	missedUpToLast := func() []int64 {
+		_, missed := ledgerWithMisses(t, ledger, every)
+		return slices.DeleteFunc(missed, func(m int64) bool { return m > last })
+	}
+	reported := explained()
+	for deadline := time.Now().Add(proctest.WaitLimit); reported < len(missedUpToLast()) && time.Now().Before(deadline); reported = explained() {
+		time.Sleep(20 * time.Millisecond)
+	}
 	cancel()
 	for range stderrs {
 		assert.Equal(t, 0, <-codes, "stderr:\n%s\n%s", stderrs[0].String(), stderrs[1].String())
 	}
-	t.Logf("%d ticks", len(checkedLedger(t, ledger, every)))
+	entries, missed := ledgerWithMisses(t, ledger, every)
+	missed = slices.DeleteFunc(missed, func(m int64) bool { return m > last })
+	assert.LessOrEqual(t, len(missed), reported, "ticks missed (cluster 0 restarted at %d) that no replica reported skipped_late, quorum_unavailable or missed: %v; the replicas' counts:\n%s",
+		restarted.UnixMilli(), missed, strings.Join(counts, "\n"))
+	t.Logf("%d ticks, %d missed, %d reported by the replicas (cluster 0 restarted at %d): %v", len(entries), len(missed), reported, restarted.UnixMilli(), missed)
 
 	// A primary of cluster 2 is down: that node does not count as answering, for check and
 	// for locks.
