@@ -297,6 +297,24 @@ func (w *world) assertJaeger(began time.Time) {
 			byTick[tag(s.Tags, "cronlock.tick")] = append(byTick[tag(s.Tags, "cronlock.tick")], s)
 		}
 	}
+	// A tick still under way when the schedulers stopped ends as stopped on the replicas that
+	// were still attempting it (Stop gives up their waits; seen beside a CPU hog): the test cut
+	// it short, so it is not checked. Only a tick after every checked one may be cut (ticks
+	// come every second, and the previous one may still be ending).
+	var cut, kept []int64
+	for tick, group := range byTick {
+		if slices.ContainsFunc(group, func(s jSpan) bool { return tag(s.Tags, "cronlock.outcome") == "stopped" }) {
+			cut = append(cut, mustInt(t, tick))
+			delete(byTick, tick)
+		} else {
+			kept = append(kept, mustInt(t, tick))
+		}
+	}
+	for _, c := range cut {
+		require.NotEmpty(t, kept)
+		assert.GreaterOrEqual(t, c, slices.Max(kept)-time.Second.Milliseconds(), "tick %d ended as stopped before the last ticks checked %v", c, kept)
+		t.Logf("tick %d was under way when the schedulers stopped: not checked", c)
+	}
 	full := 0
 	for tick, group := range byTick {
 		if len(group) == 3 {
