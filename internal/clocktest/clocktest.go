@@ -114,29 +114,24 @@ func (f *Fake) NextDeadline() (time.Time, bool) {
 // BlockUntil waits until at least n timers are active, or ctx ends (then it returns ctx's
 // error).
 func (f *Fake) BlockUntil(ctx context.Context, n int) error {
-	for {
-		f.mu.Lock()
-		have, ch := len(f.timers), f.changed
-		f.mu.Unlock()
-		if have >= n {
-			return nil
-		}
-		select {
-		case <-ch:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+	return f.waitFor(ctx, func() bool { return len(f.timers) >= n })
 }
 
 // BlockUntilDue waits until a timer whose deadline is not after t is active, or ctx ends (then
 // it returns ctx's error).
 func (f *Fake) BlockUntilDue(ctx context.Context, t time.Time) error {
+	return f.waitFor(ctx, func() bool {
+		return slices.ContainsFunc(f.timers, func(tm *fakeTimer) bool { return !tm.at.After(t) })
+	})
+}
+
+// waitFor waits until cond, called with f.mu held, is true, or ctx ends.
+func (f *Fake) waitFor(ctx context.Context, cond func() bool) error {
 	for {
 		f.mu.Lock()
-		due, ch := slices.ContainsFunc(f.timers, func(tm *fakeTimer) bool { return !tm.at.After(t) }), f.changed
+		ok, ch := cond(), f.changed
 		f.mu.Unlock()
-		if due {
+		if ok {
 			return nil
 		}
 		select {
