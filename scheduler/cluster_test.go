@@ -57,8 +57,11 @@ func TestExactlyOnceOnClusterNodes(t *testing.T) {
 
 	led := newLedger()
 	var scheds []*scheduler.Scheduler
+	var replicas []string
 	for r := range 3 {
-		s := newScheduler(t, newClient(clusters...), scheduler.WithReplica(fmt.Sprintf("r%d", r)), scheduler.WithMiddleware(led.observe()))
+		name := fmt.Sprintf("r%d", r)
+		replicas = append(replicas, name)
+		s := newScheduler(t, newClient(clusters...), scheduler.WithReplica(name), scheduler.WithMiddleware(led.observe()), scheduler.WithLogger(led.logger(name)))
 		for _, name := range jobs {
 			require.NoError(t, s.Add(job.Job{Name: name, Spec: fmt.Sprintf("@every %v", clusterPeriod), Options: job.Options{LockTTL: 2 * time.Second},
 				Handler: led.handler(func(ctx context.Context) error { return sleepCtx(ctx, 5*time.Millisecond) })}))
@@ -110,6 +113,8 @@ func TestExactlyOnceOnClusterNodes(t *testing.T) {
 				runs = append(runs, tickRun{Tick: e.Tick, Token: e.Token, Start: e.Start})
 			}
 		}
-		t.Run(name, func(t *testing.T) { checkExactlyOnce(t, runs, from, to, clusterPeriod) })
+		t.Run(name, func(t *testing.T) {
+			checkExactlyOnce(t, runs, led.notRun(name, clusterPeriod, replicas...), from, to, clusterPeriod)
+		})
 	}
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -137,10 +139,87 @@ type ledger struct {
 	mu       sync.Mutex
 	outcomes []outcome
 	events   []event
+	missed   []missedRun
 	changed  chan struct{}
 }
 
 func newLedger() *ledger { return &ledger{changed: make(chan struct{})} }
+
+// missedRun is a scheduler's "missed ticks" warning: its loop fell behind and fired only the
+// tick Running, never the N ticks of the job before it.
+type missedRun struct {
+	Replica, Job string
+	Running      time.Time
+	N            int
+}
+
+// logger returns a logger for replica's scheduler that keeps its "missed ticks" warnings in the
+// ledger, and passes every line on to slog.Default().
+func (l *ledger) logger(replica string) *slog.Logger {
+	return slog.New(missedHandler{Handler: slog.Default().Handler(), l: l, replica: replica})
+}
+
+// missedHandler is the slog handler of ledger.logger.
+type missedHandler struct {
+	slog.Handler
+	l       *ledger
+	replica string
+}
+
+func (h missedHandler) Handle(ctx context.Context, r slog.Record) error {
+	if !strings.HasPrefix(r.Message, "cronlock: missed ticks") {
+		return h.Handler.Handle(ctx, r)
+	}
+	m := missedRun{Replica: h.replica}
+	r.Attrs(func(a slog.Attr) bool {
+		switch a.Key {
+		case "job":
+			m.Job = a.Value.String()
+		case "missed":
+			m.N = int(a.Value.Int64())
+		case "running":
+			m.Running, _ = a.Value.Any().(time.Time)
+		}
+		return true
+	})
+	h.l.mu.Lock()
+	h.l.missed = append(h.l.missed, m)
+	h.l.mu.Unlock()
+	return h.Handler.Handle(ctx, r)
+}
+
+// notRun returns the ticks of job (every period) that each of replicas decided not to run:
+// each skipped it as late or found no quorum within its window (nodes that did not answer
+// within the node timeout, seen beside a CPU hog), or its loop fell behind and missed it. Such
+// a tick may rightly not run at all: a decision not to run neither breaks nor proves
+// exactly-once.
+func (l *ledger) notRun(job string, period time.Duration, replicas ...string) map[int64]bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	votes := map[int64]map[string]bool{}
+	vote := func(replica string, tick time.Time) {
+		ms := tick.UnixMilli()
+		if votes[ms] == nil {
+			votes[ms] = map[string]bool{}
+		}
+		votes[ms][replica] = true
+	}
+	for _, o := range l.outcomes {
+		if o.Job == job && (o.Outcome == middleware.OutcomeSkippedLate || o.Outcome == middleware.OutcomeQuorumUnavailable) {
+			vote(o.Replica, o.Tick)
+		}
+	}
+	for _, m := range l.missed {
+		for k := 1; m.Job == job && k <= m.N; k++ {
+			vote(m.Replica, m.Running.Add(-time.Duration(k)*period))
+		}
+	}
+	out := map[int64]bool{}
+	for tick, by := range votes {
+		out[tick] = !slices.ContainsFunc(replicas, func(r string) bool { return !by[r] })
+	}
+	return out
+}
 
 func (l *ledger) notifyLocked() {
 	close(l.changed)
