@@ -114,7 +114,7 @@ func TestExactlyOnceOnClusterNodes(t *testing.T) {
 			}
 		}
 		t.Run(name, func(t *testing.T) {
-			checkExactlyOnce(t, runs, led.notRun(name, clusterPeriod, replicas...), from, to, clusterPeriod)
+			checkExactlyOnce(t, runs, led.decisions(name, clusterPeriod, replicas...), from, to, clusterPeriod)
 		})
 	}
 }

@@ -31,10 +31,10 @@ type tickRun struct {
 }
 
 // checkExactlyOnce asserts that no tick ran twice, that every tick in (from, to) ran exactly
-// once unless it is in notRun (every replica decided not to run it: see ledger.notRun), and that
+// once unless every replica decided not to run it (decided, from ledger.decisions), and that
 // fencing tokens increase in the order the runs started (runs of a job with Overlap Forbid never
 // overlap, so that is the order of acquisition). At least half the ticks checked must have run.
-func checkExactlyOnce(t *testing.T, runs []tickRun, notRun map[int64]bool, from, to time.Time, period time.Duration) {
+func checkExactlyOnce(t *testing.T, runs []tickRun, decided map[int64]decision, from, to time.Time, period time.Duration) {
 	t.Helper()
 	byTick := map[int64]int{}
 	for _, r := range runs {
@@ -46,12 +46,12 @@ func checkExactlyOnce(t *testing.T, runs []tickRun, notRun map[int64]bool, from,
 	checked, excused := 0, 0
 	for tick := from.Truncate(period).Add(period); tick.Before(to); tick = tick.Add(period) {
 		checked++
-		n := byTick[tick.UnixMilli()]
-		if n == 0 && notRun[tick.UnixMilli()] {
+		n, d := byTick[tick.UnixMilli()], decided[tick.UnixMilli()]
+		if n == 0 && d.NotRun {
 			excused++
 			continue
 		}
-		assert.Equal(t, 1, n, "tick %s (between the margins) ran %d times, and not every replica decided not to run it", tick.Format("15:04:05.000"), n)
+		assert.Equal(t, 1, n, "tick %s (between the margins) ran %d times, and not every replica decided not to run it: %v", tick.Format("15:04:05.000"), n, d.What)
 	}
 	assert.GreaterOrEqual(t, checked, 30, "ticks checked")
 	assert.LessOrEqual(t, excused, checked/2, "ticks that every replica decided not to run (late, or missed by a loop that fell behind)")
@@ -100,7 +100,7 @@ func TestExactlyOnceWithSkewedClocks(t *testing.T) {
 		require.NoError(t, e.Err, "run %v", e)
 		runs = append(runs, tickRun{Tick: e.Tick, Token: e.Token, Start: e.Start})
 	}
-	checkExactlyOnce(t, runs, led.notRun("fast", skewPeriod, replicas...), from, to, skewPeriod)
+	checkExactlyOnce(t, runs, led.decisions("fast", skewPeriod, replicas...), from, to, skewPeriod)
 	// A replica whose loop got a CPU only after a tick's window had closed skips it as late, or
 	// finds no quorum in time (seen beside a CPU hog): a decision not to run, which neither
 	// breaks nor proves the property.

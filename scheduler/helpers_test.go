@@ -188,37 +188,53 @@ func (h missedHandler) Handle(ctx context.Context, r slog.Record) error {
 	return h.Handler.Handle(ctx, r)
 }
 
-// notRun returns the ticks of job (every period) that each of replicas decided not to run:
-// each skipped it as late or found no quorum within its window (nodes that did not answer
-// within the node timeout, seen beside a CPU hog), or its loop fell behind and missed it. Such
-// a tick may rightly not run at all: a decision not to run neither breaks nor proves
-// exactly-once.
-func (l *ledger) notRun(job string, period time.Duration, replicas ...string) map[int64]bool {
+// decisions returns, for each tick of job (every period) that some replica did not run, what
+// each replica did with it, and whether every one of replicas decided not to run it: skipped
+// it as late or found no quorum within its window (nodes that did not answer within the node
+// timeout, seen beside a CPU hog), or its loop fell behind and missed it. Such a tick may
+// rightly not run at all: a decision not to run neither breaks nor proves exactly-once.
+func (l *ledger) decisions(job string, period time.Duration, replicas ...string) map[int64]decision {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	votes := map[int64]map[string]bool{}
-	vote := func(replica string, tick time.Time) {
+	did := map[int64]map[string]string{}
+	note := func(replica string, tick time.Time, what string) {
 		ms := tick.UnixMilli()
-		if votes[ms] == nil {
-			votes[ms] = map[string]bool{}
+		if did[ms] == nil {
+			did[ms] = map[string]string{}
 		}
-		votes[ms][replica] = true
+		did[ms][replica] = what
 	}
 	for _, o := range l.outcomes {
-		if o.Job == job && (o.Outcome == middleware.OutcomeSkippedLate || o.Outcome == middleware.OutcomeQuorumUnavailable) {
-			vote(o.Replica, o.Tick)
+		if o.Job == job && o.Outcome != middleware.OutcomeRan {
+			note(o.Replica, o.Tick, fmt.Sprintf("%s (%v)", o.Outcome, o.Err))
 		}
 	}
 	for _, m := range l.missed {
 		for k := 1; m.Job == job && k <= m.N; k++ {
-			vote(m.Replica, m.Running.Add(-time.Duration(k)*period))
+			note(m.Replica, m.Running.Add(-time.Duration(k)*period), "missed")
 		}
 	}
-	out := map[int64]bool{}
-	for tick, by := range votes {
-		out[tick] = !slices.ContainsFunc(replicas, func(r string) bool { return !by[r] })
+	out := map[int64]decision{}
+	for tick, by := range did {
+		d := decision{NotRun: true}
+		for _, r := range replicas {
+			what, ok := by[r]
+			if !ok {
+				what = "no outcome"
+			}
+			d.What = append(d.What, r+": "+what)
+			d.NotRun = d.NotRun && (what == "missed" || strings.HasPrefix(what, middleware.OutcomeSkippedLate+" ") ||
+				strings.HasPrefix(what, middleware.OutcomeQuorumUnavailable+" "))
+		}
+		out[tick] = d
 	}
 	return out
+}
+
+// decision is what the replicas did with a tick that one of them did not run.
+type decision struct {
+	NotRun bool     // every replica decided not to run it
+	What   []string // "replica: outcome (error)", "replica: missed" or "replica: no outcome"
 }
 
 func (l *ledger) notifyLocked() {
