@@ -255,6 +255,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 	if !req.before.IsZero() && req.before.Before(giveUp) {
 		giveUp = req.before
 	}
+	woken := false // the wait before this attempt ended with a release notification
 	for n := 1; ; n++ {
 		req.sweep = req.refusals >= sweepAfter
 		l, err := c.attempt(ctx, req, n)
@@ -277,6 +278,13 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		if wait == backoff.Stop || left <= 0 {
 			return nil, fmt.Errorf("%w (gave up after %d attempts)", err, n)
 		}
+		if ae, ok := errors.AsType[*AcquireError](err); woken && ok && ae.OK > 0 && errors.Is(err, ErrNotAcquired) {
+			// The notification came from a node the release had reached, and the attempt
+			// overtook the release on other nodes (seen beside a CPU hog): they answer it within
+			// about a node timeout, and no other notification comes for this release.
+			wait = min(wait, c.nodeTimeout(req.ttl))
+		}
+		woken = false
 		t := time.NewTimer(min(wait, left))
 		select {
 		case <-ctx.Done():
@@ -288,6 +296,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		case <-t.C:
 		case <-w.C():
 			t.Stop()
+			woken = true
 		}
 		if !req.startsBefore(time.Now()) {
 			return nil, fmt.Errorf("%w (gave up after %d attempts: StartBefore)", err, n)

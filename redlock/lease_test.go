@@ -26,11 +26,14 @@ func renewals() (redlock.LeaseOption, <-chan redlock.Renewal) {
 
 func TestLeaseKeepsLockPastTTL(t *testing.T) {
 	c := newCluster(t, 3, false)
-	lc := c.client(t)
+	// A TTL of 1.5s, renewed every 500ms, and a node timeout of 500ms: the property does not
+	// depend on short times, and a 300ms TTL with a 200ms node timeout failed an acquisition
+	// and a renewal beside a CPU hog (nodes answering too late).
+	lc := c.client(t, redlock.WithNodeTimeout(500*time.Millisecond))
 	ctx := ctxT(t)
 	key := redistest.Key(t)
 
-	l, err := lc.TryAcquire(ctx, key, 300*time.Millisecond)
+	l, err := lc.TryAcquire(ctx, key, 1500*time.Millisecond)
 	require.NoError(t, err)
 	onRenew, renewed := renewals()
 	lease, err := l.Lease(ctx, onRenew)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"testing"
 	"time"
 
@@ -179,6 +180,57 @@ func TestWakeOnReleaseHandsOffAtOnce(t *testing.T) {
 	l := <-got
 	require.NotNil(t, l)
 	require.NoError(t, l.Release(ctx))
+}
+
+// A woken acquisition that overtakes the release on the other nodes — the notification came
+// from the primary node, the others still hold the lock — tries again within about a node
+// timeout, not after its (minute-long) backoff step: no other notification comes for that
+// release. Seen beside a CPU hog, where the release reached the nodes far apart.
+func TestWakeOnReleaseOvertakingTheReleaseTriesAgainSoon(t *testing.T) {
+	c := newCluster(t, 3, false)
+	slow := func() backoff.BackOff { return backoff.NewConstantBackOff(time.Minute) }
+	lc := c.client(t, redlock.WithBackOff(slow))
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+	primary := primaryOf(key, 3)
+	release, gate := scriptSHA(t, "release.lua"), make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open)
+	for i, n := range c.nodes {
+		if i == primary {
+			continue
+		}
+		n.(*redis.Client).AddHook(onTrip(func(cmds []redis.Cmder, send func() error) error {
+			for _, cmd := range cmds {
+				if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 3 && args[1] == release && args[3] == key {
+					<-gate // the holder's release reaches this node once the waiter was refused here
+				}
+			}
+			return send()
+		}))
+	}
+
+	held, err := lc.TryAcquire(ctx, key, 10*time.Second)
+	require.NoError(t, err)
+	attempts := make(chan redlock.Attempt, 10)
+	got := make(chan error, 1)
+	go func() {
+		l, err := lc.Acquire(ctx, key, 10*time.Second, redlock.WakeOnRelease(),
+			redlock.OnAttempt(func(a redlock.Attempt) { attempts <- a }))
+		if err == nil {
+			err = l.Release(ctx)
+		}
+		got <- err
+	}()
+	<-attempts // refused
+	<-attempts // refused again, after subscribing
+	released := make(chan error, 1)
+	go func() { released <- held.Release(ctx) }()
+	a := <-attempts // woken by the primary's release, refused by the others
+	require.ErrorIs(t, a.Err, redlock.ErrNotAcquired)
+	open()
+	require.NoError(t, <-released)
+	require.NoError(t, <-got, "acquired well before the backoff step of a minute (the test's context ends first)")
 }
 
 // A release that no one waits for publishes nothing (a PUBLISH is written to the AOF and sent
