@@ -116,8 +116,9 @@
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status),
 //	                             Scheduler.Replica, Scheduler.RegisterGauges
 //	control from anywhere        NewControl (Control: Pause, Resume, Paused, Trigger, History,
-//	                             Record), the same on Scheduler; ErrUnknownJob; Control.Forget
-//	                             (ErrJobRunning)
+//	                             HistoryWithOutput, Record), the same on Scheduler;
+//	                             ErrUnknownJob; Control.Forget (ErrJobRunning)
+//	a run's output               KeepOutput (MaxOutput), read by HistoryWithOutput
 //	running past ticks           Scheduler.Backfill (BackfillOptions, BackfillSummary,
 //	                             DefaultBackfillMax)
 //	testing with a fake clock    WithClock, Clock, Timer

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"sync/atomic"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
@@ -48,6 +49,9 @@ type Record struct {
 	TraceID string
 	// Error is the run's error text, empty on success.
 	Error string
+	// Output is what the run kept of its output (KeepOutput): filled by HistoryWithOutput
+	// only, empty in History and Status.
+	Output string
 }
 
 // runID names the record for deduplication across nodes and replicas: one per run (the tick
@@ -66,14 +70,25 @@ func (r Record) runID() string {
 var (
 	// Appends a record to the stream KEYS[1], capped at ARGV[1] entries, unless the marker
 	// KEYS[2] of the same record exists (another replica wrote it); the marker lives ARGV[2] ms.
+	// With a non-empty ARGV[3] (the run's output), appends it, with the record's id ARGV[4], to
+	// the stream KEYS[3] under the record's entry id; that stream keeps the outputs of the
+	// records kept, and is read only when asked for.
 	appendScript = redis.NewScript(`
 if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then
   return 0
 end
-redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], '*', unpack(ARGV, 3))
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], '*', unpack(ARGV, 5))
+if ARGV[3] ~= '' then
+  redis.pcall('XADD', KEYS[3], id, 'run', ARGV[4], 'output', ARGV[3])
+end
+if redis.call('EXISTS', KEYS[3]) == 1 then
+  redis.call('XTRIM', KEYS[3], 'MINID', redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1][1])
+end
 return 1`)
 	readScript = redis.NewScript(`return redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1])`)
-	getScript  = redis.NewScript(`return redis.call('GET', KEYS[1])`)
+	// Reads the last ARGV[1] records in KEYS[1] and outputs in KEYS[2].
+	readOutputScript = redis.NewScript(`return {redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1]), redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1])}`)
+	getScript        = redis.NewScript(`return redis.call('GET', KEYS[1])`)
 	// Reads a job's pause KEYS[1] and its last ARGV[1] records in KEYS[2], for Status: one
 	// round trip per node (the keys share the job's hash tag).
 	statusScript = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1])}`)
@@ -92,9 +107,32 @@ type recorder struct {
 	traceID string
 	start   time.Time
 	elapsed time.Duration
+	output  atomic.Pointer[string] // KeepOutput's
 }
 
 type recorderKey struct{}
+
+// MaxOutput is the most output, in bytes, that KeepOutput keeps of a run: the last bytes.
+const MaxOutput = 64 << 10
+
+// KeepOutput keeps output, what the run under ctx wrote (e.g. the tail of its log), with the
+// run's history record on the lock nodes: its last MaxOutput bytes, cut at a UTF-8 character.
+// A handler calls it before it returns; a later call replaces the earlier. HistoryWithOutput
+// reads it back. It does nothing outside a run of a Scheduler, or with WithHistorySize(0).
+// Outputs take space on every node: up to WithHistorySize of them per job.
+func KeepOutput(ctx context.Context, output string) {
+	rec, _ := ctx.Value(recorderKey{}).(*recorder)
+	if rec == nil {
+		return
+	}
+	if len(output) > MaxOutput {
+		output = output[len(output)-MaxOutput:]
+		for output != "" && !utf8.RuneStart(output[0]) {
+			output = output[1:]
+		}
+	}
+	rec.output.Store(&output)
+}
 
 // record is the middleware, just inside Lock, that fills the run's recorder. The error of a
 // run that Stop cut short is made to match job.ErrStopped.
@@ -147,6 +185,9 @@ func (s *Scheduler) runHandler(e *entry, run *job.Run, rec *recorder) error {
 	if err != nil && outcome != middleware.OutcomeSkippedPaused {
 		r.Error = err.Error()
 	}
+	if out := rec.output.Load(); out != nil {
+		r.Output = *out
+	}
 	if werr := s.appendHistory(r, e.keepDone); werr != nil {
 		s.cfg.logger.Warn("cronlock: could not record the run in the history", "job", run.Job, "tick", run.Tick, "err", werr)
 	}
@@ -157,14 +198,14 @@ func (s *Scheduler) runHandler(e *entry, run *job.Run, rec *recorder) error {
 // deduplication marker lives.
 func (s *Scheduler) appendHistory(r Record, keep time.Duration) error {
 	key := middleware.HistoryKey(s.cfg.prefix, r.Job)
-	args := []any{s.cfg.historySize, keep.Milliseconds(),
+	args := []any{s.cfg.historySize, keep.Milliseconds(), r.Output, r.runID(),
 		"tick", r.Tick.UnixMilli(), "planned", r.PlannedStart.UnixMicro(), "trigger", r.Trigger, "replica", r.Replica, "outcome", r.Outcome,
 		"start", r.Start.UnixMicro(), "duration", r.Duration.Microseconds(), "token", strconv.FormatUint(r.Token, 10),
 		"trace", r.TraceID, "error", r.Error}
 	if r.Backfill {
 		args = append(args, "backfill", "1")
 	}
-	_, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, key + ":" + r.runID()}, args...)
+	_, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, key + ":" + r.runID(), outputKey(key)}, args...)
 	return err
 }
 
@@ -182,19 +223,68 @@ func (s *Scheduler) History(ctx context.Context, name string, n int) ([]Record, 
 
 // History returns the last n records of the job named name, as Scheduler.History does.
 func (c *Control) History(ctx context.Context, name string, n int) ([]Record, error) {
+	return c.history(ctx, name, n, false)
+}
+
+// HistoryWithOutput returns the last n records of the job named name, as History does, each
+// with the output its run kept (KeepOutput). It reads more from the nodes than History: the
+// outputs, up to MaxOutput bytes each.
+func (s *Scheduler) HistoryWithOutput(ctx context.Context, name string, n int) ([]Record, error) {
+	if err := s.known(name); err != nil {
+		return nil, err
+	}
+	return s.ctl.HistoryWithOutput(ctx, name, n)
+}
+
+// HistoryWithOutput returns the last n records of the job named name, as
+// Scheduler.HistoryWithOutput does.
+func (c *Control) HistoryWithOutput(ctx context.Context, name string, n int) ([]Record, error) {
+	return c.history(ctx, name, n, true)
+}
+
+// history reads the last n records of the job named name, with their outputs if withOutput.
+func (c *Control) history(ctx context.Context, name string, n int, withOutput bool) ([]Record, error) {
 	if n <= 0 {
 		return nil, fmt.Errorf("scheduler: history of %q: n %d: ask for at least 1 record", name, n)
 	}
-	replies, err := c.locks.Broadcast(ctx, readScript, []string{middleware.HistoryKey(c.cfg.prefix, name)}, n)
+	key := middleware.HistoryKey(c.cfg.prefix, name)
+	script, keys := readScript, []string{key}
+	if withOutput {
+		script, keys = readOutputScript, append(keys, outputKey(key))
+	}
+	replies, err := c.locks.Broadcast(ctx, script, keys, n)
 	if replies == nil {
 		return nil, fmt.Errorf("scheduler: history of %q: %w", name, err)
 	}
-	out := mergeHistory(name, replies, n)
+	histories, outputs := replies, map[string]string{}
+	if withOutput {
+		histories = make([]any, len(replies))
+		for i, r := range replies {
+			pair, _ := r.([]any)
+			if len(pair) != 2 {
+				continue
+			}
+			histories[i] = pair[0]
+			entries, _ := pair[1].([]any)
+			for _, en := range entries {
+				if f := streamFields(en); f["run"] != "" {
+					outputs[f["run"]] = f["output"]
+				}
+			}
+		}
+	}
+	out := mergeHistory(name, histories, n)
+	for i := range out {
+		out[i].Output = outputs[out[i].runID()]
+	}
 	if err != nil {
 		return out, fmt.Errorf("scheduler: history of %q: %w", name, err)
 	}
 	return out, nil
 }
+
+// outputKey is the key of the stream of a job's kept outputs, beside its history key.
+func outputKey(historyKey string) string { return historyKey + ":output" }
 
 // mergeHistory merges the nodes' replies to readScript (nil for a node that did not answer)
 // into the last n records, newest first (by tick, then start), each once.
@@ -220,11 +310,11 @@ func mergeHistory(name string, replies []any, n int) []Record {
 	return out
 }
 
-// parseRecord reads one stream entry: [id, [field, value, ...]].
-func parseRecord(name string, en any) (Record, bool) {
+// streamFields reads the fields of one stream entry: [id, [field, value, ...]].
+func streamFields(en any) map[string]string {
 	pair, _ := en.([]any)
 	if len(pair) != 2 {
-		return Record{}, false
+		return nil
 	}
 	kv, _ := pair[1].([]any)
 	f := map[string]string{}
@@ -232,6 +322,15 @@ func parseRecord(name string, en any) (Record, bool) {
 		k, _ := kv[i].(string)
 		v, _ := kv[i+1].(string)
 		f[k] = v
+	}
+	return f
+}
+
+// parseRecord reads one entry of a history stream.
+func parseRecord(name string, en any) (Record, bool) {
+	f := streamFields(en)
+	if f == nil {
+		return Record{}, false
 	}
 	num := func(k string) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
 	token, _ := strconv.ParseUint(f["token"], 10, 64)

@@ -3,6 +3,8 @@ package scheduler_test
 import (
 	"context"
 	"fmt"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -158,4 +160,62 @@ func runsOf(h []scheduler.Record) []string {
 		out = append(out, id)
 	}
 	return out
+}
+
+// A run's output, kept with KeepOutput, is read back by HistoryWithOutput (its last MaxOutput
+// bytes, from a whole character; the last call of a run counts), not by History; the outputs
+// are capped like the records.
+func TestHistoryKeepsOutput(t *testing.T) {
+	c := newCluster(t, 3, false)
+	long := "é" + strings.Repeat("a", scheduler.MaxOutput-4) + "END" // one byte too many, cut inside é
+	outputs := map[int]func(context.Context){
+		1: func(ctx context.Context) { scheduler.KeepOutput(ctx, long) },
+		2: func(context.Context) {},
+		3: func(ctx context.Context) { scheduler.KeepOutput(ctx, "first"); scheduler.KeepOutput(ctx, "second\n") },
+	}
+	var n atomic.Int32
+	s := newScheduler(t, c.client(t, false), scheduler.WithHistorySize(2))
+	require.NoError(t, s.Add(job.Job{Name: "j", Spec: onlyManual, Handler: func(ctx context.Context) error {
+		outputs[int(n.Add(1))](ctx)
+		return nil
+	}}))
+	require.NoError(t, s.Start())
+	ctx := ctxT(t)
+	scheduler.KeepOutput(ctx, "outside a run: nothing happens")
+
+	id, err := s.Trigger(ctx, "j")
+	require.NoError(t, err)
+	h := waitHistory(t, s, "j", func(h []scheduler.Record) bool { return len(h) == 1 })
+	assert.Equal(t, id, h[0].Trigger)
+	assert.Empty(t, h[0].Output, "History leaves the outputs out")
+	h, err = s.HistoryWithOutput(ctx, "j", 10)
+	require.NoError(t, err)
+	require.Len(t, h, 1)
+	assert.Equal(t, strings.Repeat("a", scheduler.MaxOutput-4)+"END", h[0].Output, "the last bytes, from a whole character")
+
+	for range 2 {
+		_, err = s.Trigger(ctx, "j")
+		require.NoError(t, err)
+	}
+	waitHistory(t, s, "j", func(h []scheduler.Record) bool { return len(h) == 2 && h[0].Trigger != id && h[1].Trigger != id })
+	h, err = s.HistoryWithOutput(ctx, "j", 10)
+	require.NoError(t, err)
+	require.Len(t, h, 2)
+	got := []string{h[0].Output, h[1].Output}
+	assert.ElementsMatch(t, []string{"", "second\n"}, got, "a run that kept nothing, and the last call of a run")
+	for _, srv := range c.Servers {
+		assert.Equal(t, int64(1), srv.Client().XLen(ctx, middleware.HistoryKey("cronlock", "j")+":output").Val(), "outputs capped with the records on %s", srv.Addr())
+	}
+}
+
+// waitHistory polls the job's history until ok accepts it.
+func waitHistory(t *testing.T, s *scheduler.Scheduler, name string, ok func([]scheduler.Record) bool) []scheduler.Record {
+	t.Helper()
+	var h []scheduler.Record
+	require.Eventually(t, func() bool {
+		var err error
+		h, err = s.History(context.Background(), name, 10)
+		return err == nil && ok(h)
+	}, waitLimit, 10*time.Millisecond, "the history of %s", name)
+	return h
 }

@@ -20,7 +20,8 @@ const controlUsage = `Usage: cronlock pause|resume|trigger|history|forget JOB --
   pause    pause JOB on every replica (its ticks are skipped as skipped_paused) until resume
   resume   end JOB's pause
   trigger  ask for one manual run of JOB, run once by some running replica; prints its id
-  history  print JOB's last runs, newest first
+  history  print JOB's last runs, newest first; with --output, then the output each run
+           kept (output_keep)
   forget   remove everything a job that no daemon runs any more left on the lock nodes (fence
            counter, history, pause, done markers, waiting manual runs); refused while JOB is
            in the config file or a run of it holds a lock
@@ -33,6 +34,7 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 	fs, cf := cli.FlagSet(cmd)
 	reason := fs.String("reason", "paused with cronlock pause", "pause: why (shown with every skipped tick)")
 	n := fs.Int("n", 20, "history: how many runs")
+	output := fs.Bool("output", false, "history: also print the output each run kept (the job's output_keep)")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long the command may take")
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
@@ -84,11 +86,18 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 		}
 		fmt.Fprintf(stdout, "forgot %s\n", name)
 	case "history":
-		h, err := ctl.History(ctx, name, *n)
+		read := ctl.History
+		if *output {
+			read = ctl.HistoryWithOutput
+		}
+		h, err := read(ctx, name, *n)
 		if err != nil && h == nil {
 			return err
 		}
 		history.Print(stdout, h)
+		if *output {
+			history.PrintOutputs(stdout, h)
+		}
 		if err != nil {
 			fmt.Fprintf(stderr, "warning: %v\n", err)
 		}

@@ -21,6 +21,7 @@ const (
 	DefaultKillGrace   = 10 * time.Second
 	DefaultMinInterval = time.Second
 	DefaultOutputLimit = 64 << 10
+	DefaultOutputKeep  = 4 << 10
 	DefaultServiceName = "cronlock"
 )
 
@@ -206,6 +207,10 @@ type Job struct {
 	// OutputLimit is how many bytes of output one run logs; the rest is counted, not logged
 	// (0: none logged). Default 64 KiB.
 	OutputLimit int64
+	// OutputKeep is how many bytes of a run's output, its last, are kept with its history
+	// record on the nodes (scheduler.KeepOutput; 0: none). Default 4 KiB, at most
+	// scheduler.MaxOutput.
+	OutputKeep int64
 	// Env are the variables added to the command's environment (env:).
 	Env []EnvVar
 	// WorkingDir is the directory the command runs in ("": the daemon's).

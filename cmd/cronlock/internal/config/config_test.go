@@ -56,7 +56,7 @@ func TestParseIssueExample(t *testing.T) {
 	require.Len(t, c.Jobs, 1)
 	assert.Equal(t, config.Job{
 		Name: "backup", Schedule: "0 */5 * * * *", Command: []string{"/usr/local/bin/backup", "--fast"},
-		Timeout: 10 * time.Minute, LockTTL: 30 * time.Second, Overlap: job.Forbid, OutputLimit: config.DefaultOutputLimit, KillGrace: config.DefaultKillGrace, File: "cronlock.yaml", Line: 10,
+		Timeout: 10 * time.Minute, LockTTL: 30 * time.Second, Overlap: job.Forbid, OutputLimit: config.DefaultOutputLimit, OutputKeep: config.DefaultOutputKeep, KillGrace: config.DefaultKillGrace, File: "cronlock.yaml", Line: 10,
 	}, c.Jobs[0])
 	assert.Equal(t, job.Options{Timeout: 10 * time.Minute, LockTTL: 30 * time.Second}, c.Jobs[0].Options())
 }
@@ -167,6 +167,7 @@ jobs:
     catch_up: 10m
     output_level: debug
     output_limit: 1MiB
+    output_keep: 16KiB
 `, func(t *testing.T, c *config.Config) {
 			assert.Equal(t, "prod", c.Prefix)
 			assert.Equal(t, "host-1", c.Replica)
@@ -180,7 +181,7 @@ jobs:
 			assert.Equal(t, 1, c.WaitForReplicas)
 			assert.Equal(t, config.Job{Name: "a", Schedule: "*/5 * * * *", Command: []string{"sh", "-c", "echo $CRONLOCK_TICK"},
 				Timeout: time.Hour, LockTTL: 90 * time.Second, RenewEvery: 20 * time.Second, Overlap: job.Allow,
-				Retries: 3, CatchUp: 10 * time.Minute, OutputLevel: slog.LevelDebug, OutputLimit: 1 << 20, KillGrace: 3 * time.Second, File: "c.yaml", Line: 12}, c.Jobs[0])
+				Retries: 3, CatchUp: 10 * time.Minute, OutputLevel: slog.LevelDebug, OutputLimit: 1 << 20, OutputKeep: 16 << 10, KillGrace: 3 * time.Second, File: "c.yaml", Line: 12}, c.Jobs[0])
 		}},
 		{"null values mean the default", "nodes: [a:1]\nprefix:\nreplica: ~\njobs: [{name: j, schedule: '@every 1s', command: [true], timeout: null}]\n", func(t *testing.T, c *config.Config) {
 			assert.Equal(t, "cronlock", c.Prefix)
@@ -284,6 +285,8 @@ func TestParseBad(t *testing.T) {
 		{"bad output level", good + "    output_level: loud\n", `c.yaml:6: jobs[0].output_level: "loud" is not a log level: use debug, info (the default), warn or error`},
 		{"bad output limit", good + "    output_limit: 64KB\n", `c.yaml:6: jobs[0].output_limit: "64KB" is not a size: give a count of bytes, e.g. 65536, 64KiB or 1MiB`},
 		{"negative output limit", good + "    output_limit: -1\n", `c.yaml:6: jobs[0].output_limit: -1 is negative: give a count of bytes, e.g. 64KiB (0: none)`},
+		{"output keep too big", good + "    output_keep: 1MiB\n", `c.yaml:6: jobs[0].output_keep: 1048576 bytes is more than a history record keeps: give at most 65536 (64KiB)`},
+		{"negative output keep", good + "    output_keep: -1\n", `c.yaml:6: jobs[0].output_keep: -1 is negative: give a count of bytes, e.g. 64KiB (0: none)`},
 		{"env not a mapping", good + "    env: [A=1]\n", `c.yaml:6: jobs[0].env: must be a mapping of variable names to values, e.g. {REPORT_DIR: /var/reports, DB_PASSWORD_env: BACKUP_DB_PASSWORD}; not a list`},
 		{"env sets a CRONLOCK_ variable", good + "    env: {CRONLOCK_JOB: x}\n", `c.yaml:6: jobs[0].env.CRONLOCK_JOB: CRONLOCK_JOB is set by cronlock for each run: give another name`},
 		{"env reference empty", good + "    env: {PW_env: ''}\n", `c.yaml:6: jobs[0].env.PW_env: is empty: give the name of the daemon's variable to take PW from`},
@@ -306,9 +309,9 @@ func TestParseBad(t *testing.T) {
 		{"unknown top-level key", "nodes: [a:1]\nnode: [b:1]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
 			`c.yaml:2: node: unknown key: did you mean "nodes"? (known: nodes, allow_even_nodes, prefix, replica, http, http_token_env, tracing, kill_grace, boot_key, max_ttl, wait_for_replicas, min_interval, jobs, crontab)`},
 		{"unknown job key", good + "    timout: 1m\n",
-			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, jitter, output_level, output_limit, env, working_dir)`},
+			`c.yaml:6: jobs[0].timout: unknown key: did you mean "timeout"? (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, jitter, output_level, output_limit, output_keep, env, working_dir)`},
 		{"unknown key far from any", good + "    owner: ops\n",
-			`c.yaml:6: jobs[0].owner: unknown key (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, jitter, output_level, output_limit, env, working_dir)`},
+			`c.yaml:6: jobs[0].owner: unknown key (known: name, schedule, command, timeout, lock_ttl, renew_every, overlap, retries, catch_up, jitter, output_level, output_limit, output_keep, env, working_dir)`},
 		{"unknown node key", "nodes: [{addr: 'a:1', password: hunter2}]\njobs: [{name: j, schedule: '@hourly', command: [x]}]\n",
 			`c.yaml:1: nodes[0].password: unknown key (known: addr, cluster, username, password_env, tls, db, wait_for_replicas)`},
 		{"unknown tracing key", good + "tracing:\n  endpoint: x\n",

@@ -900,7 +900,7 @@ func (p *parser) cluster(e entry, path string) []string {
 	return addrs
 }
 
-var jobKeys = []string{"name", "schedule", "command", "timeout", "lock_ttl", "renew_every", "overlap", "retries", "catch_up", "jitter", "output_level", "output_limit", "env", "working_dir"}
+var jobKeys = []string{"name", "schedule", "command", "timeout", "lock_ttl", "renew_every", "overlap", "retries", "catch_up", "jitter", "output_level", "output_limit", "output_keep", "env", "working_dir"}
 
 // fieldKeys maps the fields of job.InvalidError to the keys of a job.
 var fieldKeys = map[string]string{
@@ -958,7 +958,7 @@ func (p *parser) jobs(e entry, maxTTL time.Duration, maxTTLOK bool, minInterval 
 // job parses one job; false when it has a problem (reported).
 func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLOK bool, minInterval time.Duration) (Job, bool) {
 	before := p.count()
-	j := Job{File: p.file, Line: item.Line, OutputLevel: slog.LevelInfo, OutputLimit: DefaultOutputLimit}
+	j := Job{File: p.file, Line: item.Line, OutputLevel: slog.LevelInfo, OutputLimit: DefaultOutputLimit, OutputKeep: DefaultOutputKeep}
 	m := p.mapping(item, path, jobKeys, false)
 	line := func(key string) int {
 		if e, ok := m[key]; ok {
@@ -1035,6 +1035,13 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 	}
 	if e, ok := m["output_limit"]; ok {
 		j.OutputLimit, _ = p.size(e, path+".output_limit")
+	}
+	if e, ok := m["output_keep"]; ok {
+		if n, ok := p.size(e, path+".output_keep"); ok && n > scheduler.MaxOutput {
+			p.fail(e.val.Line, path+".output_keep", "%d bytes is more than a history record keeps: give at most %d (64KiB)", n, scheduler.MaxOutput)
+		} else {
+			j.OutputKeep = n
+		}
 	}
 	if e, ok := m["env"]; ok {
 		j.Env = p.env(e, path+".env")

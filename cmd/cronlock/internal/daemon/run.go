@@ -414,7 +414,7 @@ func (d *daemon) buildJob(cfg *config.Config, i int, j config.Job) (*definition,
 		return nil, err
 	}
 	cj := &supervise.Command{Name: j.Name, Argv: j.Command, Env: append(jobEnviron(cfg), env...), Dir: j.WorkingDir,
-		KillGrace: killGrace, Log: d.log, OutputLevel: j.OutputLevel, OutputLimit: j.OutputLimit}
+		KillGrace: killGrace, Log: d.log, OutputLevel: j.OutputLevel, OutputLimit: j.OutputLimit, OutputKeep: int(j.OutputKeep)}
 	def := &definition{}
 	def.job = job.Job{Name: j.Name, Spec: j.Schedule, Handler: d.handlerFor(def, cj), Options: j.Options()}
 	return def, nil

@@ -23,6 +23,20 @@ func Print(w io.Writer, h []scheduler.Record) {
 	_ = tw.Flush()
 }
 
+// PrintOutputs writes, for each record of h that kept output (scheduler.KeepOutput), a blank
+// line, a heading naming the run, and the output, each line indented by two spaces.
+func PrintOutputs(w io.Writer, h []scheduler.Record) {
+	for _, r := range h {
+		if r.Output == "" {
+			continue
+		}
+		fmt.Fprintf(w, "\noutput of %s, token %d on %s (%d bytes):\n", RunName(r), r.Token, r.Replica, len(r.Output))
+		for line := range strings.Lines(r.Output) {
+			fmt.Fprintf(w, "  %s\n", strings.TrimRight(line, "\r\n"))
+		}
+	}
+}
+
 // RunName is a record's tick, "trigger <id>", or "backfill <date and time of the tick>". A
 // tick delayed by the job's jitter has its delay after it: "tick 05:37:00.000 +7.25s".
 func RunName(r scheduler.Record) string {

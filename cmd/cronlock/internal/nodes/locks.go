@@ -102,7 +102,7 @@ type keyRow struct {
 }
 
 // kinds are the kinds of keys in the order locks lists them.
-var kinds = []string{"run", "tick", "trigger", "fence", "paused", "history"}
+var kinds = []string{"run", "tick", "trigger", "fence", "paused", "history", "output"}
 
 func (r keyRow) kindOrder() int {
 	if i := slices.Index(kinds, r.kind); i >= 0 {
@@ -119,6 +119,8 @@ func (r keyRow) keyName() string {
 		return "trigger " + strings.TrimPrefix(r.rest, "trigger:")
 	case "run", "fence", "paused", "history":
 		return r.kind
+	case "output":
+		return "history output"
 	}
 	return r.key
 }
@@ -175,7 +177,7 @@ func scanLocks(ctx context.Context, c *redis.Client, prefix, match string) ([]ke
 type keyRead struct {
 	hash *redis.MapStringStringCmd // a hash: a lock
 	str  *redis.StringCmd          // a string: fencing counter, pause, history marker
-	xlen *redis.IntCmd             // a stream: the run history
+	xlen *redis.IntCmd             // a stream: the run history, or its outputs
 	pttl *redis.DurationCmd
 }
 
@@ -291,6 +293,8 @@ func parseLockKey(prefix, key string) keyRow {
 	switch {
 	case r.rest == "run", r.rest == "fence", r.rest == "paused", r.rest == "history":
 		r.kind = r.rest
+	case r.rest == "history:output":
+		r.kind = "output"
 	case strings.HasPrefix(r.rest, "history:"):
 		r.kind = "marker"
 	case strings.HasPrefix(r.rest, "trigger:"):

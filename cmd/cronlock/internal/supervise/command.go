@@ -20,6 +20,7 @@ import (
 
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"
+	"github.com/cronlock/cronlock/scheduler"
 )
 
 // Command runs a job's command, once per call, under a supervisor (see Mode): a
@@ -46,6 +47,9 @@ type Command struct {
 	// output one run logs.
 	OutputLevel slog.Level
 	OutputLimit int64
+	// OutputKeep is how many bytes of the run's output, its last (stdout and stderr as read,
+	// whether logged or not), are kept with the run's history record (scheduler.KeepOutput).
+	OutputKeep int
 }
 
 // groupPoll is how often a stopping process group is checked for processes left, and how
@@ -119,8 +123,9 @@ func (c *Command) Run(ctx context.Context) error {
 	var lastErr string
 	var readers sync.WaitGroup
 	budget := &outputBudget{limit: c.OutputLimit}
-	readers.Go(func() { c.logLines(log, outR, "stdout", nil, budget) })
-	readers.Go(func() { c.logLines(log, errR, "stderr", &lastErr, budget) })
+	kept := &tail{keep: c.OutputKeep}
+	readers.Go(func() { c.logLines(log, outR, "stdout", nil, budget, kept) })
+	readers.Go(func() { c.logLines(log, errR, "stderr", &lastErr, budget, kept) })
 
 	// The feeder tells the supervisor each new deadline, and to stop when ctx ends.
 	finished := make(chan struct{})
@@ -169,6 +174,9 @@ func (c *Command) Run(ctx context.Context) error {
 	t.Stop()
 	if n := budget.dropped.Load(); n > 0 {
 		log.Warn("the command's output past output_limit was not logged", "dropped_bytes", n, "output_limit", c.OutputLimit)
+	}
+	if out := kept.String(); out != "" {
+		scheduler.KeepOutput(ctx, out)
 	}
 
 	switch {
@@ -278,13 +286,45 @@ func (b *outputBudget) take(n int) bool {
 	return false
 }
 
+// tail keeps the last keep bytes written to it; it is safe for concurrent use.
+type tail struct {
+	keep int
+	mu   sync.Mutex
+	buf  []byte // its last keep bytes are kept; cut back when it reaches twice that
+}
+
+func (t *tail) add(p []byte) {
+	if t.keep <= 0 {
+		return
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.buf = append(t.buf, p...)
+	if len(t.buf) >= 2*t.keep {
+		t.buf = append(t.buf[:0], t.buf[len(t.buf)-t.keep:]...)
+	}
+}
+
+// String returns the last keep bytes, from the first whole UTF-8 character.
+func (t *tail) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	b := t.buf[max(len(t.buf)-t.keep, 0):]
+	for len(b) > 0 && !utf8.RuneStart(b[0]) {
+		b = b[1:]
+	}
+	return string(b)
+}
+
 // logLines logs each line read from r at the job's output level, with the stream's name,
-// while budget allows, until r ends. It keeps the last non-blank line in last, if not nil.
-func (c *Command) logLines(log *slog.Logger, r io.Reader, stream string, last *string, budget *outputBudget) {
+// while budget allows, until r ends, and adds every line to kept. It keeps the last non-blank
+// line in last, if not nil.
+func (c *Command) logLines(log *slog.Logger, r io.Reader, stream string, last *string, budget *outputBudget, kept *tail) {
 	br := bufio.NewReaderSize(r, maxLine)
 	for {
 		line, err := br.ReadSlice('\n')
 		if len(line) > 0 {
+			kept.add(line)
 			text := strings.TrimRight(string(line), "\r\n")
 			if budget.take(len(line)) {
 				log.Log(context.Background(), c.OutputLevel, text, "stream", stream)

@@ -172,3 +172,21 @@ func TestCommandExitZeroAfterTheGraceSIGTERM(t *testing.T) {
 	require.NoError(t, c.Run(job.NewContext(lease.Context(), &job.Run{Job: "test-job", Tick: time.Now()})))
 	assert.Contains(t, logs.String(), "the lease's deadline is kill_grace away and not extended: SIGTERM to the process group")
 }
+
+// tail keeps the last bytes written to it, from a whole UTF-8 character, however they came in.
+func TestTail(t *testing.T) {
+	kept := &tail{keep: 8}
+	for _, p := range []string{"first line\n", "é", "é", "é\n", "0123"} { // é is two bytes
+		kept.add([]byte(p))
+	}
+	assert.Equal(t, "é\n0123", kept.String(), "the last 8 bytes, less the cut character they begin in")
+	for range 100 {
+		kept.add([]byte("ab\n"))
+	}
+	assert.Equal(t, "b\nab\nab\n", kept.String())
+	assert.Less(t, len(kept.buf), 2*8, "cut back as it reaches twice keep")
+
+	none := &tail{}
+	none.add([]byte("x"))
+	assert.Empty(t, none.String(), "keep 0: nothing")
+}

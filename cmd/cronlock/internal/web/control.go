@@ -70,7 +70,11 @@ func (c *control) mount(mux *http.ServeMux) {
 			}
 			n = v
 		}
-		h, err := c.sched.History(r.Context(), r.PathValue("name"), n)
+		read := c.sched.History
+		if c.bearer(r) {
+			read = c.sched.HistoryWithOutput // the outputs go with the token, as the command lines
+		}
+		h, err := read(r.Context(), r.PathValue("name"), n)
 		if c.failed(w, err, h == nil, c.bearer(r)) {
 			return
 		}

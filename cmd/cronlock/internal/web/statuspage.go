@@ -95,6 +95,35 @@ func (c *control) pageRun(rec scheduler.Record) pageRun {
 	return pr
 }
 
+// withOutputs returns a copy of j whose history has the output each run kept, read from the
+// nodes (Scheduler.HistoryWithOutput); j itself, shared by the pages of one read, is left
+// alone. When the nodes cannot be read, it returns j.
+func (c *control) withOutputs(ctx context.Context, j *pageJob) *pageJob {
+	if len(j.History) == 0 {
+		return j
+	}
+	h, _ := c.sched.HistoryWithOutput(ctx, j.Name, len(j.History)) // a failed read shows on the page already
+	if h == nil {
+		return j
+	}
+	type run struct {
+		tick    int64
+		trigger string
+		token   uint64
+		outcome string
+	}
+	outputs := map[run]string{}
+	for _, rec := range h {
+		outputs[run{rec.Tick.UnixMilli(), rec.Trigger, rec.Token, rec.Outcome}] = rec.Output
+	}
+	cp := *j
+	cp.History = slices.Clone(j.History)
+	for i, rec := range cp.History {
+		cp.History[i].Output = outputs[run{rec.Tick.UnixMilli(), rec.Trigger, rec.Token, rec.Outcome}]
+	}
+	return &cp
+}
+
 // runs returns the job's records of runs (not of paused ticks), newest first.
 func (j *pageJob) runs() []pageRun {
 	return slices.DeleteFunc(slices.Clone(j.History), func(r pageRun) bool { return r.Outcome == middleware.OutcomeSkippedPaused })
@@ -229,6 +258,9 @@ func (c *control) jobPage(w http.ResponseWriter, r *http.Request) {
 	j := c.job(w, r)
 	if j == nil {
 		return
+	}
+	if d.Details {
+		j = c.withOutputs(r.Context(), j)
 	}
 	d.Job, d.Chart = j, durationChart(j.runs())
 	if sched, err := scheduler.ParseSpec(j.Schedule, time.UTC); err == nil && !j.Next.IsZero() {
