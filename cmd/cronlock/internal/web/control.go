@@ -17,7 +17,8 @@ import (
 // control serves the control endpoints and the console, under the bearer token read from
 // the environment variable cfg.HTTPTokenEnv at start (config.Config.HTTPToken).
 type control struct {
-	cfg      *config.Config
+	cfg      *config.Config        // as the daemon started: token and trace links
+	current  func() *config.Config // as last reloaded: the jobs' commands
 	sched    *scheduler.Scheduler
 	replica  string
 	status   *JobStatus
@@ -28,9 +29,9 @@ type control struct {
 	jobs     *snapshot[jobsRead]
 }
 
-func newControl(cfg *config.Config, sched *scheduler.Scheduler, st *JobStatus, ready Readiness) *control {
-	c := &control{cfg: cfg, sched: sched, replica: sched.Replica(), status: st, ready: ready}
-	c.token, c.off = token(cfg)
+func newControl(cfg func() *config.Config, sched *scheduler.Scheduler, st *JobStatus, ready Readiness) *control {
+	c := &control{cfg: cfg(), current: cfg, sched: sched, replica: sched.Replica(), status: st, ready: ready}
+	c.token, c.off = token(c.cfg)
 	c.sessions = newSessions(c.token)
 	c.jobs = &snapshot[jobsRead]{ttl: PageCache, read: c.readJobs}
 	return c
@@ -89,6 +90,16 @@ func (c *control) mount(mux *http.ServeMux) {
 		mux.HandleFunc("POST /jobs/{name}/"+action, func(w http.ResponseWriter, r *http.Request) { c.act(w, r, action) })
 	}
 	mux.HandleFunc("POST /jobs/{name}/backfill", c.backfill)
+}
+
+// command returns the command of the job named name in the current config, nil if none.
+func (c *control) command(name string) []string {
+	for _, j := range c.current().Jobs {
+		if j.Name == name {
+			return j.Command
+		}
+	}
+	return nil
 }
 
 // failed writes err's status and reports whether it did (fatal: err stops the request). The
@@ -191,7 +202,11 @@ func (c *control) act(w http.ResponseWriter, r *http.Request, action string) {
 	// The pages show the change at once.
 	c.jobs.reset()
 	if r.Header.Get("Authorization") == "" { // a button of the console: back to the job's page
-		http.Redirect(w, r, "/jobs/"+url.PathEscape(name), http.StatusSeeOther)
+		back := "/jobs/" + url.PathEscape(name)
+		if id := out["trigger"]; id != "" {
+			back += "?trigger=" + url.QueryEscape(id) + "#trigger-" + url.PathEscape(id)
+		}
+		http.Redirect(w, r, back, http.StatusSeeOther)
 		return
 	}
 	writeJSON(w, http.StatusOK, out)

@@ -179,7 +179,7 @@ type Node struct {
 // guard. Without the bearer token, reads show the schedules and outcomes but no command line, no
 // node address and no error text.
 func Handler(cfg func() *config.Config, replica string, sched *scheduler.Scheduler, st *JobStatus, ready Readiness, metrics http.Handler) http.Handler {
-	c := newControl(cfg(), sched, st, ready) // token and trace links: a reload cannot change them
+	c := newControl(cfg, sched, st, ready)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", cachedResponse("/metrics", metrics))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -30,6 +30,8 @@ var pages = func() map[string]*template.Template {
 		"run":  history.RunName,
 		"zero": func(t time.Time) bool { return t.IsZero() },
 		"path": url.PathEscape,
+		"rel":  relative,
+		"argv": argv,
 	}
 	out := map[string]*template.Template{}
 	for _, name := range []string{"overview.html", "job.html", "pause.html", "login.html"} {
@@ -151,15 +153,60 @@ type pageData struct {
 	Sort   string
 	Total  int
 
-	Job   *pageJob // a job's page
-	Ticks []tick
-	Chart chart
+	Job     *pageJob // a job's page
+	Ticks   []tick
+	Chart   chart
+	Command []string // the job's command, shown with Details
+	Trigger string   // the manual run just asked for from the page (?trigger=)
 
 	Error string // the sign-in page: why the last attempt failed
 }
 
 // tick is one of a job's next ticks.
-type tick struct{ UTC, Zone, Start string } // Start: with the tick's jitter delay, when the job has one
+type tick struct {
+	UTC, Zone string
+	Start     string // with the tick's jitter delay, when the job has one
+	In        string // how long until it, e.g. "in 3m20s"
+}
+
+// argv writes a command line as a shell would read it back: each argument as it is, or
+// single-quoted when it holds anything but letters, digits and -_./=:,+@%.
+func argv(args []string) string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		if a != "" && strings.Trim(a, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_./=:,+@%") == "" {
+			out[i] = a
+		} else {
+			out[i] = "'" + strings.ReplaceAll(a, "'", `'\''`) + "'"
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// relative says how far t is from now, to the second: "in 3m20s", "5s ago", "in 2d3h" (days
+// and hours past two days), "now".
+func relative(now, t time.Time) string {
+	d := t.Sub(now).Round(time.Second)
+	ago := d < 0
+	if ago {
+		d = -d
+	}
+	var s string
+	switch {
+	case d == 0:
+		return "now"
+	case d >= 48*time.Hour:
+		s = fmt.Sprintf("%dd%dh", d/(24*time.Hour), d%(24*time.Hour)/time.Hour)
+	case d >= time.Hour:
+		s = strings.TrimSuffix(d.Truncate(time.Minute).String(), "0s")
+	default:
+		s = d.String()
+	}
+	if ago {
+		return s + " ago"
+	}
+	return "in " + s
+}
 
 // data returns what every page of r shows.
 func (c *control) data(r *http.Request, title string) pageData {
@@ -262,10 +309,13 @@ func (c *control) jobPage(w http.ResponseWriter, r *http.Request) {
 	if d.Details {
 		j = c.withOutputs(r.Context(), j)
 	}
-	d.Job, d.Chart = j, durationChart(j.runs())
+	d.Job, d.Chart, d.Trigger = j, durationChart(j.runs()), r.URL.Query().Get("trigger")
+	if d.Details {
+		d.Command = c.command(j.Name)
+	}
 	if sched, err := scheduler.ParseSpec(j.Schedule, time.UTC); err == nil && !j.Next.IsZero() {
 		for t := j.Next; !t.IsZero() && len(d.Ticks) < nextTicks; t = sched.Next(t) {
-			tk := tick{UTC: t.UTC().Format("2006-01-02 15:04:05 MST"), Zone: t.In(j.Zone).Format("2006-01-02 15:04:05 MST")}
+			tk := tick{UTC: t.UTC().Format("2006-01-02 15:04:05 MST"), Zone: t.In(j.Zone).Format("2006-01-02 15:04:05 MST"), In: relative(d.Now, t)}
 			if j.Jitter > 0 {
 				tk.Start = t.Add(scheduler.JitterDelay(j.Name, t, j.Jitter)).UTC().Format("2006-01-02 15:04:05.000 MST")
 			}

@@ -77,3 +77,26 @@ func TestPagesShowResolvedScheduleAndJitter(t *testing.T) {
 	require.NoError(t, pages["overview.html"].Execute(&b, pageData{Replica: "r1", Now: time.Now(), Rows: []overviewRow{{pageJob: j}}, Total: 1}))
 	require.Contains(t, b.String(), `<code>33 14 * * *</code> <span class="muted">from <code>H H * * *</code></span> <span class="muted">jitter 10m0s</span>`)
 }
+
+func TestRelative(t *testing.T) {
+	now := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	for _, tc := range []struct {
+		d    time.Duration
+		want string
+	}{
+		{0, "now"},
+		{400 * time.Millisecond, "now"},
+		{5 * time.Second, "in 5s"},
+		{-5 * time.Second, "5s ago"},
+		{3*time.Minute + 20*time.Second, "in 3m20s"},
+		{-(2*time.Hour + 5*time.Minute + 7*time.Second), "2h5m ago"},
+		{2*time.Hour + 7*time.Second, "in 2h0m"},
+		{51 * time.Hour, "in 2d3h"},
+	} {
+		require.Equal(t, tc.want, relative(now, now.Add(tc.d)), "%v", tc.d)
+	}
+}
+
+func TestArgv(t *testing.T) {
+	require.Equal(t, `sh -c 'echo "$X" it'\''s' /usr/bin/x --n=3 ''`, argv([]string{"sh", "-c", `echo "$X" it's`, "/usr/bin/x", "--n=3", ""}))
+}
