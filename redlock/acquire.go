@@ -278,11 +278,14 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		if wait == backoff.Stop || left <= 0 {
 			return nil, fmt.Errorf("%w (gave up after %d attempts)", err, n)
 		}
-		if ae, ok := errors.AsType[*AcquireError](err); woken && ok && ae.OK > 0 && errors.Is(err, ErrNotAcquired) {
-			// The notification came from a node the release had reached, and the attempt
-			// overtook the release on other nodes (seen beside a CPU hog): they answer it within
-			// about a node timeout, and no other notification comes for this release.
-			wait = min(wait, c.nodeTimeout(req.ttl))
+		if ae, ok := errors.AsType[*AcquireError](err); woken && ok && ae.OK > 0 && errors.Is(err, ErrNotAcquired) && !w.wide {
+			// The notification came from the node the release reached first, and the attempt
+			// overtook the release on others, which refused it (seen beside a CPU hog): they
+			// announce the release when it lands there, so listen to them too, then try again
+			// at once (it may have landed meanwhile).
+			c.listenWider(ctx, req, w)
+			woken = false
+			continue
 		}
 		woken = false
 		t := time.NewTimer(min(wait, left))

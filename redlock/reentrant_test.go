@@ -183,9 +183,9 @@ func TestWakeOnReleaseHandsOffAtOnce(t *testing.T) {
 }
 
 // A woken acquisition that overtakes the release on the other nodes — the notification came
-// from the primary node, the others still hold the lock — tries again within about a node
-// timeout, not after its (minute-long) backoff step: no other notification comes for that
-// release. Seen beside a CPU hog, where the release reached the nodes far apart.
+// from the primary node, the others still hold the lock — listens to those nodes too and is
+// woken again when the release lands there, not after its (minute-long) backoff step. Seen
+// beside a CPU hog, where the release reached the nodes far apart.
 func TestWakeOnReleaseOvertakingTheReleaseTriesAgainSoon(t *testing.T) {
 	c := newCluster(t, 3, false)
 	slow := func() backoff.BackOff { return backoff.NewConstantBackOff(time.Minute) }

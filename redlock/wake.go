@@ -16,9 +16,11 @@ type subscriber interface {
 
 // waker turns the release notifications of a lock on every node into wake-ups.
 type waker struct {
-	subs  []*redis.PubSub
-	wake  chan struct{}
-	relay sync.WaitGroup
+	subs    []*redis.PubSub
+	relayed int  // subs[:relayed] are relayed
+	wide    bool // listening on the nodes other than the primary
+	wake    chan struct{}
+	relay   sync.WaitGroup
 }
 
 // subscribe listens for releases of req's key. One notification per release is enough, and
@@ -30,7 +32,7 @@ func (c *Client) subscribe(ctx context.Context, req *request) *waker {
 	p := c.primary(req.group)
 	channel, timeout := releasedChannel(req.keys[2]), c.nodeTimeout(req.ttl)
 	if !c.listen(ctx, channel, timeout, w, []int{p}) {
-		if !c.listen(ctx, channel, timeout, w, c.others(p)) {
+		if w.wide = true; !c.listen(ctx, channel, timeout, w, c.others(p)) {
 			return nil
 		}
 	}
@@ -38,9 +40,19 @@ func (c *Client) subscribe(ctx context.Context, req *request) *waker {
 	return w
 }
 
-// start relays the messages of every subscription to w.wake.
+// listenWider makes w, listening on req's primary node, also listen on every other node:
+// where an attempt woken by the primary's notification found the release not landed yet.
+// Those nodes announce the release when it lands, the attempt having been refused there.
+func (c *Client) listenWider(ctx context.Context, req *request, w *waker) {
+	w.wide = true
+	if c.listen(ctx, releasedChannel(req.keys[2]), c.nodeTimeout(req.ttl), w, c.others(c.primary(req.group))) {
+		w.start()
+	}
+}
+
+// start relays the messages of every subscription not relayed yet to w.wake.
 func (w *waker) start() {
-	for _, ps := range w.subs {
+	for _, ps := range w.subs[w.relayed:] {
 		msgs := ps.Channel()
 		w.relay.Go(func() {
 			for range msgs {
@@ -51,6 +63,7 @@ func (w *waker) start() {
 			}
 		})
 	}
+	w.relayed = len(w.subs)
 }
 
 // listen subscribes w to channel on the given nodes, in parallel, each subscription bounded by
