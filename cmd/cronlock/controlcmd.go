@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"slices"
 	"strings"
 	"time"
@@ -34,6 +35,10 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 	reason := fs.String("reason", "paused with cronlock pause", "pause: why (shown with every skipped tick)")
 	n := fs.Int("n", 20, "history: how many runs")
 	timeout := fs.Duration("timeout", 10*time.Second, "how long the command may take")
+	var by *string // who asks: the commands that change something
+	if cmd == "pause" || cmd == "resume" || cmd == "trigger" {
+		by = cli.OperatorFlag(fs)
+	}
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
@@ -43,6 +48,11 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 	}
 	if name == "" {
 		return usageError{Err: fmt.Errorf("%s: give the job's name: cronlock %s JOB --config FILE", cmd, cmd)}
+	}
+	if by != nil {
+		if err := scheduler.CheckOperator(*by); err != nil {
+			return usageError{Err: fmt.Errorf("%s: --by: %w", cmd, err)}
+		}
 	}
 	cfg, err := cf.Load(cmd)
 	if err != nil {
@@ -61,12 +71,15 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 	defer done()
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
+	if by != nil {
+		ctx = scheduler.WithOperator(ctx, *by)
+	}
 	switch cmd {
 	case "pause":
 		if err := ctl.Pause(ctx, name, *reason); err != nil {
 			return err
 		}
-		fmt.Fprintf(stdout, "paused %s: %s\n", name, *reason)
+		fmt.Fprintf(stdout, "paused %s by %s: %s\n", name, *by, *reason)
 	case "resume":
 		if err := ctl.Resume(ctx, name); err != nil {
 			return err
@@ -109,7 +122,9 @@ func controlClient(cfg *config.Config) (*scheduler.Control, func(), error) {
 		return nil, nil, usageError{Err: fmt.Errorf("%s: nodes: %w", cfg.File, err)}
 	}
 	done := func() { _ = locks.Close(); nodes.Close(clients) }
-	ctl, err := scheduler.NewControl(locks, scheduler.WithPrefix(cfg.Prefix), scheduler.WithReplica(replica))
+	// A one-shot command says what it did on stdout, and its errors once: no log lines.
+	quiet := slog.New(slog.DiscardHandler)
+	ctl, err := scheduler.NewControl(locks, scheduler.WithPrefix(cfg.Prefix), scheduler.WithReplica(replica), scheduler.WithLogger(quiet))
 	if err != nil {
 		done()
 		return nil, nil, usageError{Err: fmt.Errorf("%s: %w", cfg.File, err)}
