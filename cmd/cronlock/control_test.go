@@ -116,6 +116,10 @@ func TestControlHTTPAndCommands(t *testing.T) {
 	code, out, errOut = runCLI(t, "status", "tick", "--config", d.cfg)
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, "by carol: api", "the API's by")
+	proctest.Eventually(t, "the pause and who paused in /jobs", func() bool {
+		status, body := get(t, d.base+"/jobs")
+		return status == http.StatusOK && regexp.MustCompile(`"paused": \{\s+"reason": "api",\s+"since": "[^"]+Z",\s+"by": "carol"\s+\}`).MatchString(body)
+	})
 	status, body = post(t, d.base+"/jobs/tick/pause", "s3cret", "reason=api&by=%0A")
 	assert.Equal(t, http.StatusBadRequest, status, body)
 	assert.Contains(t, body, "by: scheduler: operator name")

@@ -168,6 +168,7 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Equal(t, runs, marks, "one mark per run")
 
 	// Sign in once: the cookie's attributes, then a trigger from the job's page.
+	screenshot(t, ctx, d.base+"/login", "console-login.png")
 	signIn(t, ctx, d.base, "Ada Lovelace", "pagetoken")
 	cookies, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]*network.Cookie, error) {
 		r, err := cdp.Call(ctx, t, network.GetCookies, network.GetCookiesParams{})
