@@ -16,12 +16,16 @@ import (
 	"github.com/cronlock/cronlock/scheduler"
 )
 
-const controlUsage = `Usage: cronlock pause|resume|trigger|history|forget JOB --config FILE [flags]
+const controlUsage = `Usage: cronlock pause|resume|trigger|history|status|forget JOB --config FILE [flags]
 
   pause    pause JOB on every replica (its ticks are skipped as skipped_paused) until resume
   resume   end JOB's pause
   trigger  ask for one manual run of JOB, run once by some running replica; prints its id
   history  print JOB's last runs, newest first
+  status   print, for every job of the config (JOB may be left out) or JOB, one line: whether
+           it is paused — since when, by whom (--by of pause, the name signed in to the
+           console, or the replica asked) and why — and its newest run: which (a manual run
+           or backfill with who asked), its outcome and the replica that ran it
   forget   remove everything a job that no daemon runs any more left on the lock nodes (fence
            counter, history, pause, done markers, waiting manual runs); refused while JOB is
            in the config file or a run of it holds a lock
@@ -29,7 +33,7 @@ const controlUsage = `Usage: cronlock pause|resume|trigger|history|forget JOB --
 The state lives on the lock nodes: no daemon needs to be reached. Flags:
 `
 
-// controlCmd runs pause, resume, trigger, history or forget.
+// controlCmd runs pause, resume, trigger, history, status or forget.
 func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr io.Writer) error {
 	fs, cf := cli.FlagSet(cmd)
 	reason := fs.String("reason", "paused with cronlock pause", "pause: why (shown with every skipped tick)")
@@ -46,7 +50,7 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 	if err := cli.ParseFlags(fs, controlUsage, args, stdout); err != nil {
 		return err
 	}
-	if name == "" {
+	if name == "" && cmd != "status" {
 		return usageError{Err: fmt.Errorf("%s: give the job's name: cronlock %s JOB --config FILE", cmd, cmd)}
 	}
 	if by != nil {
@@ -61,7 +65,7 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 	switch {
 	case cmd == "forget" && hasJob(cfg, name):
 		return usageError{Err: fmt.Errorf("forget: job %q is still in %s: remove it there, reload every daemon (SIGHUP), then forget it", name, cfg.File)}
-	case cmd != "forget" && !hasJob(cfg, name):
+	case cmd != "forget" && name != "" && !hasJob(cfg, name):
 		return usageError{Err: fmt.Errorf("%s: job %q is not in %s", cmd, name, cfg.File)}
 	}
 	ctl, done, err := controlClient(cfg)
@@ -96,6 +100,8 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 			return err
 		}
 		fmt.Fprintf(stdout, "forgot %s\n", name)
+	case "status":
+		return printStatus(ctx, ctl, cfg, name, stdout)
 	case "history":
 		h, err := ctl.History(ctx, name, *n)
 		if err != nil && h == nil {

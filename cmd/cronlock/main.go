@@ -132,9 +132,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return s.Run()
 	case "backfill":
 		return backfillCmd(ctx, args[1:], stdout, stderr)
-	case "status":
-		return statusCmd(ctx, args[1:], stdout)
-	case "pause", "resume", "trigger", "history", "forget":
+	case "pause", "resume", "trigger", "history", "status", "forget":
 		return controlCmd(ctx, args[0], args[1:], stdout, stderr)
 	case "version", "--version":
 		return versionCmd(args[1:], stdout)

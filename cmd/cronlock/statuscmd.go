@@ -6,47 +6,16 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
-	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
 	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/scheduler"
 )
 
-const statusUsage = `Usage: cronlock status [JOB] --config FILE [flags]
-
-Prints, for every job of the config (or JOB only), one line read from the lock nodes: whether
-it is paused — since when, by whom (the --by of cronlock pause, the name signed in to the
-console, or the replica asked) and why — and its last run: which run (a manual run or
-backfill with who asked for it), its outcome and the replica that ran it. cronlock history
-JOB lists the runs. Exit 1 when fewer than a quorum of nodes answered. Flags:
-`
-
-// statusCmd runs status.
-func statusCmd(ctx context.Context, args []string, stdout io.Writer) error {
-	fs, cf := cli.FlagSet("status")
-	timeout := fs.Duration("timeout", 10*time.Second, "how long the command may take")
-	var only string
-	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
-		only, args = args[0], args[1:]
-	}
-	if err := cli.ParseFlags(fs, statusUsage, args, stdout); err != nil {
-		return err
-	}
-	cfg, err := cf.Load("status")
-	if err != nil {
-		return err
-	}
-	if only != "" && !hasJob(cfg, only) {
-		return usageError{Err: fmt.Errorf("status: job %q is not in %s", only, cfg.File)}
-	}
-	ctl, done, err := controlClient(cfg)
-	if err != nil {
-		return err
-	}
-	defer done()
-	ctx, cancel := context.WithTimeout(ctx, *timeout)
-	defer cancel()
+// printStatus prints the status of cfg's jobs (of the job named only, when it is not ""):
+// per job, its pause and its newest history record.
+func printStatus(ctx context.Context, ctl *scheduler.Control, cfg *config.Config, only string, stdout io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tPAUSED\tLAST RUN")
 	for _, j := range cfg.Jobs {
