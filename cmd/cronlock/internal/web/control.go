@@ -161,7 +161,12 @@ func (c *control) formAuthorized(w http.ResponseWriter, r *http.Request) bool {
 // scheduler.CheckOperator refuses it writes 400 and returns false.
 func (c *control) operator(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
 	if r.Header.Get("Authorization") == "" {
-		return scheduler.WithOperator(r.Context(), c.sessions.session(r, time.Now()).name), true
+		name := c.sessions.session(r, time.Now()).name
+		if name == "" { // the session expired since authorized looked
+			unauthorized(w)
+			return nil, false
+		}
+		return scheduler.WithOperator(r.Context(), name), true
 	}
 	if err := r.ParseForm(); err != nil {
 		formError(w, err)
