@@ -26,6 +26,9 @@ type Run struct {
 	Trigger string
 	// Backfill is true for a past tick run by scheduler.Scheduler.Backfill.
 	Backfill bool
+	// By names who asked for a manual run or a backfill: the operator
+	// (scheduler.WithOperator), else the replica that was asked. Empty for a scheduled tick.
+	By string
 	// Attempt counts the attempts at this tick, from 1: across the cluster under a scheduler
 	// (every replica's attempts count, see Options.Retries), on this replica with
 	// middleware.Retry alone.

@@ -47,7 +47,8 @@ type BackfillSummary struct {
 // across the cluster, one at a time, in order, through the job's whole chain (its
 // middleware, Lock, Retries, Timeout), with job.Run.Backfill set, without the job's jitter
 // delay (Options.Jitter: job.Run.PlannedStart is when the backfill reached the tick), and recorded in the history
-// as backfilled. A tick is not run again when it ran: when the job's history (WithHistorySize)
+// as backfilled, with job.Run.By and Record.By set to who asked: the operator named by ctx
+// (WithOperator), else this replica. A tick is not run again when it ran: when the job's history (WithHistorySize)
 // shows a run of it that succeeded, or when its done marker is still on the nodes (it ran
 // within the tick retention, WithTickRetention). A tick that the history shows skipped because
 // the job was paused then, and not tried since, is not run either, unless opts.IncludePaused:
@@ -87,6 +88,10 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 	case to.After(s.cfg.clock.Now()):
 		return sum, fmt.Errorf("scheduler: backfill %q: to %s is in the future: the scheduler runs those ticks; end the range now or earlier", name, to.Format(time.RFC3339))
 	}
+	by, err := operator(ctx, s.cfg.replica)
+	if err != nil {
+		return sum, fmt.Errorf("scheduler: backfill %q: %w", name, err)
+	}
 	var ticks []time.Time
 	for t := e.sched.Next(from.Add(-time.Nanosecond)); !t.IsZero() && !t.After(to); t = e.sched.Next(t) {
 		if len(ticks) == opts.Max {
@@ -108,7 +113,7 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 		case pausedThen:
 			outcome = middleware.OutcomeSkippedPaused
 		case !p.ran:
-			outcome, err = s.backfillTick(ctx, e, t)
+			outcome, err = s.backfillTick(ctx, e, t, by)
 		}
 		switch outcome {
 		case middleware.OutcomeRan:
@@ -171,9 +176,9 @@ func (s *Scheduler) pastTicks(ctx context.Context, name string, from time.Time) 
 	return past
 }
 
-// backfillTick runs one tick of e as a backfill, waiting while another run of the job is under
+// backfillTick runs one tick of e as a backfill asked for by by, waiting while another run of the job is under
 // way (skipped_overlap), and returns its outcome.
-func (s *Scheduler) backfillTick(ctx context.Context, e *entry, tick time.Time) (string, error) {
+func (s *Scheduler) backfillTick(ctx context.Context, e *entry, tick time.Time, by string) (string, error) {
 	for {
 		done := make(chan error, 1)
 		s.mu.Lock()
@@ -182,7 +187,7 @@ func (s *Scheduler) backfillTick(ctx context.Context, e *entry, tick time.Time) 
 			return middleware.OutcomeStopped, ErrStopped
 		}
 		now := s.cfg.clock.Now() // a backfilled tick starts when the backfill reaches it: no jitter delay
-		run := &job.Run{Job: e.job.Name, Tick: tick, PlannedStart: now, Backfill: true, Attempt: 1, Replica: s.cfg.replica,
+		run := &job.Run{Job: e.job.Name, Tick: tick, PlannedStart: now, Backfill: true, By: by, Attempt: 1, Replica: s.cfg.replica,
 			Deadline: now.Add(e.keepDone - 2*s.cfg.maxSkew)}
 		s.goRun(e, run, func(err error) { done <- err })
 		s.mu.Unlock()

@@ -24,7 +24,8 @@ var (
 // Resume. The pause is the job's middleware.PauseKey, written to every lock node and
 // confirmed by a quorum; each tick's own acquisition is refused while it is there, so honouring
 // it costs no extra request, and it holds while a minority of nodes is down. A run under way
-// is not stopped. Pausing a paused job replaces its reason.
+// is not stopped. Pausing a paused job replaces its reason. The pause records who paused it
+// (job.Pause.By): the operator named by ctx (WithOperator), else this replica.
 //
 // It returns an error matching ErrUnknownJob if no job of that name is registered here, and
 // one matching redlock.ErrQuorumUnavailable if a quorum did not confirm (the pause may then be
@@ -89,19 +90,27 @@ func (c *Control) Pause(ctx context.Context, name, reason string) error {
 	if strings.TrimSpace(reason) == "" {
 		return fmt.Errorf("scheduler: pause %q: the reason is empty: say why, e.g. %q; it is shown in every skipped tick", name, "database migration")
 	}
-	p := job.Pause{Reason: reason, Since: c.cfg.clock.Now(), By: c.cfg.replica}
+	by, err := operator(ctx, c.cfg.replica)
+	if err != nil {
+		return fmt.Errorf("scheduler: pause %q: %w", name, err)
+	}
+	p := job.Pause{Reason: reason, Since: c.cfg.clock.Now(), By: by}
 	if _, err := c.locks.Broadcast(ctx, setScript, []string{middleware.PauseKey(c.cfg.prefix, name)}, middleware.PauseValue(p)); err != nil {
 		return fmt.Errorf("scheduler: pause %q: %w", name, err)
 	}
-	c.cfg.logger.Info("cronlock: job paused", "job", name, "reason", reason, "replica", c.cfg.replica)
+	c.cfg.logger.Info("cronlock: job paused", "job", name, "reason", reason, "by", by, "replica", c.cfg.replica)
 	return nil
 }
 
 // Resume ends the pause of the job named name, as Scheduler.Resume does.
 func (c *Control) Resume(ctx context.Context, name string) error {
+	by, err := operator(ctx, c.cfg.replica)
+	if err != nil {
+		return fmt.Errorf("scheduler: resume %q: %w", name, err)
+	}
 	if _, err := c.locks.Broadcast(ctx, delScript, []string{middleware.PauseKey(c.cfg.prefix, name)}); err != nil {
 		return fmt.Errorf("scheduler: resume %q: %w", name, err)
 	}
-	c.cfg.logger.Info("cronlock: job resumed", "job", name, "replica", c.cfg.replica)
+	c.cfg.logger.Info("cronlock: job resumed", "job", name, "by", by, "replica", c.cfg.replica)
 	return nil
 }

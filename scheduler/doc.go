@@ -64,7 +64,8 @@
 // History and Status read what the cluster did, and Control.Forget removes what a retired job
 // left on the nodes. All of it lives on the lock nodes, under the
 // job's hash tag (the trigger queue under the prefix's), written to a quorum and read merged:
-// no coordinator, and a minority of nodes down loses nothing (docs/guarantees.md).
+// no coordinator, and a minority of nodes down loses nothing (docs/guarantees.md). Each
+// records who asked: the operator named by the context (WithOperator), else the replica.
 //
 // Per job (job.Options): LockTTL 30s, RenewEvery LockTTL/3, Overlap Forbid, no Timeout, no
 // Retries, no CatchUp.
@@ -117,7 +118,8 @@
 //	                             Scheduler.Replica, Scheduler.RegisterGauges
 //	control from anywhere        NewControl (Control: Pause, Resume, Paused, Trigger, History,
 //	                             HistoryWithOutput, Record), the same on Scheduler;
-//	                             ErrUnknownJob; Control.Forget (ErrJobRunning)
+//	                             ErrUnknownJob; Control.Forget (ErrJobRunning); who asks:
+//	                             WithOperator, CheckOperator
 //	a run's output               KeepOutput (MaxOutput), read by HistoryWithOutput
 //	running past ticks           Scheduler.Backfill (BackfillOptions, BackfillSummary,
 //	                             DefaultBackfillMax)

@@ -39,12 +39,18 @@ if ARGV[2] == 'delete' then
   end
 end
 return {0, n}`)
-	// Drops the job's requests (ARGV[1]: its name) from the queue of manual runs.
+	// Drops the job's requests (ARGV[1]: its name) from the queue of manual runs: the members
+	// "<id> <job>" and "<id> <job> <by>" (see enqueueScript).
 	forgetTriggersScript = redis.NewScript(`
 local n = 0
 for _, m in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   local sp = string.find(m, ' ', 1, true)
-  if sp and string.sub(m, sp + 1) == ARGV[1] then
+  local name = sp and string.sub(m, sp + 1)
+  local by = name and string.find(name, ' ', 1, true)
+  if by then
+    name = string.sub(name, 1, by - 1)
+  end
+  if name == ARGV[1] then
     n = n + redis.call('ZREM', KEYS[1], m)
   end
 end

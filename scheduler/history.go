@@ -35,6 +35,8 @@ type Record struct {
 	Trigger string
 	// Backfill is true for a past tick run by Backfill.
 	Backfill bool
+	// By names who asked for a manual run or a backfill (job.Run.By); empty for a tick.
+	By string
 	// Replica is the replica that ran it (for a pause: the first that recorded the skip).
 	Replica string
 	// Outcome is middleware.Outcome's name of it.
@@ -177,7 +179,7 @@ func (s *Scheduler) runHandler(e *entry, run *job.Run, rec *recorder) error {
 	if s.cfg.historySize == 0 {
 		return err
 	}
-	r := Record{Job: run.Job, Tick: run.Tick, PlannedStart: run.PlannedStart, Trigger: run.Trigger, Backfill: run.Backfill, Replica: run.Replica, Outcome: outcome,
+	r := Record{Job: run.Job, Tick: run.Tick, PlannedStart: run.PlannedStart, Trigger: run.Trigger, Backfill: run.Backfill, By: run.By, Replica: run.Replica, Outcome: outcome,
 		Start: rec.start, Duration: rec.elapsed, Token: rec.token, TraceID: rec.traceID}
 	if outcome == middleware.OutcomeSkippedPaused {
 		r.Start, r.Duration, r.Token = time.Now(), 0, 0
@@ -204,6 +206,9 @@ func (s *Scheduler) appendHistory(r Record, keep time.Duration) error {
 		"trace", r.TraceID, "error", r.Error}
 	if r.Backfill {
 		args = append(args, "backfill", "1")
+	}
+	if r.By != "" {
+		args = append(args, "by", r.By)
 	}
 	_, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, key + ":" + r.runID(), outputKey(key)}, args...)
 	return err
@@ -334,7 +339,7 @@ func parseRecord(name string, en any) (Record, bool) {
 	}
 	num := func(k string) int64 { v, _ := strconv.ParseInt(f[k], 10, 64); return v }
 	token, _ := strconv.ParseUint(f["token"], 10, 64)
-	r := Record{Job: name, Tick: time.UnixMilli(num("tick")), Trigger: f["trigger"], Backfill: f["backfill"] == "1", Replica: f["replica"], Outcome: f["outcome"],
+	r := Record{Job: name, Tick: time.UnixMilli(num("tick")), Trigger: f["trigger"], Backfill: f["backfill"] == "1", By: f["by"], Replica: f["replica"], Outcome: f["outcome"],
 		Start: time.UnixMicro(num("start")), Duration: time.Duration(num("duration")) * time.Microsecond, Token: token,
 		TraceID: f["trace"], Error: f["error"]}
 	r.PlannedStart = r.Tick // a record written before planned starts were

@@ -451,6 +451,9 @@ func (s *Scheduler) report(run *job.Run, err error, started bool) {
 	if run.Trigger != "" {
 		attrs = append(attrs, "trigger", run.Trigger)
 	}
+	if run.By != "" {
+		attrs = append(attrs, "by", run.By)
+	}
 	if se, ok := errors.AsType[*job.SkipError](err); ok && se.Pause != nil {
 		attrs = append(attrs, "reason", se.Pause.Reason, "paused_since", se.Pause.Since, "paused_by", se.Pause.By)
 	}

@@ -20,8 +20,9 @@ import (
 // DefaultTriggerPoll is the default of WithTriggerPoll.
 const DefaultTriggerPoll = time.Second
 
-// Scripts of the queue of manual runs (middleware.TriggersKey): a sorted set of "<id> <job>"
-// members scored by the Unix milliseconds they were asked at.
+// Scripts of the queue of manual runs (middleware.TriggersKey): a sorted set of
+// "<id> <job> <by>" members (by: who asked, see WithOperator; it may hold spaces, an id and a
+// job name cannot) scored by the Unix milliseconds they were asked at.
 var (
 	// Adds the request, and announces it on KEYS[1]..':asked' (a hint: replicas poll too).
 	enqueueScript = redis.NewScript(`
@@ -40,7 +41,8 @@ return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')`)
 // happens once across the cluster: some running replica with the job starts it — this one at
 // once, the others when the nodes announce it (Pub/Sub), or at their next look at the queue
 // (WithTriggerPoll, default every second) — under the lock TriggerKey(id) instead of a
-// tick key, with job.Run.Trigger set to the id (and Tick to when it was asked). The job's
+// tick key, with job.Run.Trigger set to the id (and Tick to when it was asked) and job.Run.By
+// to who asked: the operator named by ctx (WithOperator), else this replica. The job's
 // Overlap applies: with Forbid, the run waits until no other run of the job is running. A
 // pause does not stop it, and it is not retried: its lock is kept as done whatever the
 // outcome. A request that no replica could start within the tick retention minus twice the
@@ -67,11 +69,15 @@ func (s *Scheduler) Trigger(ctx context.Context, name string) (string, error) {
 // Trigger asks for a manual run of the job named name, as Scheduler.Trigger does; a
 // scheduler that runs the job starts it within its trigger poll interval.
 func (c *Control) Trigger(ctx context.Context, name string) (string, error) {
+	by, err := operator(ctx, c.cfg.replica)
+	if err != nil {
+		return "", fmt.Errorf("scheduler: trigger %q: %w", name, err)
+	}
 	var b [8]byte
 	_, _ = rand.Read(b[:]) // never fails
 	asked := c.cfg.clock.Now().UnixMilli()
 	id := strconv.FormatInt(asked, 10) + "-" + hex.EncodeToString(b[:])
-	_, err := c.locks.Broadcast(ctx, enqueueScript, []string{middleware.TriggersKey(c.cfg.prefix)}, asked, id+" "+name)
+	_, err = c.locks.Broadcast(ctx, enqueueScript, []string{middleware.TriggersKey(c.cfg.prefix)}, asked, id+" "+name+" "+by)
 	if err != nil {
 		return "", fmt.Errorf("scheduler: trigger %q: %w", name, err)
 	}
@@ -156,13 +162,14 @@ func (s *Scheduler) startTriggers(ctx context.Context) {
 		return
 	}
 	for member, ms := range asked {
-		id, name, ok := strings.Cut(member, " ")
+		id, rest, ok := strings.Cut(member, " ")
+		name, by, _ := strings.Cut(rest, " ")
 		e := s.entries[name]
 		if !ok || e == nil || s.triggered[member] {
 			continue // a job this replica does not have, or a run of it that is under way here
 		}
 		at := time.UnixMilli(ms)
-		run := &job.Run{Job: name, Tick: at, PlannedStart: at, Trigger: id, Attempt: 1, Replica: s.cfg.replica, Deadline: at.Add(s.window())}
+		run := &job.Run{Job: name, Tick: at, PlannedStart: at, Trigger: id, By: by, Attempt: 1, Replica: s.cfg.replica, Deadline: at.Add(s.window())}
 		s.triggered[member] = true
 		s.goRun(e, run, func(err error) {
 			switch middleware.Outcome(err) {

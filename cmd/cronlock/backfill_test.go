@@ -51,7 +51,7 @@ jobs:
 	to := time.Now().Truncate(time.Minute).Add(-time.Minute)
 	from := to.Add(-9 * time.Minute)
 	rangeArgs := func(job string, base string) []string {
-		return []string{"backfill", job, "--config", cfg, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "--url", base}
+		return []string{"backfill", job, "--config", cfg, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "--url", base, "--by", "dave"}
 	}
 	// runs counts the ledger's backfilled runs of job by tick, and fails on a run of a tick in
 	// the range that was not a backfill.
@@ -95,6 +95,7 @@ jobs:
 	code, out = runBin(t, bin, env, "history", "quick", "--config", cfg, "-n", "20")
 	require.Equal(t, 0, code, out)
 	assert.Equal(t, 10, strings.Count(out, "backfill "+to.UTC().Format("2006-01-02")), "the history names the backfilled runs:\n%s", out)
+	assert.Equal(t, 10, strings.Count(out, " by dave "), "and who asked for them (--by):\n%s", out)
 
 	// Interrupted after its first tick, the backfill ends with the tick under way; a second one
 	// later runs the rest, each once: had the first gone on, its runs would be found done or

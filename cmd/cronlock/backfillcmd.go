@@ -23,7 +23,7 @@ config runs them: the command asks it over its HTTP server (the config's http:, 
 with the token of http_token_env, which must be set here too. A tick that ran (its history
 says so, or its done marker is still on the nodes) is not run again, nor one skipped because
 the job was paused then, unless --include-paused. Progress goes to stderr,
-the summary to stdout; Ctrl-C stops after the tick under way. Exit 1 if a tick failed or the
+the summary to stdout. The runs are recorded as backfilled by --by. Ctrl-C stops after the tick under way. Exit 1 if a tick failed or the
 backfill stopped early. Flags:
 `
 
@@ -35,6 +35,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	maxTicks := fs.Int("max", scheduler.DefaultBackfillMax, "refuse a range of more ticks than this")
 	includePaused := fs.Bool("include-paused", false, "also run the ticks skipped because the job was paused then")
 	baseURL := fs.String("url", "", "the daemon's HTTP server (default: the config's http:, on loopback when it has no host)")
+	by := cli.OperatorFlag(fs)
 	var name string
 	if len(args) > 0 && !strings.HasPrefix(args[0], "-") {
 		name, args = args[0], args[1:]
@@ -55,6 +56,9 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError{Err: errors.New("backfill: give the job's name: cronlock backfill JOB --from TIME --to TIME --config FILE")}
 	case *maxTicks <= 0:
 		return usageError{Err: fmt.Errorf("backfill: --max %d: give a positive number of ticks", *maxTicks)}
+	}
+	if err := scheduler.CheckOperator(*by); err != nil {
+		return usageError{Err: fmt.Errorf("backfill: --by: %w", err)}
 	}
 	cfg, err := cf.Load("backfill")
 	if err != nil {
@@ -78,7 +82,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError{Err: fmt.Errorf("backfill: the daemon's token: set http_token_env in %s and export that variable here, with the daemon's token", cfg.File)}
 	}
 	bar := newProgress(stderr)
-	last, err := web.RequestBackfill(ctx, base, token, name, web.BackfillRequest{From: times[0], To: times[1], Max: *maxTicks, IncludePaused: *includePaused}, bar.show)
+	last, err := web.RequestBackfill(ctx, base, token, name, web.BackfillRequest{From: times[0], To: times[1], Max: *maxTicks, IncludePaused: *includePaused, By: *by}, bar.show)
 	bar.end()
 	switch {
 	case ctx.Err() != nil:

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"os/user"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -51,6 +52,11 @@ func port(s *redistest.Server) string {
 // redis-server processes.
 func TestCLI(t *testing.T) {
 	bin := buildBinary(t, t.TempDir())
+
+	t.Run("operators", func(t *testing.T) {
+		t.Parallel()
+		testOperators(t, bin)
+	})
 
 	t.Run("validate", func(t *testing.T) {
 		t.Parallel()
@@ -481,5 +487,49 @@ func testCheckNodes(t *testing.T, bin string) {
 		code, out := runBin(t, bin, nil, tc.args...)
 		assert.Equal(t, 2, code, "%q: %s", tc.args, out)
 		assert.Contains(t, out, tc.want, "%q", tc.args)
+	}
+}
+
+// testOperators: the control commands record who asks (--by, default user@host), status
+// shows who paused, and their output is exactly what they print, with no log line, even
+// while a node is down.
+func testOperators(t *testing.T, bin string) {
+	nodes := redistest.StartN(t, 3, redistest.Config{})
+	endQuarantine(t, nodes...)
+	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig(nodes)+"jobs:\n  - {name: tick, schedule: '@yearly', command: ['true']}\n")
+	require.NoError(t, nodes[2].Stop()) // a minority down: the commands work, and keep quiet about it
+
+	code, out := runBin(t, bin, nil, "pause", "tick", "--config", cfg, "--reason", "migration", "--by", "alice")
+	require.Equal(t, 0, code, out)
+	assert.Equal(t, "paused tick by alice: migration\n", out)
+	code, out = runBin(t, bin, nil, "status", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	assert.Regexp(t, `^JOB +PAUSED +LAST RUN\ntick +since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by alice: migration +none recorded\n$`, out)
+	code, out = runBin(t, bin, nil, "resume", "tick", "--config", cfg, "--by", "alice")
+	require.Equal(t, 0, code, out)
+	assert.Equal(t, "resumed tick\n", out)
+
+	u, err := user.Current()
+	require.NoError(t, err)
+	host, err := os.Hostname()
+	require.NoError(t, err)
+	code, out = runBin(t, bin, nil, "pause", "tick", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	assert.Equal(t, "paused tick by "+u.Username+"@"+host+": paused with cronlock pause\n", out, "--by defaults to user@host")
+	code, out = runBin(t, bin, nil, "status", "tick", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	assert.Contains(t, out, " UTC by "+u.Username+"@"+host+": paused with cronlock pause")
+
+	code, out = runBin(t, bin, nil, "trigger", "tick", "--config", cfg, "--by", "bob")
+	require.Equal(t, 0, code, out)
+	assert.Regexp(t, `^\d+-[0-9a-f]{16}\n$`, out)
+	code, out = runBin(t, bin, nil, "history", "tick", "--config", cfg)
+	require.Equal(t, 0, code, out)
+	assert.Equal(t, "START (UTC)  RUN  OUTCOME  REPLICA  DURATION  TOKEN  TRACE  ERROR\n", out)
+
+	for _, by := range []string{"", "a\tb"} {
+		code, out = runBin(t, bin, nil, "pause", "tick", "--config", cfg, "--by", by)
+		assert.Equal(t, 2, code, out)
+		assert.Contains(t, out, "cronlock: pause: --by: scheduler: operator name ")
 	}
 }

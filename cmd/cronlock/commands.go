@@ -72,7 +72,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 const locksUsage = `Usage: cronlock locks --config FILE [--job NAME]
 
 Shows the lock keys of the jobs on every node: the tick keys (held by a running tick, or kept
-as done after a run succeeded), the run key (held while a run of a job with overlap: forbid is
+as done after a run succeeded), each tick's count of attempts across the cluster, the run key (held while a run of a job with overlap: forbid is
 running) and the fencing counter; for each, per node, the holder's label (its replica name),
 the fencing token, the state (held, done, skipped) and the time left. The lock value, which
 identifies a holder to the nodes, is shown as a short prefix only. Also each job's pause (with

@@ -34,7 +34,7 @@ func TestConsoleControlsAndTimes(t *testing.T) {
 	require.NotContains(t, html, `class="command"`)
 	require.NotContains(t, html, `echo`)
 
-	signIn(t, ctx, d.base, "pagetoken")
+	signIn(t, ctx, d.base, "Grace Hopper", "pagetoken")
 	actions, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("table.overview tr.job td.actions")].map(td => td.innerText.trim())`))
 	require.NoError(t, err)
 	require.Equal(t, []string{"Trigger Pause…", "Trigger Pause…"}, actions)

@@ -18,8 +18,8 @@ import (
 	"github.com/cronlock/cronlock/scheduler"
 )
 
-// locks reads each key by its type: the locks (hashes), the fencing counter and a pause
-// (strings), the run history (a stream) with its length; the history's markers are counted,
+// locks reads each key by its type: the locks (hashes), the fencing counter, a pause and the
+// count of a tick's attempts (strings), the run history (a stream) with its length; the history's markers are counted,
 // not listed; a key of another type under the prefix is shown with its type. No key is read
 // with a command of another type (no WRONGTYPE row).
 func TestLocksReadsEachKeyByItsType(t *testing.T) {
@@ -56,6 +56,8 @@ func TestLocksReadsEachKeyByItsType(t *testing.T) {
 	assert.Regexp(t, regexp.QuoteMeta(node.Addr())+` \(\d+ keys; `+regexp.QuoteMeta(strconv.Itoa(markers))+` history markers not listed\)`, out)
 	assert.Regexp(t, `j +tick \S+ +\S+ +done +r1 +\d+ `, out)
 	assert.Regexp(t, `j +fence +\S+ +- +- +\d+ +none`, out)
+	assert.Regexp(t, `j +attempts \d{4}-\d\d-\d\dT\S+Z +\S+ +1 attempt +- +- +[\dms.]+ +-`, out, "the count of a tick's attempts across the cluster")
+	assert.NotContains(t, out, "}:attempts:", "an attempts key listed as a key of another kind")
 	assert.Regexp(t, `j +paused +\S+ +paused +r1 +- +none +"disk full"`, out)
 	assert.Regexp(t, `j +history +\S+ +`+strconv.FormatInt(records, 10)+` records +- +- +(59m[\d.]+s|1h0m0s) +-`, out)
 	assert.Regexp(t, `j +\{cronlock:j\}:notes +\S+ +list +- +- +none +-`, out)

@@ -6,6 +6,7 @@
 //	cronlock check --config FILE     the health of every node, with fixes
 //	cronlock import-crontab CRONTAB  the YAML jobs: of a crontab file
 //	cronlock pause|resume|trigger|history|forget JOB --config FILE   control a job cluster-wide
+//	cronlock status [JOB] --config FILE   each job's pause and last run
 //	cronlock backfill JOB --from T --to T --config FILE   run a job's past ticks that did not run
 //	cronlock demo [flags]            three replicas, one job, a live table of who ran each tick
 //	cronlock version                 the build's version
@@ -27,6 +28,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/daemon"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/demo"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/exitcode"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
 )
 
@@ -46,9 +48,12 @@ Usage:
   cronlock check --config FILE     check every node: reachable, version, persistence, eviction,
                                    quarantine, clock offset; warnings say how to fix each
   cronlock import-crontab CRONTAB  print the YAML jobs: equivalent to a crontab file
-  cronlock pause|resume JOB --config FILE  pause a job on every replica (--reason), or resume it
+  cronlock pause|resume JOB --config FILE  pause a job on every replica (--reason, --by), or
+                                           resume it
   cronlock trigger JOB --config FILE       ask for one manual run of a job, run once cluster-wide
+                                           (--by: who asks, default user@host)
   cronlock history JOB --config FILE       the job's last runs (-n), from the lock nodes
+  cronlock status [JOB] --config FILE      each job's pause (since, by whom, why) and last run
   cronlock forget JOB --config FILE        remove what a job no daemon runs left on the nodes
   cronlock backfill JOB --from T --to T --config FILE
                                    run the job's past ticks in a range that did not run, once
@@ -65,6 +70,10 @@ func main() {
 	if code, ran := runAsPID1(); ran {
 		os.Exit(code)
 	}
+	// go-redis's own log lines (a node that refuses connections) would stray into the output
+	// of the one-shot commands, which report node errors themselves; the daemon sends them to
+	// its log.
+	nodes.LogRedisTo(nil)
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
@@ -123,7 +132,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return s.Run()
 	case "backfill":
 		return backfillCmd(ctx, args[1:], stdout, stderr)
-	case "pause", "resume", "trigger", "history", "forget":
+	case "pause", "resume", "trigger", "history", "status", "forget":
 		return controlCmd(ctx, args[0], args[1:], stdout, stderr)
 	case "version", "--version":
 		return versionCmd(args[1:], stdout)

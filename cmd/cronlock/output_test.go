@@ -26,7 +26,7 @@ func TestOutputKeptWithTheRun(t *testing.T) {
     output_keep: 1KiB
     command: ["sh", "-c", "echo FIRST; i=0; while [ $i -lt 200 ]; do echo line-$i-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx; i=$((i+1)); done"]
 `)
-	code, out, errOut := runCLI(t, "trigger", "chatty", "--config", d.cfg)
+	code, out, errOut := runCLI(t, "trigger", "chatty", "--config", d.cfg, "--by", "tester")
 	require.Equal(t, 0, code, errOut)
 	id := strings.TrimSpace(out)
 	proctest.Eventually(t, "the manual run in the history", func() bool {
@@ -39,7 +39,7 @@ func TestOutputKeptWithTheRun(t *testing.T) {
 	assert.NotContains(t, out, "line-199", "without --output, no output")
 	code, out, errOut = runCLI(t, "history", "chatty", "--config", d.cfg, "--output")
 	require.Equal(t, 0, code, errOut)
-	_, kept, ok := strings.Cut(out, "\noutput of trigger "+id+", token ")
+	_, kept, ok := strings.Cut(out, "\noutput of trigger "+id+" by tester, token ")
 	require.True(t, ok, out)
 	assert.Regexp(t, `^\d+ on web-1 \(1024 bytes\):\n`, kept)
 	assert.Contains(t, kept, "\n  line-199-xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\n", "the last line, indented")

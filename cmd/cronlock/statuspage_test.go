@@ -86,11 +86,12 @@ func waitText(t *testing.T, ctx context.Context, url, sel, want string) {
 	}
 }
 
-// signIn signs the browser in at base with token.
-func signIn(t *testing.T, ctx context.Context, base, token string) {
+// signIn signs the browser in at base as the operator name, with token.
+func signIn(t *testing.T, ctx context.Context, base, name, token string) {
 	t.Helper()
 	require.NoError(t, chromedp.Do(ctx,
 		chromedp.Navigate(base+"/login"),
+		chromedp.SendKeys(chromedp.CSS(`form.login input[name=name]`), name),
 		chromedp.SendKeys(chromedp.CSS(`form.login input[name=token]`), token),
 		chromedp.Click(chromedp.CSS(`form.login button`)),
 		chromedp.WaitVisible(chromedp.CSS(`table.overview`))))
@@ -167,7 +168,8 @@ func TestConsoleInBrowser(t *testing.T) {
 	require.Equal(t, runs, marks, "one mark per run")
 
 	// Sign in once: the cookie's attributes, then a trigger from the job's page.
-	signIn(t, ctx, d.base, "pagetoken")
+	screenshot(t, ctx, d.base+"/login", "console-login.png")
+	signIn(t, ctx, d.base, "Ada Lovelace", "pagetoken")
 	cookies, err := chromedp.Run(ctx, func(ctx context.Context, t *chromedp.Target) ([]*network.Cookie, error) {
 		r, err := cdp.Call(ctx, t, network.GetCookies, network.GetCookiesParams{})
 		return r.Cookies, err
@@ -202,7 +204,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Navigate(d.base+"/jobs/nightly"),
 		chromedp.Click(chromedp.CSS(`form[action$="/trigger"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#job-nightly`))))
-	waitText(t, ctx, d.base+"/jobs/nightly", `table.history`, "trigger ")
+	waitText(t, ctx, d.base+"/jobs/nightly", `table.history`, "by Ada Lovelace")
 	waitText(t, ctx, d.base+"/jobs/nightly", `table.history`, "ran")
 
 	// Pause from the job's page, with a reason; the page shows it.
@@ -213,6 +215,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		chromedp.Click(chromedp.CSS(`form.pause button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#job-nightly .paused`))))
 	waitText(t, ctx, d.base+"/jobs/nightly", `.paused`, "Paused: browser test")
+	waitText(t, ctx, d.base+"/jobs/nightly", `.paused`, "by Ada Lovelace")
+	waitText(t, ctx, d.base+"/", `#job-nightly td.pause`, "by Ada Lovelace")
+	waitText(t, ctx, d.base+"/", `header .who`, "signed in as Ada Lovelace")
+	code, out, errOut := runCLI(t, "status", "nightly", "--config", d.cfg)
+	require.Equal(t, 0, code, errOut)
+	require.Contains(t, out, "by Ada Lovelace: browser test")
 
 	// No page holds the token; the signed-in pages hold the CSRF token in every form.
 	for _, path := range []string{"/", "/jobs/nightly", "/jobs/often", "/jobs/nightly/pause", "/login"} {
@@ -246,7 +254,7 @@ func TestStatusPageOddNames(t *testing.T) {
   - {name: "50%/..?q=1#top", schedule: "@yearly", command: ["true"]}
 `)
 	ctx := browser(t)
-	signIn(t, ctx, d.base, "pagetoken")
+	signIn(t, ctx, d.base, "Ada Lovelace", "pagetoken")
 	row := func(name string) string { return `tr[id="job-` + name + `"]` }
 	for _, name := range odd {
 		require.NoError(t, chromedp.Do(ctx,

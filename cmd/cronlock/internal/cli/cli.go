@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
+	"os/user"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/exitcode"
@@ -75,4 +77,23 @@ func (cf *ConfigFlags) Read(opts ...config.LoadOption) (*config.Config, error) {
 		opts = append(opts, config.Insecure())
 	}
 	return config.Load(cf.Path, opts...)
+}
+
+// DefaultOperator is the default of the control commands' --by: user@host, from the user this
+// process runs as and the host name; "unknown" stands for either that cannot be found.
+func DefaultOperator() string {
+	name := "unknown"
+	if u, err := user.Current(); err == nil && u.Username != "" {
+		name = u.Username
+	}
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "unknown"
+	}
+	return name + "@" + host
+}
+
+// OperatorFlag adds --by to fs: who asks for a control command, recorded with what it does.
+func OperatorFlag(set *flag.FlagSet) *string {
+	return set.String("by", DefaultOperator(), "who asks, recorded with the pause, manual run or backfill and shown by status, history and the console")
 }

@@ -37,14 +37,19 @@ func PrintOutputs(w io.Writer, h []scheduler.Record) {
 	}
 }
 
-// RunName is a record's tick, "trigger <id>", or "backfill <date and time of the tick>". A
-// tick delayed by the job's jitter has its delay after it: "tick 05:37:00.000 +7.25s".
+// RunName is a record's tick, "trigger <id>", or "backfill <date and time of the tick>", the
+// last two followed by who asked: "trigger <id> by alice@host". A tick delayed by the job's
+// jitter has its delay after it: "tick 05:37:00.000 +7.25s".
 func RunName(r scheduler.Record) string {
+	by := ""
+	if r.By != "" {
+		by = " by " + r.By
+	}
 	switch {
 	case r.Trigger != "":
-		return "trigger " + r.Trigger
+		return "trigger " + r.Trigger + by
 	case r.Backfill:
-		return "backfill " + r.Tick.UTC().Format("2006-01-02 15:04:05.000")
+		return "backfill " + r.Tick.UTC().Format("2006-01-02 15:04:05.000") + by
 	}
 	name := "tick " + r.Tick.UTC().Format("15:04:05.000")
 	if d := r.PlannedStart.Sub(r.Tick); d > 0 {

@@ -94,7 +94,7 @@ type keyRow struct {
 	rest   string    // the key after the job's hash tag
 	node   int
 	member string // the Cluster member the key is on ("" on a standalone node)
-	state  string // held, done, skipped; paused; N records; the type of another key
+	state  string // held, done, skipped; paused; N records; N attempts; the type of another key
 	holder string
 	token  string
 	pttl   time.Duration // -1: no TTL, -2: gone
@@ -102,7 +102,7 @@ type keyRow struct {
 }
 
 // kinds are the kinds of keys in the order locks lists them.
-var kinds = []string{"run", "tick", "trigger", "fence", "paused", "history", "output"}
+var kinds = []string{"run", "tick", "attempts", "trigger", "fence", "paused", "history", "output"}
 
 func (r keyRow) kindOrder() int {
 	if i := slices.Index(kinds, r.kind); i >= 0 {
@@ -115,6 +115,8 @@ func (r keyRow) keyName() string {
 	switch r.kind {
 	case "tick":
 		return "tick " + r.tick.UTC().Format(time.RFC3339Nano)
+	case "attempts":
+		return "attempts " + r.tick.UTC().Format(time.RFC3339Nano)
 	case "trigger":
 		return "trigger " + strings.TrimPrefix(r.rest, "trigger:")
 	case "run", "fence", "paused", "history":
@@ -220,6 +222,11 @@ func (r *keyRow) read(typ string, rd keyRead) bool {
 		switch r.kind {
 		case "fence":
 			r.token = v
+		case "attempts":
+			r.state = v + " attempts"
+			if v == "1" {
+				r.state = "1 attempt"
+			}
 		case "paused":
 			p := middleware.ParsePause(v)
 			r.state, r.holder, r.value = "paused", p.By, strconv.Quote(p.Reason)
@@ -299,9 +306,12 @@ func parseLockKey(prefix, key string) keyRow {
 		r.kind = "marker"
 	case strings.HasPrefix(r.rest, "trigger:"):
 		r.kind = "trigger"
-	case strings.HasPrefix(r.rest, "tick:"):
-		if ms, err := strconv.ParseInt(strings.TrimPrefix(r.rest, "tick:"), 10, 64); err == nil {
-			r.kind, r.tick = "tick", time.UnixMilli(ms)
+	default:
+		for _, kind := range []string{"tick", "attempts"} {
+			ms, ok := strings.CutPrefix(r.rest, kind+":")
+			if n, err := strconv.ParseInt(ms, 10, 64); ok && err == nil {
+				r.kind, r.tick = kind, time.UnixMilli(n)
+			}
 		}
 	}
 	return r

@@ -38,7 +38,8 @@ func backfillLine(sum scheduler.BackfillSummary) BackfillLine {
 
 // backfill serves POST /jobs/{name}/backfill, behind the token: the form fields from and to
 // (RFC 3339), max (optional: the most ticks; default scheduler.DefaultBackfillMax) and
-// include_paused (optional, a boolean: also run the ticks skipped while the job was paused). It
+// include_paused (optional, a boolean: also run the ticks skipped while the job was paused),
+// and by (optional, see operator). It
 // runs the backfill on this daemon and streams its progress as BackfillLines; a request
 // refused before its first tick gets 400 (404 for an unknown job, 503 without a quorum) and
 // the reason. The client going away stops the backfill after the tick under way.
@@ -46,8 +47,8 @@ func (c *control) backfill(w http.ResponseWriter, r *http.Request) {
 	if !c.authorized(w, r) {
 		return
 	}
-	if err := r.ParseForm(); err != nil {
-		formError(w, err)
+	ctx, ok := c.operator(w, r)
+	if !ok {
 		return
 	}
 	var times [2]time.Time
@@ -94,7 +95,7 @@ func (c *control) backfill(w http.ResponseWriter, r *http.Request) {
 		line.Tick, line.Outcome = &tick, outcome
 		send(line)
 	}
-	sum, err := c.sched.Backfill(r.Context(), r.PathValue("name"), times[0], times[1], opts)
+	sum, err := c.sched.Backfill(ctx, r.PathValue("name"), times[0], times[1], opts)
 	switch {
 	case err != nil && !started && errors.Is(err, scheduler.ErrUnknownJob):
 		http.Error(w, err.Error(), http.StatusNotFound)
@@ -113,11 +114,12 @@ func (c *control) backfill(w http.ResponseWriter, r *http.Request) {
 }
 
 // BackfillRequest is what RequestBackfill asks for: the range [From, To], the most ticks it may
-// have, and whether to run the ticks skipped while the job was paused too.
+// have, whether to run the ticks skipped while the job was paused too, and who asks.
 type BackfillRequest struct {
 	From, To      time.Time
 	Max           int
 	IncludePaused bool
+	By            string
 }
 
 // RequestBackfill asks the daemon whose HTTP server is at base (http://host:port) to backfill
@@ -127,7 +129,7 @@ type BackfillRequest struct {
 func RequestBackfill(ctx context.Context, base, token, name string, br BackfillRequest, progress func(BackfillLine)) (BackfillLine, error) {
 	var last BackfillLine
 	form := url.Values{"from": {br.From.Format(time.RFC3339Nano)}, "to": {br.To.Format(time.RFC3339Nano)}, "max": {strconv.Itoa(br.Max)},
-		"include_paused": {strconv.FormatBool(br.IncludePaused)}}
+		"include_paused": {strconv.FormatBool(br.IncludePaused)}, "by": {br.By}}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(base, "/")+"/jobs/"+url.PathEscape(name)+"/backfill", strings.NewReader(form.Encode()))
 	if err != nil {
 		return last, fmt.Errorf("the daemon's address %q: %w", base, err)

@@ -1,6 +1,7 @@
 package web
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -157,7 +158,7 @@ func unauthorized(w http.ResponseWriter) {
 
 // formAuthorized checks a parsed form of the console: its session, then its CSRF token.
 func (c *control) formAuthorized(w http.ResponseWriter, r *http.Request) bool {
-	id := c.sessions.session(r, time.Now())
+	id := c.sessions.session(r, time.Now()).id
 	if id == "" {
 		unauthorized(w)
 		return false
@@ -169,8 +170,40 @@ func (c *control) formAuthorized(w http.ResponseWriter, r *http.Request) bool {
 	return true
 }
 
+// operator returns the context of an authorized request r to act, naming who asks
+// (scheduler.WithOperator): the name signed in for a form of the console; for the API, the
+// form field by if given, else nobody (the scheduler records this replica). For a by that
+// scheduler.CheckOperator refuses it writes 400 and returns false.
+func (c *control) operator(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
+	if r.Header.Get("Authorization") == "" {
+		name := c.sessions.session(r, time.Now()).name
+		if name == "" { // the session expired since authorized looked
+			unauthorized(w)
+			return nil, false
+		}
+		return scheduler.WithOperator(r.Context(), name), true
+	}
+	if err := r.ParseForm(); err != nil {
+		formError(w, err)
+		return nil, false
+	}
+	by := r.PostForm.Get("by")
+	if by == "" {
+		return r.Context(), true
+	}
+	if err := scheduler.CheckOperator(by); err != nil {
+		http.Error(w, "by: "+err.Error(), http.StatusBadRequest)
+		return nil, false
+	}
+	return scheduler.WithOperator(r.Context(), by), true
+}
+
 func (c *control) act(w http.ResponseWriter, r *http.Request, action string) {
 	if !c.authorized(w, r) {
+		return
+	}
+	ctx, ok := c.operator(w, r)
+	if !ok {
 		return
 	}
 	name := r.PathValue("name")
@@ -190,11 +223,11 @@ func (c *control) act(w http.ResponseWriter, r *http.Request, action string) {
 		if strings.TrimSpace(reason) == "" {
 			reason = "paused over HTTP"
 		}
-		err = c.sched.Pause(r.Context(), name, reason)
+		err = c.sched.Pause(ctx, name, reason)
 	case "resume":
-		err = c.sched.Resume(r.Context(), name)
+		err = c.sched.Resume(ctx, name)
 	case "trigger":
-		out["trigger"], err = c.sched.Trigger(r.Context(), name)
+		out["trigger"], err = c.sched.Trigger(ctx, name)
 	}
 	if c.failed(w, err, true, true) {
 		return

@@ -3,7 +3,10 @@ package web
 import (
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/cronlock/cronlock/scheduler"
 )
 
 // loginPage serves GET /login: the form that takes the token once for a session.
@@ -16,7 +19,9 @@ func (c *control) loginPage(w http.ResponseWriter, r *http.Request) {
 }
 
 // login serves POST /login: the form field token, compared in constant time, signs the browser
-// in with a session cookie (sessions.issue) and sends it to the overview. Failures are limited
+// in with a session cookie (sessions.issue) of the operator named by the field name (checked
+// first: 400 for a name scheduler.CheckOperator refuses) and sends it to the overview. The
+// pauses, manual runs and backfills of the session record that name. Failures are limited
 // (loginLimiter): 429 with Retry-After while the bucket is empty, 401 for a wrong token.
 func (c *control) login(w http.ResponseWriter, r *http.Request) {
 	d := c.data(r, "sign in — cronlock")
@@ -26,6 +31,12 @@ func (c *control) login(w http.ResponseWriter, r *http.Request) {
 	}
 	if err := r.ParseForm(); err != nil {
 		formError(w, err)
+		return
+	}
+	name := strings.TrimSpace(r.PostForm.Get("name"))
+	if err := scheduler.CheckOperator(name); err != nil {
+		d.Error, d.Name = "Your name: "+err.Error()+".", name
+		render(w, http.StatusBadRequest, "login.html", d)
 		return
 	}
 	now := time.Now()
@@ -41,7 +52,7 @@ func (c *control) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.sessions.logins.give()
-	http.SetCookie(w, c.sessions.issue(r, now))
+	http.SetCookie(w, c.sessions.issue(r, now, name))
 	http.Redirect(w, r, "/", http.StatusSeeOther)
 }
 

@@ -52,13 +52,18 @@ func (s *sessions) mac(parts ...string) string {
 	return base64.RawURLEncoding.EncodeToString(m.Sum(nil))
 }
 
-// issue returns the cookie of a new session: a random id, its expiry in Unix seconds and their
-// signature, "id.expiry.mac". Secure when r came over TLS, directly or to a proxy that says so.
-func (s *sessions) issue(r *http.Request, now time.Time) *http.Cookie {
+// signedIn is a session: its random id, and the name the operator gave at sign-in.
+type signedIn struct{ id, name string }
+
+// issue returns the cookie of a new session of the operator name: a random id, its expiry in
+// Unix seconds, the name (base64url) and their signature, "id.expiry.name.mac". Secure when r
+// came over TLS, directly or to a proxy that says so.
+func (s *sessions) issue(r *http.Request, now time.Time, name string) *http.Cookie {
 	id := rand.Text() // 128 random bits
 	exp := now.Add(SessionLife).Truncate(time.Second)
 	e := strconv.FormatInt(exp.Unix(), 10)
-	return &http.Cookie{Name: sessionCookie, Value: id + "." + e + "." + s.mac("session", id, e), Path: "/",
+	n := base64.RawURLEncoding.EncodeToString([]byte(name))
+	return &http.Cookie{Name: sessionCookie, Value: id + "." + e + "." + n + "." + s.mac("session", id, e, name), Path: "/",
 		Expires: exp, MaxAge: int(SessionLife / time.Second), HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: overTLS(r)}
 }
 
@@ -73,24 +78,28 @@ func overTLS(r *http.Request) bool {
 	return r.TLS != nil || strings.EqualFold(r.Header.Get("X-Forwarded-Proto"), "https")
 }
 
-// session returns the id of r's session, "" when r has none that is signed and unexpired.
-func (s *sessions) session(r *http.Request, now time.Time) string {
+// session returns r's session, the zero signedIn when r has none that is signed and unexpired.
+func (s *sessions) session(r *http.Request, now time.Time) signedIn {
 	if s.key == nil {
-		return ""
+		return signedIn{}
 	}
 	c, err := r.Cookie(sessionCookie)
 	if err != nil {
-		return ""
+		return signedIn{}
 	}
 	parts := strings.Split(c.Value, ".")
-	if len(parts) != 3 || !hmac.Equal([]byte(parts[2]), []byte(s.mac("session", parts[0], parts[1]))) {
-		return ""
+	if len(parts) != 4 {
+		return signedIn{}
+	}
+	name, err := base64.RawURLEncoding.DecodeString(parts[2])
+	if err != nil || !hmac.Equal([]byte(parts[3]), []byte(s.mac("session", parts[0], parts[1], string(name)))) {
+		return signedIn{}
 	}
 	exp, err := strconv.ParseInt(parts[1], 10, 64)
 	if err != nil || now.Unix() >= exp {
-		return ""
+		return signedIn{}
 	}
-	return parts[0]
+	return signedIn{id: parts[0], name: string(name)}
 }
 
 // csrf returns the CSRF token of the session id: the value of every form's hidden field csrf.

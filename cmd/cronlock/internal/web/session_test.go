@@ -1,6 +1,7 @@
 package web
 
 import (
+	"encoding/base64"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -27,9 +28,10 @@ func withCookie(value string) *http.Request {
 func TestSessionCookie(t *testing.T) {
 	now := time.Unix(1_700_000_000, 0)
 	s := newSessions("tok")
-	c := s.issue(httptest.NewRequest(http.MethodPost, "/login", nil), now)
+	c := s.issue(httptest.NewRequest(http.MethodPost, "/login", nil), now, "Ada L.")
 	id := s.session(withCookie(c.Value), now)
-	require.NotEmpty(t, id)
+	require.NotEmpty(t, id.id)
+	assert.Equal(t, "Ada L.", id.name, "the session carries the name given at sign-in")
 	assert.Equal(t, id, newSessions("tok").session(withCookie(c.Value), now), "another replica with the same token")
 	assert.Empty(t, newSessions("other").session(withCookie(c.Value), now), "another token")
 	assert.Empty(t, newSessions("").session(withCookie(c.Value), now), "no token: no session")
@@ -37,19 +39,22 @@ func TestSessionCookie(t *testing.T) {
 	tampered := []byte(c.Value)
 	tampered[0] ^= 1
 	assert.Empty(t, s.session(withCookie(string(tampered)), now))
+	parts := strings.Split(c.Value, ".")
+	parts[2] = base64.RawURLEncoding.EncodeToString([]byte("root"))
+	assert.Empty(t, s.session(withCookie(strings.Join(parts, ".")), now), "another name under the same signature")
 	assert.True(t, c.HttpOnly)
 	assert.Equal(t, http.SameSiteStrictMode, c.SameSite)
 	assert.False(t, c.Secure)
 
-	assert.True(t, s.csrfOK(id, s.csrf(id)))
-	assert.False(t, s.csrfOK(id, ""))
+	assert.True(t, s.csrfOK(id.id, s.csrf(id.id)))
+	assert.False(t, s.csrfOK(id.id, ""))
 	assert.False(t, s.csrfOK("", s.csrf("")), "no session, no CSRF token")
-	other := s.session(withCookie(s.issue(httptest.NewRequest(http.MethodPost, "/login", nil), now).Value), now)
-	assert.False(t, s.csrfOK(id, s.csrf(other)), "the CSRF token of another session")
+	other := s.session(withCookie(s.issue(httptest.NewRequest(http.MethodPost, "/login", nil), now, "bob").Value), now)
+	assert.False(t, s.csrfOK(id.id, s.csrf(other.id)), "the CSRF token of another session")
 
 	r := httptest.NewRequest(http.MethodPost, "/login", nil)
 	r.Header.Set("X-Forwarded-Proto", "https")
-	assert.True(t, s.issue(r, now).Secure)
+	assert.True(t, s.issue(r, now, "bob").Secure)
 }
 
 // The limiter answers LoginBurst failures at once, then one per LoginEvery; right tokens give
@@ -96,11 +101,18 @@ func TestLoginAndCSRF(t *testing.T) {
 	w := serve(c.loginPage, httptest.NewRequest(http.MethodGet, "/login", nil))
 	assert.Equal(t, http.StatusOK, w.Code)
 	assert.Contains(t, w.Body.String(), `name="token"`)
-	w = serve(c.login, form("/login", "token=wrong"))
+	assert.Contains(t, w.Body.String(), `name="name"`)
+	w = serve(c.login, form("/login", "name=ada&token=wrong"))
 	assert.Equal(t, http.StatusUnauthorized, w.Code)
 	assert.Empty(t, w.Result().Cookies())
+	for _, bad := range []string{"token=" + token, "name=+&token=" + token, "name=a%0Ab&token=" + token, "name=" + strings.Repeat("x", 65) + "&token=" + token} {
+		w = serve(c.login, form("/login", bad))
+		assert.Equal(t, http.StatusBadRequest, w.Code, bad)
+		assert.Contains(t, w.Body.String(), "Your name: scheduler: operator name", bad)
+		assert.Empty(t, w.Result().Cookies(), bad)
+	}
 
-	w = serve(c.login, form("/login", "token="+token))
+	w = serve(c.login, form("/login", "name=ada&token="+token))
 	require.Equal(t, http.StatusSeeOther, w.Code)
 	cookies := w.Result().Cookies()
 	require.Len(t, cookies, 1)
@@ -109,13 +121,13 @@ func TestLoginAndCSRF(t *testing.T) {
 	assert.Equal(t, http.SameSiteStrictMode, session.SameSite)
 	assert.False(t, session.Secure, "plain HTTP")
 	assert.Equal(t, int(SessionLife/time.Second), session.MaxAge)
-	behindTLS := form("/login", "token="+token)
+	behindTLS := form("/login", "name=ada&token="+token)
 	behindTLS.Header.Set("X-Forwarded-Proto", "https")
 	assert.True(t, serve(c.login, behindTLS).Result().Cookies()[0].Secure, "behind a TLS proxy")
 
-	id := c.sessions.session(form("/", "", session), time.Now())
-	require.NotEmpty(t, id)
-	csrf := c.sessions.csrf(id)
+	si := c.sessions.session(form("/", "", session), time.Now())
+	require.Equal(t, "ada", si.name)
+	csrf := c.sessions.csrf(si.id)
 	check := func(r *http.Request) int {
 		w := httptest.NewRecorder()
 		require.NoError(t, r.ParseForm())
@@ -131,6 +143,7 @@ func TestLoginAndCSRF(t *testing.T) {
 	d := c.data(form("/", "", session), "x")
 	assert.True(t, d.SignedIn)
 	assert.Equal(t, csrf, d.CSRF, "the pages' forms carry the session's CSRF token")
+	assert.Equal(t, "ada", d.Name, "the pages show who is signed in")
 
 	w = serve(c.logout, form("/logout", "", session))
 	assert.Equal(t, http.StatusForbidden, w.Code, "sign-out is a form like the others")
@@ -140,9 +153,9 @@ func TestLoginAndCSRF(t *testing.T) {
 	assert.Negative(t, w.Result().Cookies()[0].MaxAge, "the browser forgets the session")
 
 	for range LoginBurst - 1 { // one wrong token was spent above
-		assert.Equal(t, http.StatusUnauthorized, serve(c.login, form("/login", "token=wrong")).Code)
+		assert.Equal(t, http.StatusUnauthorized, serve(c.login, form("/login", "name=ada&token=wrong")).Code)
 	}
-	w = serve(c.login, form("/login", "token="+token))
+	w = serve(c.login, form("/login", "name=ada&token="+token))
 	assert.Equal(t, http.StatusTooManyRequests, w.Code, "the bucket is empty")
 	assert.Equal(t, "1", w.Header().Get("Retry-After"))
 }

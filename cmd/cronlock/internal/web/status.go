@@ -127,6 +127,15 @@ type JobView struct {
 	PrevTick time.Time   `json:"prev_tick,omitzero"`
 	Running  int         `json:"running"`
 	Last     *TickStatus `json:"last"`
+	Paused   *PauseView  `json:"paused,omitempty"` // from the lock nodes: the cluster's pause, if any
+}
+
+// PauseView is a job's pause in /jobs: why, since when and who paused it (a name given with
+// cronlock pause --by or signed in to the console, else the replica that was asked).
+type PauseView struct {
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since,omitzero"`
+	By     string    `json:"by,omitempty"`
 }
 
 func (s *JobStatus) view(cfg *config.Config, entries []scheduler.Entry) []JobView {
@@ -194,6 +203,13 @@ func Handler(cfg func() *config.Config, replica string, sched *scheduler.Schedul
 	})
 	mux.HandleFunc("GET /jobs", func(w http.ResponseWriter, r *http.Request) {
 		jobs := st.view(cfg(), sched.Entries())
+		read := c.jobs.get(r.Context()) // the console's cache of the nodes
+		for i := range jobs {
+			if k, ok := read.byName[jobs[i].Name]; ok && read.jobs[k].Paused != nil {
+				p := read.jobs[k].Paused
+				jobs[i].Paused = &PauseView{Reason: p.Reason, Since: p.Since.UTC(), By: p.By}
+			}
+		}
 		if !c.bearer(r) {
 			for i := range jobs {
 				jobs[i].Command = nil

@@ -145,6 +145,7 @@ type pageData struct {
 	Controls bool   // a token is set: sign-in and the buttons are on
 	SignedIn bool   // the request comes with a session: show the buttons
 	CSRF     string // the session's CSRF token, for every form
+	Name     string // the signed-in operator's name; the sign-in page: the name typed
 	Details  bool   // the request carries the token or a session: show error texts
 	Nodes    Nodes
 
@@ -211,8 +212,8 @@ func relative(now, t time.Time) string {
 // data returns what every page of r shows.
 func (c *control) data(r *http.Request, title string) pageData {
 	d := pageData{Title: title, Replica: c.replica, Now: time.Now(), Controls: c.token != "", Details: c.bearer(r)}
-	if id := c.sessions.session(r, d.Now); id != "" {
-		d.SignedIn, d.CSRF, d.Details = true, c.sessions.csrf(id), true
+	if si := c.sessions.session(r, d.Now); si.id != "" {
+		d.SignedIn, d.CSRF, d.Details, d.Name = true, c.sessions.csrf(si.id), true, si.name
 	}
 	return d
 }

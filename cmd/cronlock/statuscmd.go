@@ -1,0 +1,60 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/scheduler"
+)
+
+// printStatus prints the status of cfg's jobs (of the job named only, when it is not ""):
+// per job, its pause and its newest history record.
+func printStatus(ctx context.Context, ctl *scheduler.Control, cfg *config.Config, only string, stdout io.Writer) error {
+	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "JOB\tPAUSED\tLAST RUN")
+	for _, j := range cfg.Jobs {
+		if only != "" && j.Name != only {
+			continue
+		}
+		p, err := ctl.Paused(ctx, j.Name)
+		if err != nil {
+			return err
+		}
+		paused := "no"
+		if p != nil {
+			paused = pauseText(*p)
+		}
+		h, err := ctl.History(ctx, j.Name, 1)
+		if err != nil {
+			return err
+		}
+		last := "none recorded"
+		if len(h) > 0 {
+			last = fmt.Sprintf("%s %s on %s", history.RunName(h[0]), h[0].Outcome, h[0].Replica)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", j.Name, oneLine(paused), last)
+	}
+	return tw.Flush()
+}
+
+// pauseText is how status shows a pause: "since <time> by <who>: <reason>", without the parts
+// a pause set by hand (redis-cli) lacks.
+func pauseText(p job.Pause) string {
+	var b strings.Builder
+	if !p.Since.IsZero() {
+		b.WriteString("since " + p.Since.UTC().Format("2006-01-02 15:04:05") + " UTC ")
+	}
+	if p.By != "" {
+		b.WriteString("by " + p.By)
+	}
+	return strings.TrimSpace(b.String()) + ": " + p.Reason
+}
+
+// oneLine keeps a reason typed with line breaks on its line.
+func oneLine(s string) string { return strings.ReplaceAll(s, "\n", " ") }
