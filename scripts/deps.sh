@@ -6,7 +6,7 @@
 # runs three containers; busybox gives its job a shell and flock), and systemd-analyze (checks
 # deploy/systemd), prometheus and jq (scripts/promcheck.sh: promtool checks deploy/prometheus and
 # the queries of deploy/grafana, which jq reads; cmd/cronlock's alert test runs a real
-# Prometheus), postgresql (initdb, pg_ctl and the server for the Postgres fence tests,
+# Prometheus), postgresql (initdb and the server for the Postgres fence tests,
 # internal/pgtest; Debian keeps them in /usr/lib/postgresql/<version>/bin). Debian/Ubuntu, as
 # root; elsewhere it says what to install.
 set -euo pipefail
