@@ -208,3 +208,18 @@ func TestBadInputWritesNothing(t *testing.T) {
 		t.Fatalf("%d keys after bad input, want 0", n)
 	}
 }
+
+// On a Redis Cluster the script runs on the node of the resource's slot.
+func TestGuardedWritesOnACluster(t *testing.T) {
+	rdb := redistest.StartClusters(t, 1, 3, redistest.Config{})[0].Client()
+	ctx := context.Background()
+	for _, r := range []string{"a", "b", "c", "d"} {
+		if err := redisfence.Set(ctx, rdb, r, 10, "{"+r+"}:v", "ten", 0); err != nil {
+			t.Fatalf("resource %s: %v", r, err)
+		}
+		wantStale(t, redisfence.Set(ctx, rdb, r, 9, "{"+r+"}:v", "nine", 0), r, 9, 10)
+		if v := rdb.Get(ctx, "{"+r+"}:v").Val(); v != "ten" {
+			t.Fatalf("resource %s: value %q, want ten", r, v)
+		}
+	}
+}
