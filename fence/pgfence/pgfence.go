@@ -100,7 +100,8 @@ type Beginner interface {
 // Write runs fn in a transaction of db started with opts, guarded by Check: it begins the
 // transaction, checks token, calls fn and commits. If the check refuses token (an error
 // matching fence.ErrStale), fn is not called; if the check or fn fails, or ctx ends, the
-// transaction is rolled back and nothing is written. fn must not commit or roll back tx.
+// transaction is rolled back and nothing is written; if fn panics, the transaction is rolled
+// back before the panic goes on. fn must not commit or roll back tx.
 // A serialization failure (SQLSTATE 40001, under REPEATABLE READ or SERIALIZABLE) is
 // returned as is: call Write again.
 func Write(ctx context.Context, db Beginner, opts pgx.TxOptions, resource string, token uint64, fn func(pgx.Tx) error) error {
@@ -126,13 +127,23 @@ func writeArgs(resource string, token uint64, fnNil bool) error {
 	return fencearg.Check(resource, token, MaxToken)
 }
 
-// inTx runs check and fn in a transaction, then commits; it rolls back when one fails.
+// inTx runs check and fn in a transaction, then commits; it rolls back when one fails, or
+// panics (then the panic goes on).
 func inTx(check, fn, commit, rollback func() error) error {
+	ended := false
+	defer func() {
+		if !ended {
+			_ = rollback()
+		}
+	}()
 	if err := check(); err != nil {
+		ended = true
 		return errors.Join(err, rollback())
 	}
 	if err := fn(); err != nil {
+		ended = true
 		return errors.Join(err, rollback())
 	}
+	ended = true
 	return commit()
 }

@@ -384,3 +384,31 @@ func TestConcurrentWritersNeverGoBack(t *testing.T) {
 		})
 	}
 }
+
+// A panic in the caller's writes rolls the transaction back: the connection is usable and
+// nothing was written.
+func TestWriteRollsBackOnPanic(t *testing.T) {
+	dsn := setup(t)
+	conn := connect(t, dsn)
+	ctx := context.Background()
+	func() {
+		defer func() {
+			if p := recover(); p != "boom" {
+				t.Fatalf("recovered %v, want the caller's panic", p)
+			}
+		}()
+		_ = pgfence.Write(ctx, conn, pgx.TxOptions{}, "r", 1, func(tx pgx.Tx) error {
+			if err := put(ctx, tx, "r", "panicked", 1); err != nil {
+				return err
+			}
+			panic("boom")
+		})
+	}()
+	if err := pgfence.Write(ctx, conn, pgx.TxOptions{}, "r", 2, func(tx pgx.Tx) error { return put(ctx, tx, "r", "after", 2) }); err != nil {
+		t.Fatalf("the connection after a panic: %v", err)
+	}
+	var n int
+	if err := conn.QueryRow(ctx, `SELECT count(*) FROM writes WHERE token = 1`).Scan(&n); err != nil || n != 0 {
+		t.Fatalf("%d rows of the panicked write (%v), want 0", n, err)
+	}
+}
