@@ -29,9 +29,9 @@
 //	| package    | call                           | what it does                                              |
 //	|------------|--------------------------------|-----------------------------------------------------------|
 //	| fence      | ErrStale, StaleError           | the error of a refused write (resource, token, stored)    |
-//	| pgfence    | Schema                         | DDL of the fence table (pgfence/schema.sql)               |
+//	| pgfence    | Schema, MaxToken               | DDL of the fence table (schema.sql); its largest token    |
 //	| pgfence    | Check / CheckSQL               | check inside the caller's pgx or database/sql transaction |
-//	| pgfence    | Write / WriteSQL               | begin, check, run the caller's writes, commit             |
+//	| pgfence    | Write / WriteSQL, Beginner     | begin, check, run the caller's writes, commit             |
 //	| redisfence | Set, HSet, Del                 | one guarded Redis write (a script)                        |
 //	| redisfence | NewScript, Script.Run          | the caller's own Lua write under the check                |
 //	| redisfence | Key                            | the fence key of a resource: "{resource}:fence"           |
