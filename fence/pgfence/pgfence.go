@@ -82,7 +82,7 @@ func check(ctx context.Context, queryRow func(ctx context.Context, sql string, a
 // Bad arguments (a nil tx, an empty resource, token 0 or above MaxToken) return an error
 // that says which and how to fix it, and nothing is written.
 func Check(ctx context.Context, tx pgx.Tx, resource string, token uint64) error {
-	if tx == nil {
+	if fencearg.Nil(tx) {
 		return errors.New("fence: tx is nil: pass the transaction that makes the guarded writes (conn.Begin)")
 	}
 	if err := fencearg.Check(resource, token, MaxToken); err != nil {
@@ -105,7 +105,7 @@ type Beginner interface {
 // A serialization failure (SQLSTATE 40001, under REPEATABLE READ or SERIALIZABLE) is
 // returned as is: call Write again.
 func Write(ctx context.Context, db Beginner, opts pgx.TxOptions, resource string, token uint64, fn func(pgx.Tx) error) error {
-	if db == nil {
+	if fencearg.Nil(db) {
 		return errors.New("fence: db is nil: pass a *pgx.Conn or *pgxpool.Pool")
 	}
 	if err := writeArgs(resource, token, fn == nil); err != nil {

@@ -213,6 +213,8 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"token past bigint", pgfence.Check(ctx, tx, "r", math.MaxInt64+1), "token 9223372036854775808 for resource \"r\" is past what the store holds (at most 9223372036854775807)"},
 		{"empty resource", pgfence.Check(ctx, tx, "", 1), "resource is empty: name the data"},
 		{"nil tx", pgfence.Check(ctx, nil, "r", 1), "tx is nil"},
+		{"typed nil tx", pgfence.Check(ctx, (*nilTx)(nil), "r", 1), "tx is nil"},
+		{"typed nil db", pgfence.Write(ctx, (*pgx.Conn)(nil), pgx.TxOptions{}, "r", 1, noop), "db is nil"},
 		{"nil sql tx", pgfence.CheckSQL(ctx, nil, "r", 1), "tx is nil"},
 		{"sql token 0", pgfence.CheckSQL(ctx, &sql.Tx{}, "r", 0), "is 0"},
 		{"nil db", pgfence.Write(ctx, nil, pgx.TxOptions{}, "r", 1, noop), "db is nil"},
@@ -412,3 +414,6 @@ func TestWriteRollsBackOnPanic(t *testing.T) {
 		t.Fatalf("%d rows of the panicked write (%v), want 0", n, err)
 	}
 }
+
+// nilTx is a pgx.Tx implementation whose nil pointer a caller may pass by mistake.
+type nilTx struct{ pgx.Tx }

@@ -65,7 +65,7 @@ func NewScript(body string) *Script {
 // Bad arguments (a nil rdb, an empty resource or one with braces, token 0, a key in another
 // hash slot) return an error that says which and how to fix it, and nothing is run.
 func (s *Script) Run(ctx context.Context, rdb redis.Scripter, resource string, token uint64, keys []string, args ...any) (any, error) {
-	if rdb == nil {
+	if fencearg.Nil(rdb) {
 		return nil, errors.New("fence: rdb is nil: pass the Redis client of the data (*redis.Client, *redis.ClusterClient…)")
 	}
 	if err := fencearg.Check(resource, token, math.MaxUint64); err != nil {

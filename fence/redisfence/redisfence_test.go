@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
 	"github.com/cronlock/cronlock/fence"
@@ -186,6 +187,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 	ctx := context.Background()
 	_, delNone := redisfence.Del(ctx, rdb, "r", 1)
 	_, runNil := redisfence.NewScript(`return 1`).Run(ctx, nil, "r", 1, nil)
+	_, runTypedNil := redisfence.NewScript(`return 1`).Run(ctx, (*redis.Client)(nil), "r", 1, nil)
 	for _, c := range []struct {
 		name string
 		err  error
@@ -199,6 +201,7 @@ func TestBadInputWritesNothing(t *testing.T) {
 		{"odd values", redisfence.HSet(ctx, rdb, "r", 1, "{r}:h", "f"), "give field, value pairs"},
 		{"no keys", delNone, "no keys"},
 		{"nil rdb", runNil, "rdb is nil"},
+		{"typed nil rdb", runTypedNil, "rdb is nil"},
 	} {
 		if c.err == nil || !strings.Contains(c.err.Error(), c.want) || errors.Is(c.err, fence.ErrStale) {
 			t.Errorf("%s: %v, want an error containing %q", c.name, c.err, c.want)

@@ -5,6 +5,7 @@ package fencearg
 import (
 	"errors"
 	"fmt"
+	"reflect"
 )
 
 // Check returns an error naming the bad argument and the fix, or nil: resource must not be
@@ -20,4 +21,18 @@ func Check(resource string, token, max uint64) error {
 		return fmt.Errorf("fence: token %d for resource %q is past what the store holds (at most %d): pass the token of a cronlock lock unchanged", token, resource, max)
 	}
 	return nil
+}
+
+// Nil reports whether v is nil, or an interface holding a nil pointer (a typed nil, such as
+// a nil *pgxpool.Tx passed as a pgx.Tx), which would panic on its first call.
+func Nil(v any) bool {
+	if v == nil {
+		return true
+	}
+	r := reflect.ValueOf(v)
+	switch r.Kind() {
+	case reflect.Pointer, reflect.Interface, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan:
+		return r.IsNil()
+	}
+	return false
 }
