@@ -17,6 +17,8 @@ lint:
 	go tool staticcheck ./... ./bench/...
 	@! go list -deps ./job | grep -E 'cronlock/cronlock/.+|go-redis' | grep -v 'cronlock/cronlock/job$$' \
 		|| { echo "job must stay a leaf: no cronlock package, no Redis client"; exit 1; }
+	@! go list -deps ./fence ./fence/redisfence | grep -q jackc \
+		|| { echo "fence and fence/redisfence must not pull pgx: a Redis user of the fence does not need it"; exit 1; }
 	@! go list -f '{{join .Imports "\n"}}' ./examples/... | grep 'cronlock/cronlock/internal' \
 		|| { echo "examples must use only the public API, so that each can be copied out of the repo"; exit 1; }
 	go run ./internal/docscheck

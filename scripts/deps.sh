@@ -6,7 +6,9 @@
 # runs three containers; busybox gives its job a shell and flock), and systemd-analyze (checks
 # deploy/systemd), prometheus and jq (scripts/promcheck.sh: promtool checks deploy/prometheus and
 # the queries of deploy/grafana, which jq reads; cmd/cronlock's alert test runs a real
-# Prometheus). Debian/Ubuntu, as root; elsewhere it says what to install.
+# Prometheus), postgresql (initdb and the server for the Postgres fence tests,
+# internal/pgtest; Debian keeps them in /usr/lib/postgresql/<version>/bin). Debian/Ubuntu, as
+# root; elsewhere it says what to install.
 set -euo pipefail
 missing=()
 command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
@@ -16,6 +18,7 @@ command -v chromium >/dev/null 2>&1 || missing+=(chromium)
 command -v systemd-analyze >/dev/null 2>&1 || missing+=(systemd)
 { command -v prometheus && command -v promtool; } >/dev/null 2>&1 || missing+=(prometheus)
 command -v jq >/dev/null 2>&1 || missing+=(jq)
+{ command -v initdb || compgen -G '/usr/lib/postgresql/*/bin/initdb'; } >/dev/null 2>&1 || missing+=(postgresql)
 # A running docker serves the image test as well; otherwise podman, with runc as its runtime.
 if ! command -v podman >/dev/null 2>&1 && ! docker info >/dev/null 2>&1; then missing+=(podman); fi
 if command -v podman >/dev/null 2>&1 || [[ " ${missing[*]} " == *" podman "* ]]; then
@@ -34,7 +37,8 @@ if [ ${#missing[@]} -gt 0 ]; then
   # The package starts a system redis on 6379; the tests start their own on free ports.
   systemctl stop redis-server >/dev/null 2>&1 || service redis-server stop >/dev/null 2>&1 || true
   # Likewise a system prometheus on 9090 (and its node exporter): the test starts its own.
-  for svc in prometheus prometheus-node-exporter; do
+  # Likewise a system postgresql on 5432: internal/pgtest starts its own.
+  for svc in prometheus prometheus-node-exporter postgresql; do
     systemctl stop "$svc" >/dev/null 2>&1 || service "$svc" stop >/dev/null 2>&1 || true
   done
 fi

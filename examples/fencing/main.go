@@ -15,12 +15,19 @@
 //
 //     go run ./examples/fencing
 //
-// It runs its own three embedded Redis-protocol nodes (miniredis).
+// It runs its own three embedded Redis-protocol nodes (miniredis), and by default an in-memory
+// store. With -postgres, the store is a PostgreSQL database checked by package
+// fence/pgfence, the way a real job would write:
+//
+//	go run ./examples/fencing -postgres postgres://user@localhost/db
+//
+// It creates the fence table (pgfence.Schema) and a table ledger_sync in that database.
 package main
 
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -29,23 +36,28 @@ import (
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/fence"
+	"github.com/cronlock/cronlock/fence/pgfence"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
-// ErrStaleToken is returned by Store.Write for a token lower than one it has seen.
-var ErrStaleToken = errors.New("store: stale fencing token")
+// store is the storage the job writes to: it refuses a write whose token is lower than one
+// it has seen, with an error matching fence.ErrStale.
+type store interface {
+	Write(ctx context.Context, token uint64, value string) error
+	// Kept returns the value the store holds and its token.
+	Kept(ctx context.Context) (string, uint64, error)
+}
 
-// Store is the storage a job writes to. It remembers the highest fencing token it has seen and
-// refuses writes with a lower one. In SQL the same check is one conditional statement:
-//
-//	UPDATE balances SET amount = $1, fence = $2 WHERE account = $3 AND fence <= $2
-//
-// (zero rows updated means a stale writer); in Redis, a script that compares before it sets.
+// Store is an in-memory store. It remembers the highest fencing token it has seen and refuses
+// writes with a lower one. PostgresStore does the same in a database, and package
+// fence/redisfence in Redis.
 type Store struct {
 	mu    sync.Mutex
 	fence uint64
@@ -53,24 +65,66 @@ type Store struct {
 }
 
 // Write stores value if token is not lower than every token seen before.
-func (s *Store) Write(token uint64, value string) error {
+func (s *Store) Write(_ context.Context, token uint64, value string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if token < s.fence {
-		return fmt.Errorf("%w: %d < %d", ErrStaleToken, token, s.fence)
+		return &fence.StaleError{Resource: "ledger-sync", Token: token, Stored: s.fence}
 	}
 	s.fence, s.value = token, value
 	return nil
 }
 
+// Kept returns the value stored and its token.
+func (s *Store) Kept(context.Context) (string, uint64, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.value, s.fence, nil
+}
+
+// PostgresStore keeps the value in the table ledger_sync, and its writes are checked by
+// pgfence in the same transaction.
+type PostgresStore struct {
+	conn *pgx.Conn
+}
+
+// NewPostgresStore creates the fence table and ledger_sync if missing, on conn.
+func NewPostgresStore(ctx context.Context, conn *pgx.Conn) (*PostgresStore, error) {
+	for _, stmt := range []string{pgfence.Schema(),
+		`CREATE TABLE IF NOT EXISTS ledger_sync (id int PRIMARY KEY, value text NOT NULL)`} {
+		if _, err := conn.Exec(ctx, stmt); err != nil {
+			return nil, err
+		}
+	}
+	return &PostgresStore{conn: conn}, nil
+}
+
+// Write stores value under the fence of the resource "ledger-sync".
+func (s *PostgresStore) Write(ctx context.Context, token uint64, value string) error {
+	return pgfence.Write(ctx, s.conn, pgx.TxOptions{}, "ledger-sync", token, func(tx pgx.Tx) error {
+		_, err := tx.Exec(ctx, `INSERT INTO ledger_sync VALUES (1, $1) ON CONFLICT (id) DO UPDATE SET value = $1`, value)
+		return err
+	})
+}
+
+// Kept returns the value stored and the resource's token.
+func (s *PostgresStore) Kept(ctx context.Context) (string, uint64, error) {
+	var value string
+	var token int64
+	err := s.conn.QueryRow(ctx, `SELECT value, (SELECT token FROM cronlock_fence WHERE resource = 'ledger-sync') FROM ledger_sync WHERE id = 1`).Scan(&value, &token)
+	return value, uint64(token), err
+}
+
 func main() {
-	if err := run(os.Stdout); err != nil {
+	dsn := flag.String("postgres", "", "a PostgreSQL connection string: write to that database, checked by fence/pgfence, instead of an in-memory store")
+	flag.Parse()
+	if err := run(os.Stdout, *dsn); err != nil {
 		fmt.Fprintln(os.Stderr, "fencing:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out io.Writer) error {
+func run(out io.Writer, dsn string) error {
 	start := time.Now()
 	var outMu sync.Mutex // jobs print from their own goroutines
 	say := func(format string, args ...any) {
@@ -111,7 +165,17 @@ func run(out io.Writer) error {
 		return c, c.EndQuarantine(context.Background()) // new nodes
 	}
 
-	store := &Store{}
+	var store store = &Store{}
+	if dsn != "" {
+		conn, err := pgx.Connect(context.Background(), dsn)
+		if err != nil {
+			return err
+		}
+		closers = append(closers, func() { _ = conn.Close(context.Background()) })
+		if store, err = NewPostgresStore(context.Background(), conn); err != nil {
+			return err
+		}
+	}
 	paused := make(chan struct{})
 	bDone := make(chan struct{})
 	aDone := make(chan error, 1)
@@ -122,12 +186,12 @@ func run(out io.Writer) error {
 			close(paused)
 			<-bDone // a long pause that ignores ctx, as a GC pause or SIGSTOP would
 			say("%s: wakes up; its context says: %v", r.Replica, context.Cause(ctx))
-			err := store.Write(r.FencingToken, "written by a")
+			err := store.Write(context.WithoutCancel(ctx), r.FencingToken, "written by a")
 			say("%s: write with token %d: %v", r.Replica, r.FencingToken, err)
 			aDone <- err
 			return err
 		}
-		err := store.Write(r.FencingToken, "written by b")
+		err := store.Write(ctx, r.FencingToken, "written by b")
 		say("%s: write with token %d: %v", r.Replica, r.FencingToken, err)
 		return err
 	}
@@ -191,7 +255,11 @@ func run(out io.Writer) error {
 		return err
 	}
 	werr := <-aDone
-	say("the store kept %q (token %d); the stale write was refused: %v", store.value, store.fence, errors.Is(werr, ErrStaleToken))
+	value, token, err := store.Kept(context.Background())
+	if err != nil {
+		return err
+	}
+	say("the store kept %q (token %d); the stale write was refused: %v", value, token, errors.Is(werr, fence.ErrStale))
 	cut.set(false)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
