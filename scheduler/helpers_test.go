@@ -190,8 +190,10 @@ func (h missedHandler) Handle(ctx context.Context, r slog.Record) error {
 
 // decisions returns, for each tick of job (every period) that some replica did not run, what
 // each replica did with it, and whether every one of replicas decided not to run it: skipped
-// it as late or found no quorum within its window (nodes that did not answer within the node
-// timeout, seen beside a CPU hog), or its loop fell behind and missed it. Such a tick may
+// it as late, found no quorum within its window (nodes that did not answer within the node
+// timeout, seen beside a CPU hog), found the run of an earlier tick still going on (the jobs
+// forbid overlap; seen in the cluster test, a run's lock waiting on the restarted member), or
+// its loop fell behind and missed it. Such a tick may
 // rightly not run at all: a decision not to run neither breaks nor proves exactly-once.
 func (l *ledger) decisions(job string, period time.Duration, replicas ...string) map[int64]decision {
 	l.mu.Lock()
@@ -224,7 +226,7 @@ func (l *ledger) decisions(job string, period time.Duration, replicas ...string)
 			}
 			d.What = append(d.What, r+": "+what)
 			d.NotRun = d.NotRun && (what == "missed" || strings.HasPrefix(what, middleware.OutcomeSkippedLate+" ") ||
-				strings.HasPrefix(what, middleware.OutcomeQuorumUnavailable+" "))
+				strings.HasPrefix(what, middleware.OutcomeQuorumUnavailable+" ") || strings.HasPrefix(what, middleware.OutcomeSkippedOverlap+" "))
 		}
 		out[tick] = d
 	}
