@@ -20,9 +20,11 @@ import (
 // DefaultHistorySize is the default of WithHistorySize.
 const DefaultHistorySize = 100
 
-// Record is one entry of a job's run history: a tick or manual run that ran (outcome ran,
-// failed, lease_lost, replaced, or stopped when Stop cut it short), or a tick skipped because the job
-// was paused (skipped_paused).
+// Record is one entry of a job's run history: one attempt at a tick or manual run whose handler
+// ran (outcome ran, failed, lease_lost, replaced, or stopped when Stop cut it short), or a tick
+// skipped because the job was paused (skipped_paused). Each attempt of a tick (job.Options.Retries)
+// has its own record; an attempt that did not run (the tick was done or held elsewhere, or its
+// attempts were used up across the cluster) has none.
 type Record struct {
 	Job string
 	// Tick is the tick's instant, or when the manual run was asked for.
@@ -34,6 +36,10 @@ type Record struct {
 	Trigger string
 	// Backfill is true for a past tick run by Backfill.
 	Backfill bool
+	// Attempt is the attempt's number at its tick, from 1 (job.Run.Attempt: counted across the
+	// cluster); 1 for a manual run, and for a record written by a version of cronlock that kept
+	// one record per tick.
+	Attempt int
 	// Replica is the replica that ran it (for a pause: the first that recorded the skip).
 	Replica string
 	// Outcome is middleware.Outcome's name of it.
@@ -79,15 +85,19 @@ return 1`)
 	statusScript = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1])}`)
 )
 
-// recorder collects what the history needs from inside the handler chain: the token and trace
-// that Lock set, and the handler's time. It also tells Stop which run is which: its owner, and
-// whether its handler is running.
+// recorder collects what the history needs from inside the handler chain: the attempt number
+// and token that Lock set, the trace, and the handler's time, for the attempt under way. It
+// also tells Stop which run is which: its owner, and whether its handler is running.
 type recorder struct {
 	owner   *Scheduler
 	run     *job.Run                // the run it records
+	keep    time.Duration           // how long the run's history deduplication markers live
 	cancel  context.CancelCauseFunc // ends the run's context (a replacement)
 	lease   *redlock.Lease          // the run's lease, set before running
 	running atomic.Bool
+	ran     bool // the handler of some attempt started
+	// The attempt under way: zero start until its handler starts.
+	attempt int
 	token   uint64
 	traceID string
 	start   time.Time
@@ -96,8 +106,27 @@ type recorder struct {
 
 type recorderKey struct{}
 
-// record is the middleware, just inside Lock, that fills the run's recorder. The error of a
-// run that Stop cut short is made to match job.ErrStopped.
+// recordAttempts is the middleware, between Retry and Lock, that writes each attempt's record
+// to the history as Lock returns it: an attempt whose handler started, or a tick skipped
+// because the job is paused.
+func recordAttempts(next job.Handler) job.Handler {
+	return func(ctx context.Context) error {
+		rec, _ := ctx.Value(recorderKey{}).(*recorder)
+		if rec == nil {
+			return next(ctx)
+		}
+		rec.start, rec.attempt = time.Time{}, 1
+		if run, ok := job.RunFrom(ctx); ok {
+			rec.attempt = max(run.Attempt, 1)
+		}
+		err := next(ctx)
+		rec.owner.recordAttempt(rec, err)
+		return err
+	}
+}
+
+// record is the middleware, just inside Lock, that fills the run's recorder for the attempt
+// under way. The error of a run that Stop cut short is made to match job.ErrStopped.
 func record(next job.Handler) job.Handler {
 	return func(ctx context.Context) error {
 		rec, _ := ctx.Value(recorderKey{}).(*recorder)
@@ -105,8 +134,9 @@ func record(next job.Handler) job.Handler {
 			return next(ctx)
 		}
 		if run, ok := job.RunFrom(ctx); ok {
-			rec.token = run.FencingToken
+			rec.token, rec.attempt = run.FencingToken, max(run.Attempt, 1)
 		}
+		rec.ran = true
 		rec.traceID, rec.start = middleware.TraceID(ctx), time.Now()
 		rec.lease, _ = redlock.LeaseFrom(ctx)
 		rec.running.Store(true)
@@ -120,37 +150,45 @@ func record(next job.Handler) job.Handler {
 	}
 }
 
-// runHandler runs e's handler chain for run, then logs the outcome and records it in the
-// history. It returns the handler's error.
+// runHandler runs e's handler chain for run, then logs the outcome. It returns the handler's
+// error. Each attempt is recorded in the history as it ends (recordAttempts).
 func (s *Scheduler) runHandler(e *entry, run *job.Run, rec *recorder) error {
 	ctx, cancel := context.WithCancelCause(job.NewContext(s.runCtx, run))
 	defer cancel(nil)
 	rec.cancel = cancel
 	err := e.handler(context.WithValue(ctx, recorderKey{}, rec))
-	started := !rec.start.IsZero() // the handler ran
-	s.report(run, err, started)
+	s.report(run, err, rec.ran)
+	return err
+}
+
+// runOutcomes are the outcomes of an attempt whose handler ran that the history records.
+var runOutcomes = []string{middleware.OutcomeRan, middleware.OutcomeFailed, middleware.OutcomeLeaseLost, middleware.OutcomeReplaced, middleware.OutcomeStopped}
+
+// recordAttempt writes the record of rec's attempt, which ended with err, to the history: if
+// its handler started, or if it was skipped because the job is paused. Other attempts did not
+// run and leave no record.
+func (s *Scheduler) recordAttempt(rec *recorder, err error) {
+	started := !rec.start.IsZero()
 	outcome := middleware.Outcome(err)
 	switch {
-	case outcome == middleware.OutcomeRan, outcome == middleware.OutcomeFailed, outcome == middleware.OutcomeLeaseLost, outcome == middleware.OutcomeReplaced,
-		outcome == middleware.OutcomeSkippedPaused, outcome == middleware.OutcomeStopped && started:
+	case s.cfg.historySize == 0:
+		return
+	case started && slices.Contains(runOutcomes, outcome):
+	case outcome == middleware.OutcomeSkippedPaused:
 	default:
-		return err
+		return
 	}
-	if s.cfg.historySize == 0 {
-		return err
-	}
-	r := Record{Job: run.Job, Tick: run.Tick, PlannedStart: run.PlannedStart, Trigger: run.Trigger, Backfill: run.Backfill, Replica: run.Replica, Outcome: outcome,
-		Start: rec.start, Duration: rec.elapsed, Token: rec.token, TraceID: rec.traceID}
+	run := rec.run
+	r := Record{Job: run.Job, Tick: run.Tick, PlannedStart: run.PlannedStart, Trigger: run.Trigger, Backfill: run.Backfill, Attempt: rec.attempt,
+		Replica: run.Replica, Outcome: outcome, Start: rec.start, Duration: rec.elapsed, Token: rec.token, TraceID: rec.traceID}
 	if outcome == middleware.OutcomeSkippedPaused {
-		r.Start, r.Duration, r.Token = time.Now(), 0, 0
-	}
-	if err != nil && outcome != middleware.OutcomeSkippedPaused {
+		r.Start, r.Duration, r.Token, r.TraceID = time.Now(), 0, 0, ""
+	} else if err != nil {
 		r.Error = err.Error()
 	}
-	if werr := s.appendHistory(r, e.keepDone); werr != nil {
-		s.cfg.logger.Warn("cronlock: could not record the run in the history", "job", run.Job, "tick", run.Tick, "err", werr)
+	if werr := s.appendHistory(r, rec.keep); werr != nil {
+		s.cfg.logger.Warn("cronlock: could not record the run in the history", "job", run.Job, "tick", run.Tick, "attempt", r.Attempt, "err", werr)
 	}
-	return err
 }
 
 // appendHistory writes r to the job's history on every node; keep is how long the record's
@@ -158,7 +196,7 @@ func (s *Scheduler) runHandler(e *entry, run *job.Run, rec *recorder) error {
 func (s *Scheduler) appendHistory(r Record, keep time.Duration) error {
 	key := middleware.HistoryKey(s.cfg.prefix, r.Job)
 	args := []any{s.cfg.historySize, keep.Milliseconds(),
-		"tick", r.Tick.UnixMilli(), "planned", r.PlannedStart.UnixMicro(), "trigger", r.Trigger, "replica", r.Replica, "outcome", r.Outcome,
+		"tick", r.Tick.UnixMilli(), "planned", r.PlannedStart.UnixMicro(), "trigger", r.Trigger, "attempt", r.Attempt, "replica", r.Replica, "outcome", r.Outcome,
 		"start", r.Start.UnixMicro(), "duration", r.Duration.Microseconds(), "token", strconv.FormatUint(r.Token, 10),
 		"trace", r.TraceID, "error", r.Error}
 	if r.Backfill {
@@ -238,7 +276,8 @@ func parseRecord(name string, en any) (Record, bool) {
 	r := Record{Job: name, Tick: time.UnixMilli(num("tick")), Trigger: f["trigger"], Backfill: f["backfill"] == "1", Replica: f["replica"], Outcome: f["outcome"],
 		Start: time.UnixMicro(num("start")), Duration: time.Duration(num("duration")) * time.Microsecond, Token: token,
 		TraceID: f["trace"], Error: f["error"]}
-	r.PlannedStart = r.Tick // a record written before planned starts were
+	r.PlannedStart = r.Tick                 // a record written before planned starts were
+	r.Attempt = max(int(num("attempt")), 1) // 0: a record written before attempts were
 	if _, ok := f["planned"]; ok {
 		r.PlannedStart = time.UnixMicro(num("planned"))
 	}
@@ -251,11 +290,12 @@ type Status struct {
 	// Paused is the job's pause, nil if it is not paused (the pause key is on fewer than a
 	// quorum of the nodes).
 	Paused *job.Pause
-	// LastRun is the newest record of a run (ran, failed or lease_lost), LastSuccess the
-	// newest that ran; nil if the history has none.
+	// LastRun is the newest record of a run (the last attempt of the newest tick that ran),
+	// LastSuccess the newest that ran; nil if the history has none.
 	LastRun, LastSuccess *Record
-	// Failures counts the runs newer than LastSuccess that failed or lost their lease: how
-	// many runs in a row failed (at most the history's size).
+	// Failures counts the ticks and manual runs newer than LastSuccess that failed or lost
+	// their lease, each once whatever its attempts: how many in a row failed (at most the
+	// history's size).
 	Failures int
 	// History is every record the nodes keep of the job (WithHistorySize), newest first, as
 	// History returns them: the records LastRun and LastSuccess were picked from.
@@ -284,6 +324,7 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 	}
 	st.Paused = s.ctl.pause(pauses)
 	st.History = mergeHistory(name, histories, max(s.cfg.historySize, 1))
+	var counted Record // the run of the last failure counted
 	for _, r := range st.History {
 		if r.Outcome == middleware.OutcomeSkippedPaused {
 			continue
@@ -296,7 +337,10 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 			st.LastSuccess = &r
 			return st, nil
 		case middleware.OutcomeFailed, middleware.OutcomeLeaseLost:
-			st.Failures++
+			if st.Failures == 0 || !r.Tick.Equal(counted.Tick) || r.Trigger != counted.Trigger {
+				st.Failures++
+			}
+			counted = r
 		}
 	}
 	return st, nil

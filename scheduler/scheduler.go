@@ -196,6 +196,7 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 	}
 	chain := append(slices.Clone(s.cfg.middleware),
 		middleware.Retry(middleware.RetryPolicy{Retries: o.Retries, BackOff: o.RetryBackOff, Clock: s.cfg.clock, Stop: s.stop}),
+		recordAttempts,
 		middleware.Lock(s.locks, middleware.LockConfig{
 			Prefix: s.cfg.prefix, TTL: o.LockTTL, RenewEvery: o.RenewEvery, Overlap: o.Overlap, MaxAttempts: o.Retries + 1,
 			KeepDone: keepDone, Clock: s.cfg.clock, Logger: s.cfg.logger, Limiter: s.limiter, Stop: s.stop,
@@ -413,7 +414,7 @@ func (s *Scheduler) launch(e *entry, tick, next, start time.Time) {
 // goRun runs e's handler chain for run in a goroutine owned by the scheduler, then calls
 // after (if not nil) with the chain's error; s.mu must be held.
 func (s *Scheduler) goRun(e *entry, run *job.Run, after func(error)) {
-	rec := &recorder{owner: s, run: run}
+	rec := &recorder{owner: s, run: run, keep: e.keepDone}
 	s.active[rec] = true
 	s.runs.Add(1)
 	go func() {
