@@ -21,8 +21,9 @@ import (
 const DefaultHistorySize = 100
 
 // Record is one entry of a job's run history: one attempt at a tick or manual run whose handler
-// ran (outcome ran, failed, lease_lost, replaced, or stopped when Stop cut it short), or a tick
-// skipped because the job was paused (skipped_paused). Each attempt of a tick (job.Options.Retries)
+// ran (outcome ran, failed, lease_lost, replaced, stopped when Stop cut it short, or
+// interrupted when its replica vanished and another one recorded it), or a tick skipped
+// because the job was paused (skipped_paused). Each attempt of a tick (job.Options.Retries)
 // has its own record; an attempt that did not run (the tick was done or held elsewhere, or its
 // attempts were used up across the cluster) has none.
 type Record struct {
@@ -70,13 +71,22 @@ func (r Record) runID() string {
 }
 
 var (
-	// Appends a record to the stream KEYS[1], capped at ARGV[1] entries, unless the marker
-	// KEYS[2] of the same record exists (another replica wrote it); the marker lives ARGV[2] ms.
+	// Appends a record (fields ARGV[5..]) to the stream KEYS[1], capped at ARGV[1] entries,
+	// unless the marker KEYS[2] of the same record exists (another replica wrote it); the marker
+	// lives ARGV[2] ms. It removes the run's in-flight record, field ARGV[3] of the hash KEYS[3]
+	// (empty: none). With ARGV[4] = '1' (a rescue) it writes only where that in-flight record
+	// still is: the run's own record, written meanwhile, removed it.
 	appendScript = redis.NewScript(`
+if ARGV[4] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[3]) == 0 then
+  return 0
+end
+if ARGV[3] ~= '' then
+  redis.call('HDEL', KEYS[3], ARGV[3])
+end
 if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then
   return 0
 end
-redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], '*', unpack(ARGV, 3))
+redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], '*', unpack(ARGV, 5))
 return 1`)
 	readScript = redis.NewScript(`return redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1])`)
 	getScript  = redis.NewScript(`return redis.call('GET', KEYS[1])`)
@@ -96,6 +106,10 @@ type recorder struct {
 	lease   *redlock.Lease          // the run's lease, set before running
 	running atomic.Bool
 	ran     bool // the handler of some attempt started
+	// inFlight is the field of the attempt's in-flight record (startInFlight), empty if none
+	// was written; inFlightDone is closed once it was written, nil if none is.
+	inFlight     string
+	inFlightDone chan struct{}
 	// The attempt under way: zero start until its handler starts.
 	attempt int
 	token   uint64
@@ -115,7 +129,7 @@ func recordAttempts(next job.Handler) job.Handler {
 		if rec == nil {
 			return next(ctx)
 		}
-		rec.start, rec.attempt = time.Time{}, 1
+		rec.start, rec.attempt, rec.inFlight, rec.inFlightDone = time.Time{}, 1, "", nil
 		if run, ok := job.RunFrom(ctx); ok {
 			rec.attempt = max(run.Attempt, 1)
 		}
@@ -139,6 +153,7 @@ func record(next job.Handler) job.Handler {
 		rec.ran = true
 		rec.traceID, rec.start = middleware.TraceID(ctx), time.Now()
 		rec.lease, _ = redlock.LeaseFrom(ctx)
+		rec.owner.startInFlight(rec)
 		rec.running.Store(true)
 		err := next(ctx)
 		rec.running.Store(false)
@@ -161,19 +176,19 @@ func (s *Scheduler) runHandler(e *entry, run *job.Run, rec *recorder) error {
 	return err
 }
 
-// runOutcomes are the outcomes of an attempt whose handler ran that the history records.
-var runOutcomes = []string{middleware.OutcomeRan, middleware.OutcomeFailed, middleware.OutcomeLeaseLost, middleware.OutcomeReplaced, middleware.OutcomeStopped}
-
 // recordAttempt writes the record of rec's attempt, which ended with err, to the history: if
 // its handler started, or if it was skipped because the job is paused. Other attempts did not
 // run and leave no record.
 func (s *Scheduler) recordAttempt(rec *recorder, err error) {
+	if rec.inFlightDone != nil {
+		<-rec.inFlightDone // its in-flight record is written before it is removed
+	}
 	started := !rec.start.IsZero()
 	outcome := middleware.Outcome(err)
 	switch {
 	case s.cfg.historySize == 0:
 		return
-	case started && slices.Contains(runOutcomes, outcome):
+	case started:
 	case outcome == middleware.OutcomeSkippedPaused:
 	default:
 		return
@@ -186,24 +201,36 @@ func (s *Scheduler) recordAttempt(rec *recorder, err error) {
 	} else if err != nil {
 		r.Error = err.Error()
 	}
-	if werr := s.appendHistory(r, rec.keep); werr != nil {
+	if _, werr := s.appendHistory(r, rec.keep, rec.inFlight, false); werr != nil {
 		s.cfg.logger.Warn("cronlock: could not record the run in the history", "job", run.Job, "tick", run.Tick, "attempt", r.Attempt, "err", werr)
 	}
 }
 
-// appendHistory writes r to the job's history on every node; keep is how long the record's
-// deduplication marker lives.
-func (s *Scheduler) appendHistory(r Record, keep time.Duration) error {
+// appendHistory writes r to the job's history on every node, and removes the run's in-flight
+// record (field inFlight, empty for none); keep is how long the record's deduplication marker
+// lives. With rescue, it writes r only on the nodes that still have the in-flight record. It
+// returns how many nodes wrote r.
+func (s *Scheduler) appendHistory(r Record, keep time.Duration, inFlight string, rescue bool) (int, error) {
 	key := middleware.HistoryKey(s.cfg.prefix, r.Job)
-	args := []any{s.cfg.historySize, keep.Milliseconds(),
+	only := "0"
+	if rescue {
+		only = "1"
+	}
+	args := []any{s.cfg.historySize, keep.Milliseconds(), inFlight, only,
 		"tick", r.Tick.UnixMilli(), "planned", r.PlannedStart.UnixMicro(), "trigger", r.Trigger, "attempt", r.Attempt, "replica", r.Replica, "outcome", r.Outcome,
 		"start", r.Start.UnixMicro(), "duration", r.Duration.Microseconds(), "token", strconv.FormatUint(r.Token, 10),
 		"trace", r.TraceID, "error", r.Error}
 	if r.Backfill {
 		args = append(args, "backfill", "1")
 	}
-	_, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, key + ":" + r.runID()}, args...)
-	return err
+	replies, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, key + ":" + r.runID(), inFlightKey(s.cfg.prefix, r.Job)}, args...)
+	wrote := 0
+	for _, w := range replies {
+		if w == int64(1) {
+			wrote++
+		}
+	}
+	return wrote, err
 }
 
 // History returns the last n records of the job named name, newest first (by tick, then start), read
@@ -235,17 +262,26 @@ func (c *Control) History(ctx context.Context, name string, n int) ([]Record, er
 }
 
 // mergeHistory merges the nodes' replies to readScript (nil for a node that did not answer)
-// into the last n records, newest first (by tick, then start), each once.
+// into the last n records, newest first (by tick, then start), each once. Where the nodes
+// disagree about a run — its own record on some, interrupted (a rescue) on others — its own
+// record is kept.
 func mergeHistory(name string, replies []any, n int) []Record {
-	seen := map[string]bool{}
+	seen := map[string]int{} // index in out
 	var out []Record
 	for _, reply := range replies {
 		entries, _ := reply.([]any)
 		for _, en := range entries {
 			r, ok := parseRecord(name, en)
-			if ok && !seen[r.runID()] {
-				seen[r.runID()] = true
+			if !ok {
+				continue
+			}
+			i, dup := seen[r.runID()]
+			switch {
+			case !dup:
+				seen[r.runID()] = len(out)
 				out = append(out, r)
+			case out[i].Outcome == middleware.OutcomeInterrupted && r.Outcome != middleware.OutcomeInterrupted:
+				out[i] = r // the run's own record, where nodes disagree
 			}
 		}
 	}
@@ -293,8 +329,8 @@ type Status struct {
 	// LastRun is the newest record of a run (the last attempt of the newest tick that ran),
 	// LastSuccess the newest that ran; nil if the history has none.
 	LastRun, LastSuccess *Record
-	// Failures counts the ticks and manual runs newer than LastSuccess that failed or lost
-	// their lease, each once whatever its attempts: how many in a row failed (at most the
+	// Failures counts the ticks and manual runs newer than LastSuccess that failed, lost
+	// their lease or were interrupted, each once whatever its attempts: how many in a row failed (at most the
 	// history's size).
 	Failures int
 	// History is every record the nodes keep of the job (WithHistorySize), newest first, as
@@ -336,7 +372,7 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 		case middleware.OutcomeRan:
 			st.LastSuccess = &r
 			return st, nil
-		case middleware.OutcomeFailed, middleware.OutcomeLeaseLost:
+		case middleware.OutcomeFailed, middleware.OutcomeLeaseLost, middleware.OutcomeInterrupted:
 			if st.Failures == 0 || !r.Tick.Equal(counted.Tick) || r.Trigger != counted.Trigger {
 				st.Failures++
 			}

@@ -68,6 +68,8 @@ type Scheduler struct {
 	loopDone chan struct{}      // closed when the loop exits
 	pollNow  chan struct{}      // Trigger asks the trigger poller to look at once
 	pollDone chan struct{}      // closed when the trigger poller exits
+	// rescueDone is closed when the rescuer of interrupted runs (rescueRuns) exits.
+	rescueDone chan struct{}
 
 	triggered map[string]bool // manual runs under way here, by queue member; guarded by mu
 
@@ -285,8 +287,10 @@ func (s *Scheduler) Start() error {
 	}
 	s.loopDone = make(chan struct{})
 	s.pollDone = make(chan struct{})
+	s.rescueDone = make(chan struct{})
 	go s.loop()
 	go s.pollTriggers()
+	go s.rescueRuns()
 	return nil
 }
 
@@ -488,11 +492,12 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.halt() // first: from here on, no handler or retry starts
 	s.mu.Lock()
 	s.state = stopped
-	loopDone, pollDone := s.loopDone, s.pollDone
+	loopDone, pollDone, rescueDone := s.loopDone, s.pollDone, s.rescueDone
 	s.mu.Unlock()
 	if loopDone != nil {
 		<-loopDone
 		<-pollDone
+		<-rescueDone
 	}
 	own, _ := ctx.Value(recorderKey{}).(*recorder) // the run Stop is called from, if any
 	if own != nil && own.owner != s {

@@ -115,7 +115,7 @@ func (j *pageJob) runs() []pageRun {
 
 // failure reports whether a run's outcome is a failure.
 func failure(outcome string) bool {
-	return outcome == middleware.OutcomeFailed || outcome == middleware.OutcomeLeaseLost
+	return outcome == middleware.OutcomeFailed || outcome == middleware.OutcomeLeaseLost || outcome == middleware.OutcomeInterrupted
 }
 
 // pageData is what every page shows, and what one page needs.
