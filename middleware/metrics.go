@@ -180,7 +180,7 @@ func (ins *instruments) forJob(name string) *jobMetrics {
 		reasons: map[string]measureOpts{}, causes: map[string]measureOpts{},
 	}
 	for _, o := range []string{OutcomeRan, OutcomeFailed, OutcomeSkippedHeld, OutcomeSkippedDone,
-		OutcomeSkippedOverlap, OutcomeSkippedLate, OutcomeSkippedPaused, OutcomeReplaced, OutcomeLeaseLost, OutcomeQuorumUnavailable, OutcomeStopped} {
+		OutcomeSkippedOverlap, OutcomeSkippedLate, OutcomeSkippedPaused, OutcomeReplaced, OutcomeLeaseLost, OutcomeQuorumUnavailable, OutcomeStopped, OutcomeInterrupted} {
 		jm.outcomes[o] = newMeasureOpts(attrJob.String(name), attrOutcome.String(o))
 	}
 	for _, r := range []string{resultAcquired, resultHeld, resultDone, resultOverlap, resultPaused, resultUnavailable, resultError} {

@@ -505,14 +505,14 @@ func TestZeroRuns(t *testing.T) {
 	middleware.ZeroRuns(tm.mp, "z")
 	middleware.ZeroRuns(tm.mp, "z")
 	before := tm.points(t, "cronlock.job.runs")
-	assert.Len(t, before, 11, "one series per outcome: %v", before)
+	assert.Len(t, before, 12, "one series per outcome: %v", before)
 	for outcome, n := range before {
 		assert.Zero(t, n, outcome)
 	}
 	h := middleware.Metrics(middleware.WithMeterProvider(tm.mp))
 	require.NoError(t, h(func(context.Context) error { return nil })(runAs("r1", "z", time.Time{})))
 	after := tm.points(t, "cronlock.job.runs")
-	assert.Len(t, after, 11)
+	assert.Len(t, after, 12)
 	assert.Equal(t, int64(1), after[middleware.OutcomeRan])
 	assert.Zero(t, after[middleware.OutcomeFailed])
 }

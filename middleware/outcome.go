@@ -20,13 +20,21 @@ const (
 	OutcomeLeaseLost         = "lease_lost"
 	OutcomeQuorumUnavailable = "quorum_unavailable"
 	OutcomeStopped           = "stopped"
+	OutcomeInterrupted       = "interrupted"
 )
+
+// ErrInterrupted is the error of a run whose holder vanished — its process killed, or frozen
+// past its lease — without recording how it ended: a live replica found its in-flight record
+// with its lock gone from a quorum of the nodes, and ended it (scheduler.Record outcome
+// interrupted). Outcome names it OutcomeInterrupted.
+var ErrInterrupted = errors.New("middleware: interrupted: the run's holder vanished without recording its end")
 
 // Outcome names the outcome of a tick on one replica from the error its handler chain
 // returned: OutcomeRan for nil, a skipped_* outcome for a *job.SkipError, OutcomeStopped when
 // the error matches job.ErrStopped (the scheduler is stopping), OutcomeReplaced when it
 // matches job.ErrReplaced (a newer tick stopped the run, Overlap Replace), OutcomeLeaseLost
-// when the error matches redlock.ErrLeaseLost, OutcomeQuorumUnavailable when it matches
+// when the error matches redlock.ErrLeaseLost, OutcomeInterrupted when it matches
+// ErrInterrupted, OutcomeQuorumUnavailable when it matches
 // redlock.ErrQuorumUnavailable, and OutcomeFailed otherwise.
 func Outcome(err error) string {
 	if err == nil {
@@ -47,6 +55,8 @@ func Outcome(err error) string {
 		}
 	}
 	switch {
+	case errors.Is(err, ErrInterrupted):
+		return OutcomeInterrupted
 	case errors.Is(err, job.ErrStopped):
 		return OutcomeStopped
 	case errors.Is(err, job.ErrReplaced):

@@ -32,7 +32,9 @@ func WithTracerProvider(tp trace.TracerProvider) TraceOption {
 // the instant ("cronlock.planned_start", Unix milliseconds: job.Run.PlannedStart, the tick
 // delayed by job.Options.Jitter), the replica's name and the tick's
 // outcome (Outcome: "ran", "failed", "skipped_held", "skipped_done", "skipped_overlap",
-// "skipped_late", "skipped_paused", "lease_lost", "quorum_unavailable" or "stopped"; a
+// "skipped_late", "skipped_paused", "lease_lost", "quorum_unavailable", "stopped" or
+// "interrupted" — a run of another replica that vanished, which the scheduler's rescuer
+// passes through its middleware once it recorded it (scheduler.WithRescueEvery); a
 // skipped_paused span also has "cronlock.pause.reason"). Failures, lost leases and unavailable
 // nodes are recorded as errors (span.RecordError and an Error status); skips and stopped ticks
 // are not errors.

@@ -18,15 +18,16 @@ var ErrJobRunning = errors.New("scheduler: the job is running")
 var (
 	// Looks at every key of one job on one node (ARGV[1]: their SCAN MATCH pattern; KEYS[1], the
 	// job's run key, names the job's hash slot). A lock of the job held there (a hash whose state
-	// is not "done", as redlock writes them) refuses: {1, key}. Otherwise, when ARGV[2] is
-	// "delete", every key of the job is deleted: {0, keys deleted}.
+	// is not "done", as redlock writes them; not the hash of runs in flight, {…}:running)
+	// refuses: {1, key}. Otherwise, when ARGV[2] is "delete", every key of the job is deleted:
+	// {0, keys deleted}.
 	forgetScript = redis.NewScript(`
 local found, cursor = {}, '0'
 repeat
   local r = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
   cursor = r[1]
   for _, k in ipairs(r[2]) do
-    if redis.call('TYPE', k).ok == 'hash' and redis.call('HGET', k, 's') ~= 'done' then
+    if redis.call('TYPE', k).ok == 'hash' and string.sub(k, -9) ~= '}:running' and redis.call('HGET', k, 's') ~= 'done' then
       return {1, k}
     end
     found[#found + 1] = k
@@ -58,7 +59,8 @@ return n`)
 )
 
 // Forget removes from the lock nodes everything the job named name left there: its fence
-// counter, run history, pause, done markers, attempt counts and waiting manual runs. It is for
+// counter, run history, runs in flight, pause, done markers, attempt counts and waiting manual
+// runs. It is for
 // a job that no scheduler runs any more: remove it from every replica first (a replica that
 // still has it writes its state anew at its next tick). Nothing in a scheduler's memory
 // changes.

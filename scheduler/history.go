@@ -21,9 +21,12 @@ import (
 // DefaultHistorySize is the default of WithHistorySize.
 const DefaultHistorySize = 100
 
-// Record is one entry of a job's run history: a tick or manual run that ran (outcome ran,
-// failed, lease_lost, replaced, or stopped when Stop cut it short), or a tick skipped because the job
-// was paused (skipped_paused).
+// Record is one entry of a job's run history: one attempt at a tick or manual run whose handler
+// ran (outcome ran, failed, lease_lost, replaced, stopped when Stop cut it short, or
+// interrupted when its replica vanished and another one recorded it), or a tick skipped
+// because the job was paused (skipped_paused). Each attempt of a tick (job.Options.Retries)
+// has its own record; an attempt that did not run (the tick was done or held elsewhere, or its
+// attempts were used up across the cluster) has none.
 type Record struct {
 	Job string
 	// Tick is the tick's instant, or when the manual run was asked for.
@@ -37,6 +40,10 @@ type Record struct {
 	Backfill bool
 	// By names who asked for a manual run or a backfill (job.Run.By); empty for a tick.
 	By string
+	// Attempt is the attempt's number at its tick, from 1 (job.Run.Attempt: counted across the
+	// cluster); 1 for a manual run, and for a record written by a version of cronlock that kept
+	// one record per tick.
+	Attempt int
 	// Replica is the replica that ran it (for a pause: the first that recorded the skip).
 	Replica string
 	// Outcome is middleware.Outcome's name of it.
@@ -70,21 +77,30 @@ func (r Record) runID() string {
 }
 
 var (
-	// Appends a record to the stream KEYS[1], capped at ARGV[1] entries, unless the marker
-	// KEYS[2] of the same record exists (another replica wrote it); the marker lives ARGV[2] ms.
-	// With a non-empty ARGV[3] (the run's output), appends it, with the record's id ARGV[4], to
-	// the stream KEYS[3] under the record's entry id; that stream keeps the outputs of the
-	// records kept, and is read only when asked for.
+	// Appends a record (fields ARGV[7..]) to the stream KEYS[1], capped at ARGV[1] entries,
+	// unless the marker KEYS[2] of the same record exists (another replica wrote it); the marker
+	// lives ARGV[2] ms. It removes the run's in-flight record, field ARGV[3] of the hash KEYS[3]
+	// (empty: none). With ARGV[4] = '1' (a rescue) it writes only where that in-flight record
+	// still is: the run's own record, written meanwhile, removed it. With a non-empty ARGV[5]
+	// (the run's output), appends it, with the record's id ARGV[6], to the stream KEYS[4] under
+	// the record's entry id; that stream keeps the outputs of the records kept, and is read only
+	// when asked for.
 	appendScript = redis.NewScript(`
+if ARGV[4] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[3]) == 0 then
+  return 0
+end
+if ARGV[3] ~= '' then
+  redis.call('HDEL', KEYS[3], ARGV[3])
+end
 if not redis.call('SET', KEYS[2], '1', 'NX', 'PX', ARGV[2]) then
   return 0
 end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], '*', unpack(ARGV, 5))
-if ARGV[3] ~= '' then
-  redis.pcall('XADD', KEYS[3], id, 'run', ARGV[4], 'output', ARGV[3])
+local id = redis.call('XADD', KEYS[1], 'MAXLEN', ARGV[1], '*', unpack(ARGV, 7))
+if ARGV[5] ~= '' then
+  redis.pcall('XADD', KEYS[4], id, 'run', ARGV[6], 'output', ARGV[5])
 end
-if redis.call('EXISTS', KEYS[3]) == 1 then
-  redis.call('XTRIM', KEYS[3], 'MINID', redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1][1])
+if redis.call('EXISTS', KEYS[4]) == 1 then
+  redis.call('XTRIM', KEYS[4], 'MINID', redis.call('XRANGE', KEYS[1], '-', '+', 'COUNT', 1)[1][1])
 end
 return 1`)
 	readScript = redis.NewScript(`return redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1])`)
@@ -96,20 +112,28 @@ return 1`)
 	statusScript = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1])}`)
 )
 
-// recorder collects what the history needs from inside the handler chain: the token and trace
-// that Lock set, and the handler's time. It also tells Stop which run is which: its owner, and
-// whether its handler is running.
+// recorder collects what the history needs from inside the handler chain: the attempt number
+// and token that Lock set, the trace, and the handler's time, for the attempt under way. It
+// also tells Stop which run is which: its owner, and whether its handler is running.
 type recorder struct {
 	owner   *Scheduler
 	run     *job.Run                // the run it records
+	keep    time.Duration           // how long the run's history deduplication markers live
 	cancel  context.CancelCauseFunc // ends the run's context (a replacement)
 	lease   *redlock.Lease          // the run's lease, set before running
 	running atomic.Bool
+	ran     bool // the handler of some attempt started
+	// inFlight is the field of the attempt's in-flight record (startInFlight), empty if none
+	// was written; inFlightDone is closed once it was written, nil if none is.
+	inFlight     string
+	inFlightDone chan struct{}
+	// The attempt under way: zero start until its handler starts.
+	attempt int
 	token   uint64
 	traceID string
 	start   time.Time
 	elapsed time.Duration
-	output  atomic.Pointer[string] // KeepOutput's
+	output  atomic.Pointer[string] // KeepOutput's, for the attempt under way
 }
 
 type recorderKey struct{}
@@ -118,10 +142,10 @@ type recorderKey struct{}
 const MaxOutput = 64 << 10
 
 // KeepOutput keeps output, what the run under ctx wrote (e.g. the tail of its log), with the
-// run's history record on the lock nodes: its last MaxOutput bytes, cut at a UTF-8 character.
-// A handler calls it before it returns; a later call replaces the earlier. HistoryWithOutput
-// reads it back. It does nothing outside a run of a Scheduler, or with WithHistorySize(0).
-// Outputs take space on every node: up to WithHistorySize of them per job.
+// record of the run's attempt on the lock nodes: its last MaxOutput bytes, cut at a UTF-8
+// character. A handler calls it before it returns; a later call replaces the earlier.
+// HistoryWithOutput reads it back. It does nothing outside a run of a Scheduler, or with
+// WithHistorySize(0). Outputs take space on every node: up to WithHistorySize of them per job.
 func KeepOutput(ctx context.Context, output string) {
 	rec, _ := ctx.Value(recorderKey{}).(*recorder)
 	if rec == nil {
@@ -136,8 +160,28 @@ func KeepOutput(ctx context.Context, output string) {
 	rec.output.Store(&output)
 }
 
-// record is the middleware, just inside Lock, that fills the run's recorder. The error of a
-// run that Stop cut short is made to match job.ErrStopped.
+// recordAttempts is the middleware, between Retry and Lock, that writes each attempt's record
+// to the history as Lock returns it: an attempt whose handler started, or a tick skipped
+// because the job is paused.
+func recordAttempts(next job.Handler) job.Handler {
+	return func(ctx context.Context) error {
+		rec, _ := ctx.Value(recorderKey{}).(*recorder)
+		if rec == nil {
+			return next(ctx)
+		}
+		rec.start, rec.attempt, rec.inFlight, rec.inFlightDone = time.Time{}, 1, "", nil
+		rec.output.Store(nil)
+		if run, ok := job.RunFrom(ctx); ok {
+			rec.attempt = max(run.Attempt, 1)
+		}
+		err := next(ctx)
+		rec.owner.recordAttempt(rec, err)
+		return err
+	}
+}
+
+// record is the middleware, just inside Lock, that fills the run's recorder for the attempt
+// under way. The error of a run that Stop cut short is made to match job.ErrStopped.
 func record(next job.Handler) job.Handler {
 	return func(ctx context.Context) error {
 		rec, _ := ctx.Value(recorderKey{}).(*recorder)
@@ -145,10 +189,12 @@ func record(next job.Handler) job.Handler {
 			return next(ctx)
 		}
 		if run, ok := job.RunFrom(ctx); ok {
-			rec.token = run.FencingToken
+			rec.token, rec.attempt = run.FencingToken, max(run.Attempt, 1)
 		}
+		rec.ran = true
 		rec.traceID, rec.start = middleware.TraceID(ctx), time.Now()
 		rec.lease, _ = redlock.LeaseFrom(ctx)
+		rec.owner.startInFlight(rec)
 		rec.running.Store(true)
 		err := next(ctx)
 		rec.running.Store(false)
@@ -160,48 +206,62 @@ func record(next job.Handler) job.Handler {
 	}
 }
 
-// runHandler runs e's handler chain for run, then logs the outcome and records it in the
-// history. It returns the handler's error.
+// runHandler runs e's handler chain for run, then logs the outcome. It returns the handler's
+// error. Each attempt is recorded in the history as it ends (recordAttempts).
 func (s *Scheduler) runHandler(e *entry, run *job.Run, rec *recorder) error {
 	ctx, cancel := context.WithCancelCause(job.NewContext(s.runCtx, run))
 	defer cancel(nil)
 	rec.cancel = cancel
 	err := e.handler(context.WithValue(ctx, recorderKey{}, rec))
-	started := !rec.start.IsZero() // the handler ran
-	s.report(run, err, started)
+	s.report(run, err, rec.ran)
+	return err
+}
+
+// recordAttempt writes the record of rec's attempt, which ended with err, to the history: if
+// its handler started, or if it was skipped because the job is paused. Other attempts did not
+// run and leave no record.
+func (s *Scheduler) recordAttempt(rec *recorder, err error) {
+	if rec.inFlightDone != nil {
+		<-rec.inFlightDone // its in-flight record is written before it is removed
+	}
+	started := !rec.start.IsZero()
 	outcome := middleware.Outcome(err)
 	switch {
-	case outcome == middleware.OutcomeRan, outcome == middleware.OutcomeFailed, outcome == middleware.OutcomeLeaseLost, outcome == middleware.OutcomeReplaced,
-		outcome == middleware.OutcomeSkippedPaused, outcome == middleware.OutcomeStopped && started:
+	case s.cfg.historySize == 0:
+		return
+	case started:
+	case outcome == middleware.OutcomeSkippedPaused:
 	default:
-		return err
+		return
 	}
-	if s.cfg.historySize == 0 {
-		return err
-	}
-	r := Record{Job: run.Job, Tick: run.Tick, PlannedStart: run.PlannedStart, Trigger: run.Trigger, Backfill: run.Backfill, By: run.By, Replica: run.Replica, Outcome: outcome,
-		Start: rec.start, Duration: rec.elapsed, Token: rec.token, TraceID: rec.traceID}
+	run := rec.run
+	r := Record{Job: run.Job, Tick: run.Tick, PlannedStart: run.PlannedStart, Trigger: run.Trigger, Backfill: run.Backfill, By: run.By, Attempt: rec.attempt,
+		Replica: run.Replica, Outcome: outcome, Start: rec.start, Duration: rec.elapsed, Token: rec.token, TraceID: rec.traceID}
 	if outcome == middleware.OutcomeSkippedPaused {
-		r.Start, r.Duration, r.Token = time.Now(), 0, 0
-	}
-	if err != nil && outcome != middleware.OutcomeSkippedPaused {
+		r.Start, r.Duration, r.Token, r.TraceID = time.Now(), 0, 0, ""
+	} else if err != nil {
 		r.Error = err.Error()
 	}
 	if out := rec.output.Load(); out != nil {
 		r.Output = *out
 	}
-	if werr := s.appendHistory(r, e.keepDone); werr != nil {
-		s.cfg.logger.Warn("cronlock: could not record the run in the history", "job", run.Job, "tick", run.Tick, "err", werr)
+	if _, werr := s.appendHistory(r, rec.keep, rec.inFlight, false); werr != nil {
+		s.cfg.logger.Warn("cronlock: could not record the run in the history", "job", run.Job, "tick", run.Tick, "attempt", r.Attempt, "err", werr)
 	}
-	return err
 }
 
-// appendHistory writes r to the job's history on every node; keep is how long the record's
-// deduplication marker lives.
-func (s *Scheduler) appendHistory(r Record, keep time.Duration) error {
+// appendHistory writes r to the job's history on every node, and removes the run's in-flight
+// record (field inFlight, empty for none); keep is how long the record's deduplication marker
+// lives. With rescue, it writes r only on the nodes that still have the in-flight record. It
+// returns how many nodes wrote r.
+func (s *Scheduler) appendHistory(r Record, keep time.Duration, inFlight string, rescue bool) (int, error) {
 	key := middleware.HistoryKey(s.cfg.prefix, r.Job)
-	args := []any{s.cfg.historySize, keep.Milliseconds(), r.Output, r.runID(),
-		"tick", r.Tick.UnixMilli(), "planned", r.PlannedStart.UnixMicro(), "trigger", r.Trigger, "replica", r.Replica, "outcome", r.Outcome,
+	only := "0"
+	if rescue {
+		only = "1"
+	}
+	args := []any{s.cfg.historySize, keep.Milliseconds(), inFlight, only, r.Output, r.runID(),
+		"tick", r.Tick.UnixMilli(), "planned", r.PlannedStart.UnixMicro(), "trigger", r.Trigger, "attempt", r.Attempt, "replica", r.Replica, "outcome", r.Outcome,
 		"start", r.Start.UnixMicro(), "duration", r.Duration.Microseconds(), "token", strconv.FormatUint(r.Token, 10),
 		"trace", r.TraceID, "error", r.Error}
 	if r.Backfill {
@@ -210,8 +270,14 @@ func (s *Scheduler) appendHistory(r Record, keep time.Duration) error {
 	if r.By != "" {
 		args = append(args, "by", r.By)
 	}
-	_, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, key + ":" + r.runID(), outputKey(key)}, args...)
-	return err
+	replies, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, key + ":" + r.runID(), inFlightKey(s.cfg.prefix, r.Job), outputKey(key)}, args...)
+	wrote := 0
+	for _, w := range replies {
+		if w == int64(1) {
+			wrote++
+		}
+	}
+	return wrote, err
 }
 
 // History returns the last n records of the job named name, newest first (by tick, then start), read
@@ -292,17 +358,26 @@ func (c *Control) history(ctx context.Context, name string, n int, withOutput bo
 func outputKey(historyKey string) string { return historyKey + ":output" }
 
 // mergeHistory merges the nodes' replies to readScript (nil for a node that did not answer)
-// into the last n records, newest first (by tick, then start), each once.
+// into the last n records, newest first (by tick, then start), each once. Where the nodes
+// disagree about a run — its own record on some, interrupted (a rescue) on others — its own
+// record is kept.
 func mergeHistory(name string, replies []any, n int) []Record {
-	seen := map[string]bool{}
+	seen := map[string]int{} // index in out
 	var out []Record
 	for _, reply := range replies {
 		entries, _ := reply.([]any)
 		for _, en := range entries {
 			r, ok := parseRecord(name, en)
-			if ok && !seen[r.runID()] {
-				seen[r.runID()] = true
+			if !ok {
+				continue
+			}
+			i, dup := seen[r.runID()]
+			switch {
+			case !dup:
+				seen[r.runID()] = len(out)
 				out = append(out, r)
+			case out[i].Outcome == middleware.OutcomeInterrupted && r.Outcome != middleware.OutcomeInterrupted:
+				out[i] = r // the run's own record, where nodes disagree
 			}
 		}
 	}
@@ -342,7 +417,8 @@ func parseRecord(name string, en any) (Record, bool) {
 	r := Record{Job: name, Tick: time.UnixMilli(num("tick")), Trigger: f["trigger"], Backfill: f["backfill"] == "1", By: f["by"], Replica: f["replica"], Outcome: f["outcome"],
 		Start: time.UnixMicro(num("start")), Duration: time.Duration(num("duration")) * time.Microsecond, Token: token,
 		TraceID: f["trace"], Error: f["error"]}
-	r.PlannedStart = r.Tick // a record written before planned starts were
+	r.PlannedStart = r.Tick                 // a record written before planned starts were
+	r.Attempt = max(int(num("attempt")), 1) // 0: a record written before attempts were
 	if _, ok := f["planned"]; ok {
 		r.PlannedStart = time.UnixMicro(num("planned"))
 	}
@@ -355,11 +431,12 @@ type Status struct {
 	// Paused is the job's pause, nil if it is not paused (the pause key is on fewer than a
 	// quorum of the nodes).
 	Paused *job.Pause
-	// LastRun is the newest record of a run (ran, failed or lease_lost), LastSuccess the
-	// newest that ran; nil if the history has none.
+	// LastRun is the newest record of a run (the last attempt of the newest tick that ran),
+	// LastSuccess the newest that ran; nil if the history has none.
 	LastRun, LastSuccess *Record
-	// Failures counts the runs newer than LastSuccess that failed or lost their lease: how
-	// many runs in a row failed (at most the history's size).
+	// Failures counts the ticks and manual runs newer than LastSuccess that failed, lost
+	// their lease or were interrupted, each once whatever its attempts: how many in a row failed (at most the
+	// history's size).
 	Failures int
 	// History is every record the nodes keep of the job (WithHistorySize), newest first, as
 	// History returns them: the records LastRun and LastSuccess were picked from.
@@ -388,6 +465,7 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 	}
 	st.Paused = s.ctl.pause(pauses)
 	st.History = mergeHistory(name, histories, max(s.cfg.historySize, 1))
+	var counted Record // the run of the last failure counted
 	for _, r := range st.History {
 		if r.Outcome == middleware.OutcomeSkippedPaused {
 			continue
@@ -399,8 +477,11 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 		case middleware.OutcomeRan:
 			st.LastSuccess = &r
 			return st, nil
-		case middleware.OutcomeFailed, middleware.OutcomeLeaseLost:
-			st.Failures++
+		case middleware.OutcomeFailed, middleware.OutcomeLeaseLost, middleware.OutcomeInterrupted:
+			if st.Failures == 0 || !r.Tick.Equal(counted.Tick) || r.Trigger != counted.Trigger {
+				st.Failures++
+			}
+			counted = r
 		}
 	}
 	return st, nil

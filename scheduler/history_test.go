@@ -8,9 +8,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -218,4 +220,60 @@ func waitHistory(t *testing.T, s *scheduler.Scheduler, name string, ok func([]sc
 		return err == nil && ok(h)
 	}, waitLimit, 10*time.Millisecond, "the history of %s", name)
 	return h
+}
+
+// Each attempt at a tick is its own record: a tick failing under Retries 1 on two replicas
+// (each fires it in turn, then retries it) has two records, attempts 1 and 2, each with its
+// own replica, token and error; the retries that found the attempts used up or the tick done
+// did not run and are not recorded. Status counts the tick as one failure.
+func TestHistoryRecordsEachAttempt(t *testing.T) {
+	c := newCluster(t, 3, false)
+	led := newLedger()
+	names := []string{"r1", "r2"}
+	clocks := make([]*clocktest.Fake, len(names))
+	var rs []*scheduler.Scheduler
+	for i, name := range names {
+		clocks[i] = clocktest.NewFake(t0)
+		s := newScheduler(t, c.client(t, false), scheduler.WithClock(clocks[i]), scheduler.WithReplica(name), scheduler.WithMiddleware(led.observe()))
+		require.NoError(t, s.Add(job.Job{Name: "disk", Spec: "@every 1m",
+			Options: job.Options{Retries: 1, RetryBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Second) }},
+			Handler: led.handler(func(ctx context.Context) error {
+				run, _ := job.RunFrom(ctx)
+				return fmt.Errorf("disk full on %s, attempt %d", run.Replica, run.Attempt)
+			})}))
+		require.NoError(t, s.Start())
+		rs = append(rs, s)
+	}
+	var tick time.Time
+	for i, clock := range clocks {
+		tick = advance(t, clock, 1)
+		led.wait(t, "the run of "+names[i], func() bool { return len(led.events) >= i+1 })
+		require.NoError(t, clock.BlockUntil(ctxT(t), 2))
+	}
+	for i, clock := range clocks {
+		advance(t, clock, 2)
+		led.wait(t, "the outcome of "+names[i], func() bool { return len(led.outcomes) >= i+1 })
+	}
+	_, events := led.snapshot()
+	require.Len(t, events, 2)
+
+	h, err := rs[1].History(ctxT(t), "disk", 10)
+	require.NoError(t, err)
+	require.Len(t, h, 2, "one record per attempt that ran, and nothing else: %+v", h)
+	for i, r := range h {
+		e := events[len(events)-1-i] // newest first
+		assert.Equal(t, len(h)-i, r.Attempt)
+		assert.True(t, r.Tick.Equal(tick))
+		assert.Equal(t, middleware.OutcomeFailed, r.Outcome)
+		assert.Equal(t, e.Replica, r.Replica)
+		assert.Equal(t, e.Token, r.Token)
+		assert.WithinDuration(t, e.Start, r.Start, 50*time.Millisecond)
+		assert.Equal(t, fmt.Sprintf("disk full on %s, attempt %d", e.Replica, r.Attempt), r.Error)
+	}
+	st, err := rs[0].Status(ctxT(t), "disk")
+	require.NoError(t, err)
+	require.NotNil(t, st.LastRun)
+	assert.Equal(t, 2, st.LastRun.Attempt, "the last attempt is the last run")
+	assert.Nil(t, st.LastSuccess)
+	assert.Equal(t, 1, st.Failures, "one tick failed, whatever its attempts")
 }

@@ -18,7 +18,7 @@ import (
 //     intervals";
 //   - cronlock.job.last_success.time (gauge, s): the start of the last successful run
 //     anywhere in the cluster, Unix seconds;
-//   - cronlock.job.consecutive_failures (gauge): how many runs in a row failed or lost their
+//   - cronlock.job.consecutive_failures (gauge): how many ticks in a row failed or lost their
 //     lease since that success, anywhere in the cluster (Status.Failures);
 //   - cronlock.job.paused (gauge): 1 while the job is paused cluster-wide, else 0;
 //   - cronlock.job.ticks.missed (counter): ticks this scheduler did not fire because it fell
@@ -36,7 +36,7 @@ func (s *Scheduler) RegisterGauges(mp metric.MeterProvider) (metric.Registration
 	last, err3 := m.Float64ObservableGauge("cronlock.job.last_success.time", metric.WithUnit("s"),
 		metric.WithDescription("start of the job's last successful run anywhere in the cluster, Unix seconds (from the history)"))
 	failures, err4 := m.Int64ObservableGauge("cronlock.job.consecutive_failures", metric.WithUnit("{run}"),
-		metric.WithDescription("runs in a row that failed or lost their lease since the job's last success, anywhere in the cluster (from the history)"))
+		metric.WithDescription("ticks in a row that failed or lost their lease since the job's last success, anywhere in the cluster (from the history; a tick counts once whatever its attempts)"))
 	paused, err5 := m.Int64ObservableGauge("cronlock.job.paused",
 		metric.WithDescription("1 while the job is paused cluster-wide, else 0"))
 	missed, err6 := m.Int64ObservableCounter("cronlock.job.ticks.missed", metric.WithUnit("{tick}"),

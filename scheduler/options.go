@@ -37,6 +37,7 @@ type config struct {
 	lockConc     int
 	historySize  int
 	triggerPoll  time.Duration
+	rescueEvery  time.Duration
 }
 
 // DefaultMaxClockSkew is the default of WithMaxClockSkew.
@@ -58,6 +59,7 @@ func defaultConfig() config {
 
 		historySize: DefaultHistorySize,
 		triggerPoll: DefaultTriggerPoll,
+		rescueEvery: DefaultRescueEvery,
 	}
 }
 
@@ -115,7 +117,11 @@ func WithLogger(l *slog.Logger) Option {
 }
 
 // WithMiddleware adds middleware around every job, outside the built-in chain (Retry, Lock,
-// Timeout, Recover): it sees each tick once, with the final outcome (see middleware.Outcome). Given
+// Timeout, Recover): it sees each tick once, with the final outcome (see middleware.Outcome).
+// It also sees each run of another replica that this scheduler recorded as interrupted
+// (WithRescueEvery): a call whose context carries that run's job.Run and whose handler only
+// returns an error matching middleware.ErrInterrupted, so that Metrics counts it and Trace
+// records it. Given
 // several times, the middleware add up, outermost first.
 func WithMiddleware(ms ...middleware.Middleware) Option {
 	return func(cfg *config) error {
@@ -211,6 +217,23 @@ func WithTriggerPoll(d time.Duration) Option {
 			return fmt.Errorf("scheduler: trigger poll %v: must be positive, e.g. %v", d, DefaultTriggerPoll)
 		}
 		cfg.triggerPoll = d
+		return nil
+	}
+}
+
+// WithRescueEvery sets how often a running scheduler looks at the runs of its jobs in flight
+// anywhere in the cluster, to record as interrupted those whose replica vanished (killed, or
+// frozen past its lease) without recording their end. Default 10s; each look is one request
+// per node per job, plus one per node for each run in flight. A killed run is recorded
+// interrupted within its lock's TTL (job.Options.LockTTL) plus two of these periods: one look
+// finds its lock gone, the next one (giving a slow replica time to write its own record)
+// records it. Without history (WithHistorySize(0)) nothing is in flight and nothing is looked at.
+func WithRescueEvery(d time.Duration) Option {
+	return func(cfg *config) error {
+		if d <= 0 {
+			return fmt.Errorf("scheduler: rescue period %v: must be positive, e.g. %v", d, DefaultRescueEvery)
+		}
+		cfg.rescueEvery = d
 		return nil
 	}
 }

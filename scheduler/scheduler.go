@@ -68,6 +68,8 @@ type Scheduler struct {
 	loopDone chan struct{}      // closed when the loop exits
 	pollNow  chan struct{}      // Trigger asks the trigger poller to look at once
 	pollDone chan struct{}      // closed when the trigger poller exits
+	// rescueDone is closed when the rescuer of interrupted runs (rescueRuns) exits.
+	rescueDone chan struct{}
 
 	triggered map[string]bool // manual runs under way here, by queue member; guarded by mu
 
@@ -196,6 +198,7 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 	}
 	chain := append(slices.Clone(s.cfg.middleware),
 		middleware.Retry(middleware.RetryPolicy{Retries: o.Retries, BackOff: o.RetryBackOff, Clock: s.cfg.clock, Stop: s.stop}),
+		recordAttempts,
 		middleware.Lock(s.locks, middleware.LockConfig{
 			Prefix: s.cfg.prefix, TTL: o.LockTTL, RenewEvery: o.RenewEvery, Overlap: o.Overlap, MaxAttempts: o.Retries + 1,
 			KeepDone: keepDone, Clock: s.cfg.clock, Logger: s.cfg.logger, Limiter: s.limiter, Stop: s.stop,
@@ -284,8 +287,10 @@ func (s *Scheduler) Start() error {
 	}
 	s.loopDone = make(chan struct{})
 	s.pollDone = make(chan struct{})
+	s.rescueDone = make(chan struct{})
 	go s.loop()
 	go s.pollTriggers()
+	go s.rescueRuns()
 	return nil
 }
 
@@ -413,7 +418,7 @@ func (s *Scheduler) launch(e *entry, tick, next, start time.Time) {
 // goRun runs e's handler chain for run in a goroutine owned by the scheduler, then calls
 // after (if not nil) with the chain's error; s.mu must be held.
 func (s *Scheduler) goRun(e *entry, run *job.Run, after func(error)) {
-	rec := &recorder{owner: s, run: run}
+	rec := &recorder{owner: s, run: run, keep: e.keepDone}
 	s.active[rec] = true
 	s.runs.Add(1)
 	go func() {
@@ -490,11 +495,12 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	s.halt() // first: from here on, no handler or retry starts
 	s.mu.Lock()
 	s.state = stopped
-	loopDone, pollDone := s.loopDone, s.pollDone
+	loopDone, pollDone, rescueDone := s.loopDone, s.pollDone, s.rescueDone
 	s.mu.Unlock()
 	if loopDone != nil {
 		<-loopDone
 		<-pollDone
+		<-rescueDone
 	}
 	own, _ := ctx.Value(recorderKey{}).(*recorder) // the run Stop is called from, if any
 	if own != nil && own.owner != s {

@@ -135,17 +135,17 @@ func TestTriggerIsTracedAndRecorded(t *testing.T) {
 	id, err := s.Trigger(ctx, "traced")
 	require.NoError(t, err)
 	var h []scheduler.Record
-	require.Eventually(t, func() bool {
-		h, err = s.History(ctx, "traced", 1)
-		return err == nil && len(h) == 1
-	}, waitLimit, 10*time.Millisecond)
 	var root sdktrace.ReadOnlySpan
-	for _, sp := range spans.Ended() {
-		if sp.Name() == "cronlock.trigger" {
-			root = sp
+	// The attempt's record is written as its lock is released, before the span ends.
+	require.Eventually(t, func() bool {
+		for _, sp := range spans.Ended() {
+			if sp.Name() == "cronlock.trigger" {
+				root = sp
+			}
 		}
-	}
-	require.NotNil(t, root, "a cronlock.trigger span")
+		h, err = s.History(ctx, "traced", 1)
+		return err == nil && len(h) == 1 && root != nil
+	}, waitLimit, 10*time.Millisecond, "the run's record and its cronlock.trigger span")
 	assert.Contains(t, root.Attributes(), attribute.String("cronlock.trigger", id))
 	assert.Equal(t, root.SpanContext().TraceID().String(), h[0].TraceID)
 	assert.Equal(t, id, h[0].Trigger)

@@ -19,7 +19,8 @@ import (
 )
 
 // locks reads each key by its type: the locks (hashes), the fencing counter, a pause and the
-// count of a tick's attempts (strings), the run history (a stream) with its length; the history's markers are counted,
+// count of a tick's attempts (strings), the run history (a stream) with its length, the runs
+// in flight (a hash) with their number; the history's markers are counted,
 // not listed; a key of another type under the prefix is shown with its type. No key is read
 // with a command of another type (no WRONGTYPE row).
 func TestLocksReadsEachKeyByItsType(t *testing.T) {
@@ -44,6 +45,7 @@ func TestLocksReadsEachKeyByItsType(t *testing.T) {
 	markers := len(node.Client().Keys(ctx, history+":*").Val())
 	require.Positive(t, markers)
 	require.NoError(t, node.Client().RPush(ctx, "{cronlock:j}:notes", "a list").Err())
+	require.NoError(t, node.Client().HSet(ctx, "{cronlock:j}:running", "1/2", "{}", "1/3", "{}").Err()) // two runs in flight
 	require.NoError(t, node.Client().Expire(ctx, history, time.Hour).Err())
 
 	cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig([]*redistest.Server{node})+`jobs: [{name: j, schedule: "@hourly", command: ["true"]}]
@@ -60,6 +62,7 @@ func TestLocksReadsEachKeyByItsType(t *testing.T) {
 	assert.NotContains(t, out, "}:attempts:", "an attempts key listed as a key of another kind")
 	assert.Regexp(t, `j +paused +\S+ +paused +r1 +- +none +"disk full"`, out)
 	assert.Regexp(t, `j +history +\S+ +`+strconv.FormatInt(records, 10)+` records +- +- +(59m[\d.]+s|1h0m0s) +-`, out)
+	assert.Regexp(t, `j +running +\S+ +2 in flight +- +- +none +-`, out)
 	assert.Regexp(t, `j +\{cronlock:j\}:notes +\S+ +list +- +- +none +-`, out)
 	assert.NotRegexp(t, `history:`, out, "a history marker was listed")
 }

@@ -12,12 +12,12 @@ import (
 	"github.com/cronlock/cronlock/scheduler"
 )
 
-// Print writes the records h to w as a table, one run a line.
+// Print writes the records h to w as a table, one attempt a line.
 func Print(w io.Writer, h []scheduler.Record) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "START (UTC)\tRUN\tOUTCOME\tREPLICA\tDURATION\tTOKEN\tTRACE\tERROR")
+	fmt.Fprintln(tw, "START (UTC)\tRUN\tATTEMPT\tOUTCOME\tREPLICA\tDURATION\tTOKEN\tTRACE\tERROR")
 	for _, r := range h {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%v\t%d\t%s\t%s\n", r.Start.UTC().Format("2006-01-02 15:04:05.000"), RunName(r),
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%v\t%d\t%s\t%s\n", r.Start.UTC().Format("2006-01-02 15:04:05.000"), RunName(r), r.Attempt,
 			r.Outcome, r.Replica, r.Duration.Round(time.Millisecond), r.Token, r.TraceID, oneLine(r.Error))
 	}
 	_ = tw.Flush()

@@ -102,7 +102,7 @@ type keyRow struct {
 }
 
 // kinds are the kinds of keys in the order locks lists them.
-var kinds = []string{"run", "tick", "attempts", "trigger", "fence", "paused", "history", "output"}
+var kinds = []string{"run", "tick", "attempts", "trigger", "fence", "paused", "history", "output", "running"}
 
 func (r keyRow) kindOrder() int {
 	if i := slices.Index(kinds, r.kind); i >= 0 {
@@ -119,7 +119,7 @@ func (r keyRow) keyName() string {
 		return "attempts " + r.tick.UTC().Format(time.RFC3339Nano)
 	case "trigger":
 		return "trigger " + strings.TrimPrefix(r.rest, "trigger:")
-	case "run", "fence", "paused", "history":
+	case "run", "fence", "paused", "history", "running":
 		return r.kind
 	case "output":
 		return "history output"
@@ -213,7 +213,11 @@ func (r *keyRow) read(typ string, rd keyRead) bool {
 		if h, err = rd.hash.Result(); err == nil && len(h) == 0 {
 			return false
 		}
-		r.readLock(h)
+		if r.kind == "running" {
+			r.state = fmt.Sprintf("%d in flight", len(h))
+		} else {
+			r.readLock(h)
+		}
 	case "string":
 		var v string
 		if v, err = rd.str.Result(); errors.Is(err, redis.Nil) {
@@ -298,7 +302,7 @@ func parseLockKey(prefix, key string) keyRow {
 	}
 	r.job, r.rest = key[len(head):end], key[end+2:]
 	switch {
-	case r.rest == "run", r.rest == "fence", r.rest == "paused", r.rest == "history":
+	case r.rest == "run", r.rest == "fence", r.rest == "paused", r.rest == "history", r.rest == "running":
 		r.kind = r.rest
 	case r.rest == "history:output":
 		r.kind = "output"

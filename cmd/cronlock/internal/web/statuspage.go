@@ -60,6 +60,9 @@ type pageJob struct {
 type pageRun struct {
 	scheduler.Record
 	TraceURL string
+	// Attempts is, on the newest record of a tick or manual run, how many records of it follow
+	// one another in the history (its attempts); 0 on the others, shown under it.
+	Attempts int
 }
 
 // jobsRead is one read of every job's state, for every page of the next PageCache.
@@ -76,8 +79,13 @@ func (c *control) readJobs(ctx context.Context) jobsRead {
 		pj := pageJob{Zone: specZone(e.Spec)}
 		st, err := c.sched.Status(ctx, e.Name)
 		pj.Status, pj.Entry = st, e
-		for _, rec := range st.History {
+		first := 0 // the newest record of the tick under way
+		for i, rec := range st.History {
+			if i == 0 || !sameRun(rec, st.History[first]) {
+				first = i
+			}
 			pj.History = append(pj.History, c.pageRun(rec))
+			pj.History[first].Attempts++
 		}
 		if err != nil {
 			pj.Err = err.Error()
@@ -86,6 +94,11 @@ func (c *control) readJobs(ctx context.Context) jobsRead {
 		read.jobs = append(read.jobs, pj)
 	}
 	return read
+}
+
+// sameRun reports whether a and b are records of the same tick or manual run.
+func sameRun(a, b scheduler.Record) bool {
+	return a.Tick.Equal(b.Tick) && a.Trigger == b.Trigger && a.Backfill == b.Backfill
 }
 
 // pageRun is rec with its trace's URL, when tracing.ui_url is set.
@@ -133,7 +146,7 @@ func (j *pageJob) runs() []pageRun {
 
 // failure reports whether a run's outcome is a failure.
 func failure(outcome string) bool {
-	return outcome == middleware.OutcomeFailed || outcome == middleware.OutcomeLeaseLost
+	return outcome == middleware.OutcomeFailed || outcome == middleware.OutcomeLeaseLost || outcome == middleware.OutcomeInterrupted
 }
 
 // pageData is what every page shows, and what one page needs.

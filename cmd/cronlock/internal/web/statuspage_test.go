@@ -61,7 +61,7 @@ func TestPagesShowResolvedScheduleAndJitter(t *testing.T) {
 	j := &pageJob{
 		Status:  scheduler.Status{Entry: scheduler.Entry{Name: "backup", Spec: "H H * * *", Schedule: "33 14 * * *", Jitter: 10 * time.Minute}},
 		Zone:    time.UTC,
-		History: []pageRun{{Record: rec}},
+		History: []pageRun{{Record: rec, Attempts: 1}},
 	}
 	var b strings.Builder
 	d := pageData{Replica: "r1", Now: time.Now(), Job: j, Ticks: []tick{{UTC: "2026-12-05 14:33:00 UTC", Zone: "2026-12-05 14:33:00 UTC", Start: "2026-12-05 14:40:21.986 UTC"}}}
