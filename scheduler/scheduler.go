@@ -77,6 +77,13 @@ type Scheduler struct {
 	runCtx      context.Context
 	cancelRuns  context.CancelCauseFunc
 	limiter     *middleware.Limiter // shared by the jobs' Lock middleware
+
+	configHash string             // SetConfigHash's; guarded by mu
+	beatNow    chan struct{}      // asks the heartbeat goroutine for a heartbeat now
+	endBeats   context.CancelFunc // ends the heartbeat goroutine and its requests
+	beatDone   chan struct{}      // closed when the heartbeat goroutine exits
+	seen       []Replica          // the replicas as the last heartbeat read them; guarded by mu
+	seenAt     time.Time          // when; guarded by mu
 }
 
 type state int
@@ -115,6 +122,7 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 		entries: make(map[string]*entry),
 		wake:    make(chan struct{}, 1),
 		pollNow: make(chan struct{}, 1),
+		beatNow: make(chan struct{}, 1),
 
 		triggered:   make(map[string]bool),
 		active:      make(map[*recorder]bool),
@@ -161,6 +169,7 @@ func (s *Scheduler) Add(j job.Job) error {
 		heap.Push(&s.queue, e)
 	}
 	s.poke()
+	s.beatSoon()
 	return nil
 }
 
@@ -222,6 +231,7 @@ func (s *Scheduler) Remove(name string) error {
 		heap.Remove(&s.queue, e.index)
 	}
 	s.poke()
+	s.beatSoon()
 	return nil
 }
 
@@ -284,8 +294,12 @@ func (s *Scheduler) Start() error {
 	}
 	s.loopDone = make(chan struct{})
 	s.pollDone = make(chan struct{})
+	s.beatDone = make(chan struct{})
+	var beatCtx context.Context
+	beatCtx, s.endBeats = context.WithCancel(context.Background())
 	go s.loop()
 	go s.pollTriggers()
+	go s.heartbeat(beatCtx, now)
 	return nil
 }
 
@@ -474,7 +488,7 @@ func (s *Scheduler) report(run *job.Run, err error, started bool) {
 // Stop returns when every goroutine of the scheduler has exited: nil if no running handler had
 // to be cancelled, else an error with ctx's error and cause. With no handler running it
 // returns nil at once, whatever ctx (even one already ended) and whatever the lock nodes are
-// doing. A job that ignores its context keeps Stop waiting.
+// doing, but for the removal of its heartbeat (below). A job that ignores its context keeps Stop waiting.
 //
 // From inside a handler, give Stop the handler's context, or one derived from it: Stop then
 // does all of the above except wait for the calling run, which cannot end before Stop
@@ -482,12 +496,16 @@ func (s *Scheduler) report(run *job.Run, err error, started bool) {
 // recognize its caller by anything but ctx: given an unrelated context inside a handler, it
 // waits for the calling run, which waits for Stop.
 //
+// Last, Stop removes the replica's heartbeat from the lock nodes (Replicas: a replica that
+// stopped is not missing), within ctx and at most a second; with ctx already ended it does
+// not try, and the replica shows as missing until its entry expires.
+//
 // Stop may be called more than once, and before Start; the scheduler cannot start again.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.halt() // first: from here on, no handler or retry starts
 	s.mu.Lock()
 	s.state = stopped
-	loopDone, pollDone := s.loopDone, s.pollDone
+	loopDone, pollDone, beatDone := s.loopDone, s.pollDone, s.beatDone
 	s.mu.Unlock()
 	if loopDone != nil {
 		<-loopDone
@@ -522,6 +540,11 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	if own == nil {
 		s.runs.Wait()
 		s.cancelRuns(ErrStopped) // nothing left to cancel; frees the context
+	}
+	if beatDone != nil {
+		s.endBeats()
+		<-beatDone
+		s.leave(ctx)
 	}
 	if !cut {
 		return nil
