@@ -30,6 +30,7 @@ var pages = func() map[string]*template.Template {
 		"run":  history.RunName,
 		"zero": func(t time.Time) bool { return t.IsZero() },
 		"path": url.PathEscape,
+		"ago":  func(now, t time.Time) string { return now.Sub(t).Round(time.Second).String() },
 	}
 	out := map[string]*template.Template{}
 	for _, name := range []string{"overview.html", "job.html", "pause.html", "login.html"} {
@@ -117,10 +118,12 @@ type pageData struct {
 	Details  bool   // the request carries the token or a session: show error texts
 	Nodes    Nodes
 
-	Rows   []overviewRow // the overview
-	Filter string
-	Sort   string
-	Total  int
+	Rows     []overviewRow       // the overview
+	Replicas []scheduler.Replica // the overview's replicas panel
+	ReplErr  string              // the replicas could not be read (by a quorum)
+	Filter   string
+	Sort     string
+	Total    int
 
 	Job   *pageJob // a job's page
 	Ticks []tick
@@ -164,6 +167,8 @@ func (c *control) overview(w http.ResponseWriter, r *http.Request) {
 	d := c.data(r, "cronlock")
 	d.Refresh, d.Nodes = refreshSeconds, c.ready(r.Context(), d.Details)
 	d.Filter, d.Sort = r.URL.Query().Get("q"), r.URL.Query().Get("sort")
+	repl := c.replicas.get(r.Context())
+	d.Replicas, d.ReplErr = repl.replicas, repl.err
 	read := c.jobs.get(r.Context())
 	d.Total = len(read.jobs)
 	for i := range read.jobs {
