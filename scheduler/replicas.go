@@ -235,15 +235,22 @@ func (s *Scheduler) replicaValue(started, now time.Time) replicaValue {
 	return v
 }
 
-// leave removes this replica's entry from the nodes, within ctx and at most a second: a
-// scheduler that stopped is not missing.
+// leave removes this replica's entry from the nodes, within ctx and at most a second, unless
+// an earlier Stop did: a scheduler that stopped is not missing.
 func (s *Scheduler) leave(ctx context.Context) {
-	if ctx.Err() != nil {
+	s.mu.Lock()
+	left := s.left
+	s.mu.Unlock()
+	if left || ctx.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	if _, err := s.locks.Broadcast(ctx, leaveScript, []string{middleware.ReplicasKey(s.cfg.prefix)}, s.cfg.replica); err != nil {
 		s.cfg.logger.Warn("cronlock: could not remove the stopped replica from the replicas' list; it shows as missing for an hour", "err", err)
+		return
 	}
+	s.mu.Lock()
+	s.left = true
+	s.mu.Unlock()
 }

@@ -84,6 +84,7 @@ type Scheduler struct {
 	beatDone   chan struct{}      // closed when the heartbeat goroutine exits
 	seen       []Replica          // the replicas as the last heartbeat read them; guarded by mu
 	seenAt     time.Time          // when; guarded by mu
+	left       bool               // Stop removed the replica's entry; guarded by mu
 }
 
 type state int
