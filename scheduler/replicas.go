@@ -170,9 +170,9 @@ func (s *Scheduler) beatSoon() {
 	}
 }
 
-// heartbeat writes this replica's heartbeat to the nodes at Start, every heartbeat interval,
-// and when beatSoon asks, until beatStop is closed; its requests end with beatCtx. It keeps
-// what the nodes answered for the gauges (seenReplicas).
+// heartbeat writes this replica's heartbeat to the nodes at Start (started), every heartbeat
+// interval, and when beatSoon asks, until ctx ends (Stop ends it once the runs have drained);
+// its requests end with ctx. It keeps what the nodes answered for the gauges (s.seen).
 func (s *Scheduler) heartbeat(ctx context.Context, started time.Time) {
 	defer close(s.beatDone)
 	t := time.NewTimer(0)

@@ -489,7 +489,8 @@ func (s *Scheduler) report(run *job.Run, err error, started bool) {
 // Stop returns when every goroutine of the scheduler has exited: nil if no running handler had
 // to be cancelled, else an error with ctx's error and cause. With no handler running it
 // returns nil at once, whatever ctx (even one already ended) and whatever the lock nodes are
-// doing, but for the removal of its heartbeat (below). A job that ignores its context keeps Stop waiting.
+// doing, but for the removal of its heartbeat (below). A job that ignores its context keeps
+// Stop waiting.
 //
 // From inside a handler, give Stop the handler's context, or one derived from it: Stop then
 // does all of the above except wait for the calling run, which cannot end before Stop
