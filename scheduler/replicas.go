@@ -201,11 +201,14 @@ func (s *Scheduler) beat(ctx context.Context, started time.Time) {
 		if ctx.Err() == nil {
 			s.cfg.logger.Warn("cronlock: could not write the replica's heartbeat", "err", err)
 		}
+		s.mu.Lock()
+		s.beatFailed = true
+		s.mu.Unlock()
 		return
 	}
 	seen := s.ctl.mergeReplicas(replies)
 	s.mu.Lock()
-	s.seen, s.seenAt = seen, now
+	s.seen, s.seenAt, s.beatFailed = seen, now, false
 	s.mu.Unlock()
 }
 
@@ -236,12 +239,14 @@ func (s *Scheduler) replicaValue(started, now time.Time) replicaValue {
 }
 
 // leave removes this replica's entry from the nodes, within ctx and at most a second, unless
-// an earlier Stop did: a scheduler that stopped is not missing.
+// an earlier Stop did: a scheduler that stopped is not missing. It does not try when the last
+// heartbeat failed (or none was written): the nodes were out of reach a moment ago, and a Stop
+// would wait for them.
 func (s *Scheduler) leave(ctx context.Context) {
 	s.mu.Lock()
-	left := s.left
+	skip := s.left || s.beatFailed || s.seenAt.IsZero()
 	s.mu.Unlock()
-	if left || ctx.Err() != nil {
+	if skip || ctx.Err() != nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)

@@ -84,6 +84,7 @@ type Scheduler struct {
 	beatDone   chan struct{}      // closed when the heartbeat goroutine exits
 	seen       []Replica          // the replicas as the last heartbeat read them; guarded by mu
 	seenAt     time.Time          // when; guarded by mu
+	beatFailed bool               // the last heartbeat failed; guarded by mu
 	left       bool               // Stop removed the replica's entry; guarded by mu
 }
 
@@ -499,8 +500,9 @@ func (s *Scheduler) report(run *job.Run, err error, started bool) {
 // waits for the calling run, which waits for Stop.
 //
 // Last, Stop removes the replica's heartbeat from the lock nodes (Replicas: a replica that
-// stopped is not missing), within ctx and at most a second; with ctx already ended it does
-// not try, and the replica shows as missing until its entry expires.
+// stopped is not missing), within ctx and at most a second; with ctx already ended, or when
+// its last heartbeat failed (the nodes were out of reach), it does not try, and the replica
+// shows as missing until its entry expires.
 //
 // Stop may be called more than once, and before Start; the scheduler cannot start again.
 func (s *Scheduler) Stop(ctx context.Context) error {
