@@ -68,6 +68,9 @@ type replicaValue struct {
 	Jobs        []string `json:"jobs"`
 	Config      string   `json:"config"`
 	Running     int      `json:"running"`
+	// Stopped marks the entry Stop leaves in place of the heartbeat: newer than the heartbeat
+	// that a node down at the time still holds, it hides the replica until it is pruned.
+	Stopped bool `json:"stopped,omitempty"`
 }
 
 var (
@@ -86,7 +89,7 @@ end
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
 return redis.call('HGETALL', KEYS[1])`)
 	readReplicasScript = redis.NewScript(`return redis.call('HGETALL', KEYS[1])`)
-	leaveScript        = redis.NewScript(`return redis.call('HDEL', KEYS[1], ARGV[1])`)
+	leaveScript        = redis.NewScript(`return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])`)
 )
 
 // Replicas returns every scheduler that reported a heartbeat within the last hour, as the
@@ -123,7 +126,7 @@ func (c *Control) mergeReplicas(replies []any) []Replica {
 			if json.Unmarshal([]byte(raw), &v) != nil {
 				continue
 			}
-			if old, ok := newest[name]; !ok || v.SeenMS > old.SeenMS {
+			if old, ok := newest[name]; !ok || v.SeenMS > old.SeenMS || v.SeenMS == old.SeenMS && v.Stopped { // a stop in the heartbeat's millisecond wins
 				newest[name] = v
 			}
 		}
@@ -133,6 +136,9 @@ func (c *Control) mergeReplicas(replies []any) []Replica {
 	configs := map[string]int{}
 	alive := 0
 	for name, v := range newest {
+		if v.Stopped {
+			continue
+		}
 		r := Replica{Name: name, Version: v.Version, Started: time.UnixMilli(v.StartedMS), LastSeen: time.UnixMilli(v.SeenMS),
 			Heartbeat: time.Duration(v.HeartbeatMS) * time.Millisecond, Jobs: v.Jobs, ConfigHash: v.Config, Running: v.Running}
 		r.MissingAfter = missedBeats*r.Heartbeat + c.cfg.maxSkew
@@ -198,9 +204,10 @@ func (s *Scheduler) beat(ctx context.Context, started time.Time) {
 	replies, err := s.locks.Broadcast(ctx, heartbeatScript, []string{middleware.ReplicasKey(s.cfg.prefix)},
 		s.cfg.replica, string(b), now.Add(-replicaRetention).UnixMilli(), replicaRetention.Milliseconds())
 	if err != nil {
-		if ctx.Err() == nil {
-			s.cfg.logger.Warn("cronlock: could not write the replica's heartbeat", "err", err)
+		if ctx.Err() != nil { // cut short by Stop: says nothing of the nodes
+			return
 		}
+		s.cfg.logger.Warn("cronlock: could not write the replica's heartbeat", "err", err)
 		s.mu.Lock()
 		s.beatFailed = true
 		s.mu.Unlock()
@@ -238,8 +245,9 @@ func (s *Scheduler) replicaValue(started, now time.Time) replicaValue {
 	return v
 }
 
-// leave removes this replica's entry from the nodes, within ctx and at most a second, unless
-// an earlier Stop did: a scheduler that stopped is not missing. It does not try when the last
+// leave replaces this replica's heartbeat on the nodes with a stopped entry, within ctx and at
+// most a second, unless an earlier Stop did: a scheduler that stopped is not missing, and a
+// node that was down meanwhile and still has the heartbeat does not make it look missing. It does not try when the last
 // heartbeat failed (or none was written): the nodes were out of reach a moment ago, and a Stop
 // would wait for them.
 func (s *Scheduler) leave(ctx context.Context) {
@@ -251,8 +259,9 @@ func (s *Scheduler) leave(ctx context.Context) {
 	}
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	if _, err := s.locks.Broadcast(ctx, leaveScript, []string{middleware.ReplicasKey(s.cfg.prefix)}, s.cfg.replica); err != nil {
-		s.cfg.logger.Warn("cronlock: could not remove the stopped replica from the replicas' list; it shows as missing for an hour", "err", err)
+	b, _ := json.Marshal(replicaValue{SeenMS: s.cfg.clock.Now().UnixMilli(), Stopped: true}) // cannot fail
+	if _, err := s.locks.Broadcast(ctx, leaveScript, []string{middleware.ReplicasKey(s.cfg.prefix)}, s.cfg.replica, string(b)); err != nil {
+		s.cfg.logger.Warn("cronlock: could not mark the replica stopped on the nodes; on those that missed it, it shows as missing for an hour", "err", err)
 		return
 	}
 	s.mu.Lock()

@@ -490,7 +490,7 @@ func (s *Scheduler) report(run *job.Run, err error, started bool) {
 // Stop returns when every goroutine of the scheduler has exited: nil if no running handler had
 // to be cancelled, else an error with ctx's error and cause. With no handler running it
 // returns nil at once, whatever ctx (even one already ended) and whatever the lock nodes are
-// doing, but for the removal of its heartbeat (below). A job that ignores its context keeps
+// doing, but for the marking of the replica stopped (below). A job that ignores its context keeps
 // Stop waiting.
 //
 // From inside a handler, give Stop the handler's context, or one derived from it: Stop then
@@ -499,8 +499,8 @@ func (s *Scheduler) report(run *job.Run, err error, started bool) {
 // recognize its caller by anything but ctx: given an unrelated context inside a handler, it
 // waits for the calling run, which waits for Stop.
 //
-// Last, Stop removes the replica's heartbeat from the lock nodes (Replicas: a replica that
-// stopped is not missing), within ctx and at most a second; with ctx already ended, or when
+// Last, Stop marks the replica stopped on the lock nodes (Replicas no longer lists it: a
+// replica that stopped is not missing), within ctx and at most a second; with ctx already ended, or when
 // its last heartbeat failed (the nodes were out of reach), it does not try, and the replica
 // shows as missing until its entry expires.
 //
