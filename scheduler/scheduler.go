@@ -500,9 +500,9 @@ func (s *Scheduler) report(run *job.Run, err error, started bool) {
 // waits for the calling run, which waits for Stop.
 //
 // Last, Stop marks the replica stopped on the lock nodes (Replicas no longer lists it: a
-// replica that stopped is not missing), within ctx and at most a second; with ctx already ended, or when
-// its last heartbeat failed (the nodes were out of reach), it does not try, and the replica
-// shows as missing until its entry expires.
+// replica that stopped is not missing), within ctx and at most a second; with ctx already
+// ended, or when its last heartbeat failed (the nodes were out of reach), it does not try,
+// and the replica shows as missing until its entry expires.
 //
 // Stop may be called more than once, and before Start; the scheduler cannot start again.
 func (s *Scheduler) Stop(ctx context.Context) error {
