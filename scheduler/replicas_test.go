@@ -214,6 +214,13 @@ func TestReplicasStoppedWhileANodeWasAway(t *testing.T) {
 	require.NoError(t, s.Start())
 	ctl, err := scheduler.NewControl(c.client(t, false), scheduler.WithClock(clock))
 	require.NoError(t, err)
+	// Stop marks the replica stopped only once its own heartbeat came back (the gauges are
+	// reported from then on): before that, the nodes may be out of reach.
+	reader := sdkmetric.NewManualReader()
+	reg, err := s.RegisterGauges(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	require.NoError(t, err)
+	defer func() { require.NoError(t, reg.Unregister()) }()
+	waitFor(t, "r0's first heartbeat back", func() bool { _, _, ok := replicaGauges(t, reader); return ok })
 	waitReplicas(t, ctl, "r0 alive", func(m map[string]scheduler.Replica) bool { return m["r0"].Alive })
 
 	c.Proxies[0].Blackhole(true)
