@@ -92,8 +92,8 @@ return redis.call('HGETALL', KEYS[1])`)
 	leaveScript        = redis.NewScript(`return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])`)
 )
 
-// Replicas returns every scheduler that reported a heartbeat within the last hour, as the
-// lock nodes know them, sorted by name: each node's newest heartbeat of each replica,
+// Replicas returns every scheduler that reported a heartbeat within the last hour and did not
+// stop (Stop), as the lock nodes know them, sorted by name: each node's newest heartbeat of each replica,
 // merged from every node that answers, so a minority of nodes down loses nothing. It returns
 // an error matching redlock.ErrQuorumUnavailable, with the replicas that could be read, if
 // fewer than a quorum of nodes answered.
