@@ -65,6 +65,7 @@
 //	                             Outcome constants (OutcomeRan, OutcomeFailed, …), ErrNoRun
 //	pauses                       PauseValue, ParsePause
 //	the jobs' keys               TickKey, RunKey, AttemptsKey, PauseKey,
-//	                             HistoryKey, TriggersKey, TriggerKey, ReplaceChannel
+//	                             HistoryKey, TriggersKey, TriggerKey, ReplaceChannel,
+//	                             ReplicasKey
 //	testing with a fake clock    Clock, Timer, SystemClock
 package middleware

@@ -41,6 +41,10 @@ func TriggerKey(prefix, name, id string) string { return "{" + prefix + ":" + na
 // requests with one request per node, whatever its number of jobs.
 func TriggersKey(prefix string) string { return "{" + prefix + "}:triggers" }
 
+// ReplicasKey returns the key of the replicas' heartbeats under prefix: {prefix}:replicas, a
+// hash of each scheduler's name to what it last reported (scheduler.Replicas).
+func ReplicasKey(prefix string) string { return "{" + prefix + "}:replicas" }
+
 // AttemptsKey returns the key that counts the runs of one tick across the cluster
 // (LockConfig.MaxAttempts): {prefix:name}:attempts:<unix ms>.
 func AttemptsKey(prefix, name string, tick time.Time) string {

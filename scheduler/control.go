@@ -60,12 +60,13 @@ func (s *Scheduler) known(name string) error {
 	return nil
 }
 
-// Control pauses, resumes, triggers and reads the history of jobs by name, on the lock nodes,
-// without running them: an admin tool's view of a cluster of schedulers. It needs no
-// handlers, and it knows no job list: a name that no scheduler runs is paused or triggered
-// for nothing. Give it the options of the schedulers it controls that matter to it
-// (WithPrefix, WithHistorySize; WithReplica and WithLogger for its own log lines). The
-// Scheduler's methods of the same names do the same, for its registered jobs only.
+// Control pauses, resumes, triggers and reads the history of jobs by name, and lists the
+// replicas (Replicas), on the lock nodes, without running them: an admin tool's view of a
+// cluster of schedulers. It needs no handlers, and it knows no job list: a name that no
+// scheduler runs is paused or triggered for nothing. Give it the options of the schedulers it
+// controls that matter to it (WithPrefix, WithHistorySize, WithMaxClockSkew; WithReplica and
+// WithLogger for its own log lines). The Scheduler's methods of the same names do the same,
+// for its registered jobs only.
 //
 // Its methods are safe for concurrent use.
 type Control struct {

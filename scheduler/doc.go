@@ -57,12 +57,15 @@
 //   - WithLockConcurrency: 10·GOMAXPROCS tick locks requested at once.
 //   - WithHistorySize: 100 records per job (History).
 //   - WithTriggerPoll: the queue of manual runs read every second (besides announcements).
+//   - WithHeartbeat: a heartbeat on the lock nodes every 10s (Replicas).
+//   - WithVersion: the main module's version from the build information.
 //
 // # Control
 //
 // Pause and Resume stop and restart a job on every replica, Trigger asks for one manual run,
-// History and Status read what the cluster did, and Control.Forget removes what a retired job
-// left on the nodes. All of it lives on the lock nodes, under the
+// History and Status read what the cluster did, Replicas lists the schedulers of the cluster
+// from their heartbeats (alive or missing, and whose configuration differs), and
+// Control.Forget removes what a retired job left on the nodes. All of it lives on the lock nodes, under the
 // job's hash tag (the trigger queue under the prefix's), written to a quorum and read merged:
 // no coordinator, and a minority of nodes down loses nothing (docs/guarantees.md). Each
 // records who asked: the operator named by the context (WithOperator), else the replica.

@@ -24,6 +24,16 @@ import (
 //   - cronlock.job.ticks.missed (counter): ticks this scheduler did not fire because it fell
 //     behind (a paused process, a clock that jumped).
 //
+// and two of the cluster's replicas (Replicas), as this scheduler's last heartbeat read them,
+// without the job attribute:
+//
+//   - cronlock.replicas (gauge), with cronlock.state alive or missing: how many replicas are
+//     alive, how many missing;
+//   - cronlock.replicas.config_differs (gauge): how many alive replicas' configuration differs
+//     (Replica.ConfigDiffers).
+//
+// Neither is reported before the first heartbeat, nor while the heartbeats fail.
+//
 // docs/observability.md has the alert rules built on them. A collection costs one Status per
 // job (bounded by 2s); a job whose nodes do not answer gets no value from the lock nodes rather
 // than a wrong one. Unregister the returned registration to stop.
@@ -41,12 +51,21 @@ func (s *Scheduler) RegisterGauges(mp metric.MeterProvider) (metric.Registration
 		metric.WithDescription("1 while the job is paused cluster-wide, else 0"))
 	missed, err6 := m.Int64ObservableCounter("cronlock.job.ticks.missed", metric.WithUnit("{tick}"),
 		metric.WithDescription("ticks this scheduler did not fire because it fell behind"))
-	if err := errors.Join(err1, err2, err3, err4, err5, err6); err != nil {
+	replicas, err7 := m.Int64ObservableGauge("cronlock.replicas", metric.WithUnit("{replica}"),
+		metric.WithDescription("the cluster's replicas by state (alive, missing), from their heartbeats on the lock nodes"))
+	differs, err8 := m.Int64ObservableGauge("cronlock.replicas.config_differs", metric.WithUnit("{replica}"),
+		metric.WithDescription("alive replicas whose configuration differs from the majority's"))
+	if err := errors.Join(err1, err2, err3, err4, err5, err6, err7, err8); err != nil {
 		return nil, err
 	}
 	return m.RegisterCallback(func(ctx context.Context, o metric.Observer) error {
 		ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 		defer cancel()
+		if alive, missing, drift, ok := s.replicaCounts(); ok {
+			o.ObserveInt64(replicas, int64(alive), metric.WithAttributes(attribute.String("cronlock.state", "alive")))
+			o.ObserveInt64(replicas, int64(missing), metric.WithAttributes(attribute.String("cronlock.state", "missing")))
+			o.ObserveInt64(differs, int64(drift))
+		}
 		for _, e := range s.timings() {
 			attrs := metric.WithAttributes(attribute.String("cronlock.job", e.name)) // middleware's job attribute
 			if !e.next.IsZero() {
@@ -71,7 +90,32 @@ func (s *Scheduler) RegisterGauges(mp metric.MeterProvider) (metric.Registration
 			o.ObserveInt64(paused, p, attrs)
 		}
 		return nil
-	}, next, interval, last, failures, paused, missed)
+	}, next, interval, last, failures, paused, missed, replicas, differs)
+}
+
+// replicaCounts counts the replicas that the last heartbeat read, alive and missing now, and
+// the alive ones whose configuration differs; ok is false when no heartbeat succeeded within
+// this replica's own missing bound.
+func (s *Scheduler) replicaCounts() (alive, missing, drift int, ok bool) {
+	s.mu.Lock()
+	seen, at := s.seen, s.seenAt
+	s.mu.Unlock()
+	now := s.cfg.clock.Now()
+	if at.IsZero() || now.Sub(at) > missedBeats*s.cfg.heartbeat+s.cfg.maxSkew {
+		return 0, 0, 0, false
+	}
+	for _, r := range seen {
+		switch {
+		case now.Sub(r.LastSeen) > r.MissingAfter:
+			missing++
+		case r.ConfigDiffers:
+			alive++
+			drift++
+		default:
+			alive++
+		}
+	}
+	return alive, missing, drift, true
 }
 
 // timing is what RegisterGauges reports of a job's schedule on this scheduler.

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"strings"
 	"time"
 	"unicode"
@@ -38,6 +39,8 @@ type config struct {
 	historySize  int
 	triggerPoll  time.Duration
 	rescueEvery  time.Duration
+	heartbeat    time.Duration
+	version      string
 }
 
 // DefaultMaxClockSkew is the default of WithMaxClockSkew.
@@ -60,7 +63,18 @@ func defaultConfig() config {
 		historySize: DefaultHistorySize,
 		triggerPoll: DefaultTriggerPoll,
 		rescueEvery: DefaultRescueEvery,
+		heartbeat:   DefaultHeartbeat,
+		version:     mainVersion(),
 	}
+}
+
+// mainVersion is the version of the program's main module, as the Go build recorded it
+// ("(devel)" for a local build); "" without build information.
+func mainVersion() string {
+	if bi, ok := debug.ReadBuildInfo(); ok {
+		return bi.Main.Version
+	}
+	return ""
 }
 
 // WithClock sets the clock that ticks are computed and fired by. Default: the system clock.
@@ -234,6 +248,30 @@ func WithRescueEvery(d time.Duration) Option {
 			return fmt.Errorf("scheduler: rescue period %v: must be positive, e.g. %v", d, DefaultRescueEvery)
 		}
 		cfg.rescueEvery = d
+		return nil
+	}
+}
+
+// WithHeartbeat sets how often a running scheduler writes its heartbeat to the lock nodes
+// (Replicas): its name, version, start, jobs, configuration hash and runs in flight. Default
+// 10s; each heartbeat is one request per node. Readers count a replica missing once its last
+// heartbeat is older than three intervals plus the max clock skew.
+func WithHeartbeat(d time.Duration) Option {
+	return func(cfg *config) error {
+		if d <= 0 {
+			return fmt.Errorf("scheduler: heartbeat %v: must be positive, e.g. %v", d, DefaultHeartbeat)
+		}
+		cfg.heartbeat = d
+		return nil
+	}
+}
+
+// WithVersion sets the version of the program that the heartbeats report (Replica.Version),
+// e.g. a release tag. Default: the main module's version from the Go build information
+// ("(devel)" for a local build).
+func WithVersion(v string) Option {
+	return func(cfg *config) error {
+		cfg.version = v
 		return nil
 	}
 }

@@ -79,6 +79,15 @@ type Scheduler struct {
 	runCtx      context.Context
 	cancelRuns  context.CancelCauseFunc
 	limiter     *middleware.Limiter // shared by the jobs' Lock middleware
+
+	configHash string             // SetConfigHash's; guarded by mu
+	beatNow    chan struct{}      // asks the heartbeat goroutine for a heartbeat now
+	endBeats   context.CancelFunc // ends the heartbeat goroutine and its requests
+	beatDone   chan struct{}      // closed when the heartbeat goroutine exits
+	seen       []Replica          // the replicas as the last heartbeat read them; guarded by mu
+	seenAt     time.Time          // when; guarded by mu
+	beatFailed bool               // the last heartbeat failed; guarded by mu
+	left       bool               // Stop removed the replica's entry; guarded by mu
 }
 
 type state int
@@ -117,6 +126,7 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 		entries: make(map[string]*entry),
 		wake:    make(chan struct{}, 1),
 		pollNow: make(chan struct{}, 1),
+		beatNow: make(chan struct{}, 1),
 
 		triggered:   make(map[string]bool),
 		active:      make(map[*recorder]bool),
@@ -163,6 +173,7 @@ func (s *Scheduler) Add(j job.Job) error {
 		heap.Push(&s.queue, e)
 	}
 	s.poke()
+	s.beatSoon()
 	return nil
 }
 
@@ -225,6 +236,7 @@ func (s *Scheduler) Remove(name string) error {
 		heap.Remove(&s.queue, e.index)
 	}
 	s.poke()
+	s.beatSoon()
 	return nil
 }
 
@@ -288,9 +300,13 @@ func (s *Scheduler) Start() error {
 	s.loopDone = make(chan struct{})
 	s.pollDone = make(chan struct{})
 	s.rescueDone = make(chan struct{})
+	s.beatDone = make(chan struct{})
+	var beatCtx context.Context
+	beatCtx, s.endBeats = context.WithCancel(context.Background())
 	go s.loop()
 	go s.pollTriggers()
 	go s.rescueRuns()
+	go s.heartbeat(beatCtx, now)
 	return nil
 }
 
@@ -482,7 +498,8 @@ func (s *Scheduler) report(run *job.Run, err error, started bool) {
 // Stop returns when every goroutine of the scheduler has exited: nil if no running handler had
 // to be cancelled, else an error with ctx's error and cause. With no handler running it
 // returns nil at once, whatever ctx (even one already ended) and whatever the lock nodes are
-// doing. A job that ignores its context keeps Stop waiting.
+// doing, but for the marking of the replica stopped (below). A job that ignores its context keeps
+// Stop waiting.
 //
 // From inside a handler, give Stop the handler's context, or one derived from it: Stop then
 // does all of the above except wait for the calling run, which cannot end before Stop
@@ -490,12 +507,17 @@ func (s *Scheduler) report(run *job.Run, err error, started bool) {
 // recognize its caller by anything but ctx: given an unrelated context inside a handler, it
 // waits for the calling run, which waits for Stop.
 //
+// Last, Stop marks the replica stopped on the lock nodes (Replicas no longer lists it: a
+// replica that stopped is not missing), within ctx and at most a second; with ctx already
+// ended, or when its last heartbeat failed (the nodes were out of reach), it does not try,
+// and the replica shows as missing until its entry expires.
+//
 // Stop may be called more than once, and before Start; the scheduler cannot start again.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.halt() // first: from here on, no handler or retry starts
 	s.mu.Lock()
 	s.state = stopped
-	loopDone, pollDone, rescueDone := s.loopDone, s.pollDone, s.rescueDone
+	loopDone, pollDone, rescueDone, beatDone := s.loopDone, s.pollDone, s.rescueDone, s.beatDone
 	s.mu.Unlock()
 	if loopDone != nil {
 		<-loopDone
@@ -531,6 +553,11 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	if own == nil {
 		s.runs.Wait()
 		s.cancelRuns(ErrStopped) // nothing left to cancel; frees the context
+	}
+	if beatDone != nil {
+		s.endBeats()
+		<-beatDone
+		s.leave(ctx)
 	}
 	if !cut {
 		return nil

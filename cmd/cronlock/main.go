@@ -8,6 +8,7 @@
 //	cronlock pause|resume|trigger|history|forget JOB --config FILE   control a job cluster-wide
 //	cronlock status [JOB] --config FILE   each job's pause and last run
 //	cronlock backfill JOB --from T --to T --config FILE   run a job's past ticks that did not run
+//	cronlock replicas --config FILE  the replicas of the cluster: alive or missing, configuration drift
 //	cronlock demo [flags]            three replicas, one job, a live table of who ran each tick
 //	cronlock version                 the build's version
 //
@@ -58,6 +59,8 @@ Usage:
   cronlock backfill JOB --from T --to T --config FILE
                                    run the job's past ticks in a range that did not run, once
                                    each across the cluster, through a running daemon
+  cronlock replicas --config FILE  list the replicas from their heartbeats: alive or missing
+                                   since when, version, jobs, configuration hash (drift marked)
   cronlock demo [flags]            run three replicas of one job on three lock nodes (embedded, or
                                    --nodes) and show who runs each tick
   cronlock version                 print the version
@@ -132,6 +135,8 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return s.Run()
 	case "backfill":
 		return backfillCmd(ctx, args[1:], stdout, stderr)
+	case "replicas":
+		return replicasCmd(ctx, args[1:], stdout, stderr)
 	case "pause", "resume", "trigger", "history", "status", "forget":
 		return controlCmd(ctx, args[0], args[1:], stdout, stderr)
 	case "version", "--version":

@@ -5,6 +5,7 @@ package main
 import (
 	"context"
 	"net/http"
+	neturl "net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -270,10 +271,17 @@ func TestStatusPageOddNames(t *testing.T) {
 		chromedp.Navigate(d.base+"/"),
 		chromedp.Click(chromedp.CSS(row(odd[0])+` td.name a`)),
 		chromedp.Click(chromedp.CSS(`form[action$="/trigger"] button`)),
-		chromedp.WaitVisible(chromedp.CSS(`table.history`))))
+		chromedp.WaitVisible(chromedp.CSS(`p.triggered`))))
 	url, err := chromedp.Run(ctx, chromedp.Location())
 	require.NoError(t, err)
-	waitText(t, ctx, url, `table.history`, "trigger ")
+	// Back on the job's own page, which names the manual run and links its row (#trigger-ID).
+	// waitText reloads the page without the fragment: a navigation to the same address with
+	// one would not reload it.
+	page, id, ok := strings.Cut(url, "?trigger=")
+	require.True(t, ok, url)
+	require.Equal(t, d.base+"/jobs/"+neturl.PathEscape(odd[0]), page)
+	id, _, _ = strings.Cut(id, "#")
+	waitText(t, ctx, page+"?trigger="+id, `table.history`, "trigger "+id)
 	require.NoError(t, chromedp.Do(ctx, chromedp.Navigate(d.base+"/jobs/prod")))
 	text, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("section.job")))
 	require.NoError(t, err)

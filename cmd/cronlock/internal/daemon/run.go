@@ -2,6 +2,8 @@ package daemon
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -21,6 +23,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/buildinfo"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/exitcode"
@@ -69,6 +72,7 @@ type runFlags struct {
 	drain     time.Duration
 	logLevel  slog.Level
 	logFormat string
+	heartbeat time.Duration
 	web.Limits
 	set map[string]bool // flags given explicitly
 }
@@ -84,6 +88,7 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 	fs.Var((*optionalDuration)(&f.killGrace), "kill-grace", "`duration` from SIGTERM to SIGKILL of a run's process group, which gets SIGKILL when its lease ends (default: the config's kill_grace:, else 10s or half of lock_ttl − renew_every)")
 	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long running jobs may finish before they are stopped")
 	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug (every tick's outcome), info, warn or error")
+	fs.DurationVar(&f.heartbeat, "heartbeat", scheduler.DefaultHeartbeat, "how often this replica writes its heartbeat to the lock nodes (cronlock replicas); it shows as missing after 3 of them plus 1s")
 	fs.StringVar(&f.logFormat, "log-format", "text", "`format` of the log on stderr: text (logfmt) or json (one object per line)")
 	if err := cli.ParseFlags(fs, runUsage, args, stdout); err != nil {
 		return f, err
@@ -98,6 +103,8 @@ func parseRun(args []string, stdout io.Writer) (runFlags, error) {
 		return f, usageError{Err: fmt.Errorf("--drain %v: must not be negative", f.drain)}
 	case f.ReadTimeout <= 0 || f.IdleTimeout <= 0:
 		return f, usageError{Err: fmt.Errorf("--http-read-timeout %v, --http-idle-timeout %v: give positive durations", f.ReadTimeout, f.IdleTimeout)}
+	case f.heartbeat <= 0:
+		return f, usageError{Err: fmt.Errorf("--heartbeat %v: give a positive interval, e.g. %v", f.heartbeat, scheduler.DefaultHeartbeat)}
 	case f.MaxConns <= 0:
 		return f, usageError{Err: fmt.Errorf("--http-max-conns %d: give a positive number of connections", f.MaxConns)}
 	case f.set["replica"] && f.replica == "":
@@ -337,6 +344,8 @@ func (d *daemon) start() error {
 		scheduler.WithReplica(d.replica),
 		scheduler.WithPrefix(cfg.Prefix),
 		scheduler.WithLogger(d.log),
+		scheduler.WithHeartbeat(f.heartbeat),
+		scheduler.WithVersion(buildinfo.Read().Version),
 		scheduler.WithMiddleware(append(append([]middleware.Middleware{d.status.Middleware(d.replica)}, d.tel.middleware()...), d.gate.middleware())...),
 	)
 	if err != nil {
@@ -372,6 +381,7 @@ func (d *daemon) start() error {
 		d.current[def.job.Name] = def
 	}
 	d.jobs.Store(cfg)
+	d.sched.SetConfigHash(configHash(cfg))
 	if addr != "" {
 		d.server = web.NewServer(addr, web.Handler(d.jobs.Load, d.replica, d.sched, d.status, d.ready.Report, d.tel.metrics), f.Limits, d.log)
 	}
@@ -542,7 +552,22 @@ func (d *daemon) reload() {
 		d.log.Info("reload: job removed: it takes no new ticks; a run under way finishes under its lease", "job", g.Name)
 	}
 	d.jobs.Store(cfg)
+	d.sched.SetConfigHash(configHash(cfg))
 	d.log.Info("reloaded", "file", cfg.File, "jobs", len(cfg.Jobs), "added", added, "changed", changed, "removed", len(gone))
+}
+
+// configHash is the hash of cfg's jobs that the heartbeats report (scheduler.Replica.ConfigHash):
+// what a reload can change, without where each job is written (file, line).
+func configHash(cfg *config.Config) string {
+	h := sha256.New()
+	for _, j := range cfg.Jobs {
+		fmt.Fprintf(h, "%q %q %q %v %v %v %v %v %v %v %v %v %q %v\n", j.Name, j.Schedule, j.Command, j.Timeout, j.LockTTL, j.RenewEvery,
+			j.Overlap, j.Retries, j.CatchUp, j.Jitter, j.OutputLevel, j.OutputLimit, j.WorkingDir, j.KillGrace)
+		for _, e := range j.Env {
+			fmt.Fprintf(h, "\t%q=%q\n", e.Name, e.Value)
+		}
+	}
+	return hex.EncodeToString(h.Sum(nil)[:6])
 }
 
 // sameSettings returns an error naming the first setting other than jobs: and kill_grace:

@@ -87,7 +87,7 @@ func Validate(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	// The daemon's own start, which connects to nothing and starts nothing; variables that are
 	// not set here (warned about above) are taken as empty.
-	d := &daemon{cfg: &checked, flags: runFlags{set: map[string]bool{}}, status: web.NewJobStatus(), gate: newGate(), log: slog.New(slog.DiscardHandler),
+	d := &daemon{cfg: &checked, flags: runFlags{set: map[string]bool{}, heartbeat: scheduler.DefaultHeartbeat}, status: web.NewJobStatus(), gate: newGate(), log: slog.New(slog.DiscardHandler),
 		lookupEnv: func(name string) (string, bool) { v, _ := os.LookupEnv(name); return v, true }}
 	err = d.start()
 	d.close()

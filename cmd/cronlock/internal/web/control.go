@@ -28,6 +28,7 @@ type control struct {
 	off      string // why they are off, and how to turn them on ("" when on)
 	sessions *sessions
 	jobs     *snapshot[jobsRead]
+	replicas *snapshot[replicasRead]
 }
 
 func newControl(cfg func() *config.Config, sched *scheduler.Scheduler, st *JobStatus, ready Readiness) *control {
@@ -35,6 +36,7 @@ func newControl(cfg func() *config.Config, sched *scheduler.Scheduler, st *JobSt
 	c.token, c.off = token(c.cfg)
 	c.sessions = newSessions(c.token)
 	c.jobs = &snapshot[jobsRead]{ttl: PageCache, read: c.readJobs}
+	c.replicas = &snapshot[replicasRead]{ttl: PageCache, read: c.readReplicas}
 	return c
 }
 
@@ -53,7 +55,7 @@ func token(cfg *config.Config) (tok, off string) {
 }
 
 // mount adds the console (GET /, /jobs/{name}, /jobs/{name}/pause, /login; POST /login,
-// /logout), GET /jobs/{name}/history and POST /jobs/{name}/{pause,resume,trigger,backfill}. The job's
+// /logout), GET /replicas, GET /jobs/{name}/history and POST /jobs/{name}/{pause,resume,trigger,backfill}. The job's
 // name is one path segment, path-escaped (url.PathEscape).
 func (c *control) mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /{$}", c.overview)
@@ -62,6 +64,7 @@ func (c *control) mount(mux *http.ServeMux) {
 	mux.HandleFunc("GET /login", c.loginPage)
 	mux.HandleFunc("POST /login", c.login)
 	mux.HandleFunc("POST /logout", c.logout)
+	mux.HandleFunc("GET /replicas", c.replicasAPI)
 	mux.HandleFunc("GET /jobs/{name}/history", func(w http.ResponseWriter, r *http.Request) {
 		n := 20
 		if s := r.URL.Query().Get("n"); s != "" {

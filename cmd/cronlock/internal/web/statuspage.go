@@ -162,10 +162,12 @@ type pageData struct {
 	Details  bool   // the request carries the token or a session: show error texts
 	Nodes    Nodes
 
-	Rows   []overviewRow // the overview
-	Filter string
-	Sort   string
-	Total  int
+	Rows     []overviewRow       // the overview
+	Replicas []scheduler.Replica // the overview's replicas panel
+	ReplErr  string              // the replicas could not be read (by a quorum)
+	Filter   string
+	Sort     string
+	Total    int
 
 	Job     *pageJob // a job's page
 	Ticks   []tick
@@ -254,6 +256,8 @@ func (c *control) overview(w http.ResponseWriter, r *http.Request) {
 	d := c.data(r, "cronlock")
 	d.Refresh, d.Nodes = refreshSeconds, c.ready(r.Context(), d.Details)
 	d.Filter, d.Sort = r.URL.Query().Get("q"), r.URL.Query().Get("sort")
+	repl := c.replicas.get(r.Context())
+	d.Replicas, d.ReplErr = repl.replicas, repl.err
 	read := c.jobs.get(r.Context())
 	d.Total = len(read.jobs)
 	for i := range read.jobs {
