@@ -78,15 +78,7 @@ func (c *control) readJobs(ctx context.Context) jobsRead {
 	for _, e := range c.sched.Entries() {
 		pj := pageJob{Zone: specZone(e.Spec)}
 		st, err := c.sched.Status(ctx, e.Name)
-		pj.Status, pj.Entry = st, e
-		first := 0 // the newest record of the tick under way
-		for i, rec := range st.History {
-			if i == 0 || !sameRun(rec, st.History[first]) {
-				first = i
-			}
-			pj.History = append(pj.History, c.pageRun(rec))
-			pj.History[first].Attempts++
-		}
+		pj.Status, pj.Entry, pj.History = st, e, c.pageRuns(st.History)
 		if err != nil {
 			pj.Err = err.Error()
 		}
@@ -94,6 +86,44 @@ func (c *control) readJobs(ctx context.Context) jobsRead {
 		read.jobs = append(read.jobs, pj)
 	}
 	return read
+}
+
+// pageRuns returns the records recs as the pages show them: with their trace links, and the
+// attempts of each tick grouped under its newest record (Attempts).
+func (c *control) pageRuns(recs []scheduler.Record) []pageRun {
+	out := make([]pageRun, 0, len(recs))
+	first := 0 // the newest record of the tick under way
+	for i, rec := range recs {
+		if i == 0 || !sameRun(rec, recs[first]) {
+			first = i
+		}
+		out = append(out, c.pageRun(rec))
+		out[first].Attempts++
+	}
+	return out
+}
+
+// withOutcome returns a copy of j whose history holds only the records with outcome (all of
+// them for ""), and the outcomes its whole history has, by name. j itself, shared by the pages
+// of one read, is left alone.
+func (c *control) withOutcome(j *pageJob, outcome string) (*pageJob, []string) {
+	var present []string
+	var recs []scheduler.Record
+	for _, r := range j.History {
+		if !slices.Contains(present, r.Outcome) {
+			present = append(present, r.Outcome)
+		}
+		if r.Outcome == outcome {
+			recs = append(recs, r.Record)
+		}
+	}
+	slices.Sort(present)
+	if outcome == "" {
+		return j, present
+	}
+	cp := *j
+	cp.History = c.pageRuns(recs)
+	return &cp, present
 }
 
 // sameRun reports whether a and b are records of the same tick or manual run.
@@ -169,11 +199,13 @@ type pageData struct {
 	Sort     string
 	Total    int
 
-	Job     *pageJob // a job's page
-	Ticks   []tick
-	Chart   chart
-	Command []string // the job's command, shown with Details
-	Trigger string   // the manual run just asked for from the page (?trigger=)
+	Job      *pageJob // a job's page
+	Ticks    []tick
+	Chart    chart
+	Command  []string // the job's command, shown with Details
+	Trigger  string   // the manual run just asked for from the page (?trigger=)
+	Outcome  string   // the history shows only the records with this outcome (?outcome=)
+	Outcomes []string // the outcomes of the job's history, to filter by
 
 	Error string // the sign-in page: why the last attempt failed
 }
@@ -327,7 +359,8 @@ func (c *control) jobPage(w http.ResponseWriter, r *http.Request) {
 	if d.Details {
 		j = c.withOutputs(r.Context(), j)
 	}
-	d.Job, d.Chart, d.Trigger = j, durationChart(j.runs()), r.URL.Query().Get("trigger")
+	d.Chart, d.Trigger, d.Outcome = durationChart(j.runs()), r.URL.Query().Get("trigger"), r.URL.Query().Get("outcome")
+	d.Job, d.Outcomes = c.withOutcome(j, d.Outcome)
 	if d.Details {
 		d.Command = c.command(j.Name)
 	}

@@ -100,3 +100,35 @@ func TestRelative(t *testing.T) {
 func TestArgv(t *testing.T) {
 	require.Equal(t, `sh -c 'echo "$X" it'\''s' /usr/bin/x --n=3 ''`, argv([]string{"sh", "-c", `echo "$X" it's`, "/usr/bin/x", "--n=3", ""}))
 }
+
+// A job's history filtered by outcome: the records with it only, a tick's attempts still
+// grouped, and links to every outcome the history has.
+func TestJobPageHistoryByOutcome(t *testing.T) {
+	a, b := time.UnixMilli(1_700_000_060_000), time.UnixMilli(1_700_000_000_000)
+	recs := []scheduler.Record{ // newest first
+		{Job: "j", Tick: a, Attempt: 2, Replica: "r2", Outcome: "failed", Token: 9},
+		{Job: "j", Tick: a, Attempt: 1, Replica: "r1", Outcome: "failed", Token: 8},
+		{Job: "j", Tick: b, Attempt: 1, Replica: "r1", Outcome: "ran", Token: 7},
+	}
+	c := &control{cfg: &config.Config{}}
+	j := &pageJob{Status: scheduler.Status{Entry: scheduler.Entry{Name: "j", Spec: "@hourly"}}, Zone: time.UTC, History: c.pageRuns(recs)}
+	render := func(outcome string) string {
+		d := pageData{Replica: "r1", Now: time.Now(), Outcome: outcome}
+		d.Job, d.Outcomes = c.withOutcome(j, outcome)
+		var b strings.Builder
+		require.NoError(t, pages["job.html"].Execute(&b, d))
+		return b.String()
+	}
+
+	page := render("failed")
+	require.Contains(t, page, `Show: <a href="/jobs/j">all</a> · <b class="failed">failed</b> · <a class="ran" href="/jobs/j?outcome=ran">ran</a>`)
+	require.Equal(t, 2, strings.Count(page, `<td class="outcome failed">`))
+	require.NotContains(t, page, `<td class="outcome ran">`)
+	require.Contains(t, page, `rowspan="2"`, "the tick's two attempts, grouped")
+	require.Len(t, j.History, 3, "the shared read is left alone")
+
+	page = render("")
+	require.Contains(t, page, `Show: <b>all</b> · <a class="failed" href="/jobs/j?outcome=failed">failed</a> · <a class="ran" href="/jobs/j?outcome=ran">ran</a>`)
+	require.Equal(t, 3, strings.Count(page, `<td class="outcome `))
+	require.Contains(t, render("nope"), "No record with outcome “nope”.")
+}
