@@ -525,7 +525,7 @@ func testOperators(t *testing.T, bin string) {
 	assert.Regexp(t, `^\d+-[0-9a-f]{16}\n$`, out)
 	code, out = runBin(t, bin, nil, "history", "tick", "--config", cfg)
 	require.Equal(t, 0, code, out)
-	assert.Equal(t, "START (UTC)  RUN  OUTCOME  REPLICA  DURATION  TOKEN  TRACE  ERROR\n", out)
+	assert.Equal(t, "START (UTC)  RUN  ATTEMPT  OUTCOME  REPLICA  DURATION  TOKEN  TRACE  ERROR\n", out)
 
 	for _, by := range []string{"", "a\tb"} {
 		code, out = runBin(t, bin, nil, "pause", "tick", "--config", cfg, "--by", by)
