@@ -107,9 +107,9 @@ return 1`)
 	// Reads the last ARGV[1] records in KEYS[1] and outputs in KEYS[2].
 	readOutputScript = redis.NewScript(`return {redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1]), redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1])}`)
 	getScript        = redis.NewScript(`return redis.call('GET', KEYS[1])`)
-	// Reads a job's pause KEYS[1] and its last ARGV[1] records in KEYS[2], for Status: one
-	// round trip per node (the keys share the job's hash tag).
-	statusScript = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1])}`)
+	// Reads a job's pause KEYS[1], its last ARGV[1] records in KEYS[2] and its runs in flight
+	// KEYS[3], for Status: one round trip per node (the keys share the job's hash tag).
+	statusScript = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1]), redis.call('HGETALL', KEYS[3])}`)
 )
 
 // recorder collects what the history needs from inside the handler chain: the attempt number
@@ -441,9 +441,30 @@ type Status struct {
 	// History is every record the nodes keep of the job (WithHistorySize), newest first, as
 	// History returns them: the records LastRun and LastSuccess were picked from.
 	History []Record
+	// Running is the job's attempts under way on any replica, oldest first: those whose
+	// in-flight record a quorum of the nodes hold (an attempt's record is written as its
+	// handler starts and removed with its history record). Empty with WithHistorySize(0).
+	Running []InFlight
 }
 
-// Status returns the job's entry, pause and last runs, read from the lock nodes like History.
+// InFlight is an attempt under way somewhere in the cluster, as the lock nodes know it.
+type InFlight struct {
+	// Tick is the tick's instant, or when the manual run was asked for; Trigger the manual
+	// run's id, empty for a tick.
+	Tick    time.Time
+	Trigger string
+	// Attempt is the attempt's number at its tick, from 1.
+	Attempt int
+	// Replica is the replica running it.
+	Replica string
+	// Start is when its handler started.
+	Start time.Time
+	// Token is its fencing token.
+	Token uint64
+}
+
+// Status returns the job's entry, pause, last runs and runs in flight, read from the lock
+// nodes like History.
 func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 	var st Status
 	entries := s.Entries()
@@ -452,19 +473,20 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 		return st, fmt.Errorf("%w: %q", ErrUnknownJob, name)
 	}
 	st.Entry = entries[i]
-	keys := []string{middleware.PauseKey(s.cfg.prefix, name), middleware.HistoryKey(s.cfg.prefix, name)}
+	keys := []string{middleware.PauseKey(s.cfg.prefix, name), middleware.HistoryKey(s.cfg.prefix, name), inFlightKey(s.cfg.prefix, name)}
 	replies, err := s.locks.Broadcast(ctx, statusScript, keys, max(s.cfg.historySize, 1))
 	if err != nil {
 		return st, fmt.Errorf("scheduler: status of %q: %w", name, err)
 	}
-	pauses, histories := make([]any, len(replies)), make([]any, len(replies))
+	pauses, histories, running := make([]any, len(replies)), make([]any, len(replies)), make([]any, len(replies))
 	for i, r := range replies {
-		if pair, ok := r.([]any); ok && len(pair) == 2 {
-			pauses[i], histories[i] = pair[0], pair[1]
+		if parts, ok := r.([]any); ok && len(parts) == 3 {
+			pauses[i], histories[i], running[i] = parts[0], parts[1], parts[2]
 		}
 	}
 	st.Paused = s.ctl.pause(pauses)
 	st.History = mergeHistory(name, histories, max(s.cfg.historySize, 1))
+	st.Running = s.mergeInFlight(running)
 	var counted Record // the run of the last failure counted
 	for _, r := range st.History {
 		if r.Outcome == middleware.OutcomeSkippedPaused {

@@ -277,3 +277,61 @@ func TestHistoryRecordsEachAttempt(t *testing.T) {
 	assert.Nil(t, st.LastSuccess)
 	assert.Equal(t, 1, st.Failures, "one tick failed, whatever its attempts")
 }
+
+// Status lists the runs in flight on any replica, read from the nodes (still with one node
+// down), and no longer once they ended.
+func TestStatusListsRunsInFlight(t *testing.T) {
+	c := newCluster(t, 3, false)
+	started, release := make(chan *job.Run, 1), make(chan struct{})
+	runner := newScheduler(t, c.client(t, false), scheduler.WithReplica("runner"))
+	require.NoError(t, runner.Add(job.Job{Name: "long", Spec: onlyManual, Handler: func(ctx context.Context) error {
+		r, _ := job.RunFrom(ctx)
+		started <- r
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	}}))
+	require.NoError(t, runner.Start())
+	// The reader has the job but never runs it: it is not started.
+	reader := newScheduler(t, c.client(t, false), scheduler.WithReplica("reader"))
+	require.NoError(t, reader.Add(job.Job{Name: "long", Spec: onlyManual, Handler: func(context.Context) error { return nil }}))
+	ctx := ctxT(t)
+	st, err := reader.Status(ctx, "long")
+	require.NoError(t, err)
+	assert.Empty(t, st.Running, "nothing runs yet")
+
+	id, err := runner.Trigger(ctx, "long")
+	require.NoError(t, err)
+	var run *job.Run
+	select {
+	case run = <-started:
+	case <-time.After(waitLimit):
+		t.Fatal("the manual run did not start")
+	}
+	require.Eventually(t, func() bool { // its in-flight record is written as it starts
+		st, err = reader.Status(ctx, "long")
+		return err == nil && len(st.Running) == 1
+	}, waitLimit, 10*time.Millisecond)
+	f := st.Running[0]
+	assert.Equal(t, "runner", f.Replica)
+	assert.Equal(t, id, f.Trigger)
+	assert.Equal(t, 1, f.Attempt)
+	assert.Equal(t, run.FencingToken, f.Token)
+	assert.True(t, f.Tick.Equal(run.Tick.Truncate(time.Millisecond)), "tick %v, run's %v", f.Tick, run.Tick)
+	assert.WithinDuration(t, time.Now(), f.Start, waitLimit)
+
+	require.NoError(t, c.Servers[0].Kill())
+	st, err = reader.Status(ctx, "long")
+	require.NoError(t, err)
+	require.Len(t, st.Running, 1, "listed by the quorum left")
+	assert.Equal(t, run.FencingToken, st.Running[0].Token)
+
+	close(release)
+	require.Eventually(t, func() bool {
+		st, err = reader.Status(ctx, "long")
+		return err == nil && len(st.Running) == 0 && st.LastRun != nil
+	}, waitLimit, 10*time.Millisecond)
+	assert.Equal(t, run.FencingToken, st.LastRun.Token)
+}

@@ -1,10 +1,12 @@
 package scheduler
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +48,40 @@ var (
 	// Returns 1 where the lock KEYS[1] has the value ARGV[1] (held, or kept done), else 0.
 	holdsScript = redis.NewScript(`if redis.call('HGET', KEYS[1], 'v') == ARGV[1] then return 1 end return 0`)
 )
+
+// mergeInFlight returns the attempts in flight that a quorum of the nodes' replies to an
+// HGETALL of a job's in-flight hash list (nil for a node that did not answer), oldest first.
+// A quorum, not any node: a node that missed an attempt's end would list it for ever.
+func (s *Scheduler) mergeInFlight(replies []any) []InFlight {
+	votes, values := inFlightFields(replies)
+	var out []InFlight
+	for field, n := range votes {
+		var f inFlight
+		if n < s.locks.Quorum() || json.Unmarshal([]byte(values[field]), &f) != nil {
+			continue
+		}
+		out = append(out, InFlight{Tick: time.UnixMilli(f.Tick), Trigger: f.Trigger, Attempt: f.Attempt, Replica: f.Replica,
+			Start: time.UnixMicro(f.Start), Token: f.Token})
+	}
+	slices.SortFunc(out, func(a, b InFlight) int { return cmp.Or(a.Start.Compare(b.Start), cmp.Compare(a.Token, b.Token)) })
+	return out
+}
+
+// inFlightFields reads the nodes' replies to an HGETALL of a job's in-flight hash (nil for a
+// node that did not answer): how many nodes hold each field, and its value on one of them.
+func inFlightFields(replies []any) (votes map[string]int, values map[string]string) {
+	votes, values = map[string]int{}, map[string]string{}
+	for _, r := range replies {
+		kv, _ := r.([]any)
+		for i := 0; i+1 < len(kv); i += 2 {
+			k, _ := kv[i].(string)
+			v, _ := kv[i+1].(string)
+			votes[k]++
+			values[k] = v
+		}
+	}
+	return votes, values
+}
 
 // startInFlight writes the in-flight record of rec's attempt, whose handler is about to
 // start under its lease, on every node, in a goroutine that the attempt's end waits for
@@ -103,15 +139,7 @@ func (s *Scheduler) rescue(ctx context.Context, prev map[string]bool) map[string
 		if err != nil {
 			continue // fewer than a quorum answered: look again next time
 		}
-		runs := map[string]string{}
-		for _, r := range replies {
-			kv, _ := r.([]any)
-			for i := 0; i+1 < len(kv); i += 2 {
-				k, _ := kv[i].(string)
-				v, _ := kv[i+1].(string)
-				runs[k] = v
-			}
-		}
+		_, runs := inFlightFields(replies)
 		for field, value := range runs {
 			var f inFlight
 			if json.Unmarshal([]byte(value), &f) != nil || f.Key == "" {

@@ -103,19 +103,6 @@ func Started(ctx context.Context, token uint64) {
 	}
 }
 
-// runningSince returns when the oldest run of the job named name that this replica works on
-// now started, and how many it works on; a zero time while none has its lock yet.
-func (s *JobStatus) runningSince(name string) (since time.Time, runs int) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for rec := range s.running[name] {
-		if !rec.started.IsZero() && (since.IsZero() || rec.started.Before(since)) {
-			since = rec.started
-		}
-	}
-	return since, len(s.running[name])
-}
-
 // JobView is one job in /jobs.
 type JobView struct {
 	Name     string      `json:"name"`

@@ -276,10 +276,8 @@ func render(w http.ResponseWriter, code int, name string, d pageData) {
 // overviewRow is one job in the overview's table.
 type overviewRow struct {
 	*pageJob
-	Failures, Runs int       // failures among the last recentRuns runs
-	Attention      int       // 0: the last run failed or the nodes could not be read; 1: paused; 2: the rest
-	RunningSince   time.Time // the oldest run this replica works on now; zero: none has its lock yet
-	Running        int       // how many runs this replica works on now
+	Failures, Runs int // failures among the last recentRuns runs
+	Attention      int // 0: the last run failed or the nodes could not be read; 1: paused; 2: the rest
 }
 
 // overview serves GET /: one table of every job (filtered by ?q=, a part of the name), failing
@@ -311,7 +309,6 @@ func (c *control) overview(w http.ResponseWriter, r *http.Request) {
 		case j.Paused != nil:
 			row.Attention = 1
 		}
-		row.RunningSince, row.Running = c.status.runningSince(j.Name)
 		d.Rows = append(d.Rows, row)
 	}
 	slices.SortStableFunc(d.Rows, func(a, b overviewRow) int {
