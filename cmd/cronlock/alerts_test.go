@@ -22,6 +22,7 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/scheduler"
 )
 
 // minutesAsSeconds is the test's one rewrite of deploy/prometheus/alerts.yml: every duration
@@ -112,6 +113,43 @@ func TestAlertsFireInPrometheus(t *testing.T) {
 		p.signal(t, syscall.SIGTERM)
 		assert.Equal(t, 0, p.wait(t))
 	}
+}
+
+// A real Prometheus scrapes a daemon while another daemon, killed (SIGKILL) in the middle of
+// a run, vanishes: the survivor records the run interrupted and counts the killed replica
+// missing, and Prometheus fires CronlockRunInterrupted for the job and CronlockReplicaMissing.
+// The daemons beat every second, so that the killed one is missing within seconds; the
+// rescue of the run takes the lock's TTL plus two rescue periods (scheduler.DefaultRescueEvery).
+func TestRunInterruptedAndReplicaMissingFireInPrometheus(t *testing.T) {
+	requirePrometheus(t)
+	bin := buildBinary(t, t.TempDir())
+	nodes := redistest.StartN(t, 3, redistest.Config{})
+	endQuarantine(t, nodes...)
+	dir := t.TempDir()
+	cfg := writeFile(t, dir, "c.yaml", nodesConfig(nodes)+`jobs:
+  - name: slow
+    schedule: "@every 5s"
+    lock_ttl: 2s
+    command: ["sh", "-c", "if [ \"$CRONLOCK_REPLICA\" = a ]; then sleep 60; fi"]
+`)
+	a := startProc(t, bin, "daemon a", nil, "run", "--config", cfg, "--replica", "a", "--heartbeat", "1s")
+	a.waitLog(t, `msg="run started"`)
+	b := startProc(t, bin, "daemon b", nil, "run", "--config", cfg, "--replica", "b", "--heartbeat", "1s", "--http", "127.0.0.1:0")
+	prom := startPrometheus(t, dir, []string{b.httpAddr(t)})
+	a.signal(t, syscall.SIGKILL)
+
+	// The bound: the lock's TTL (2s) plus two rescue periods, and a margin for Prometheus's
+	// scrape and evaluation on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+2*scheduler.DefaultRescueEvery+30*time.Second)
+	defer cancel()
+	as := prom.waitFiring(ctx, "the run of the killed daemon and the killed replica", "CronlockRunInterrupted slow", "CronlockReplicaMissing ")
+	for _, al := range as {
+		if al.State == "firing" {
+			assert.Equal(t, "warning", al.Labels["severity"], "%+v", al)
+		}
+	}
+	b.signal(t, syscall.SIGTERM)
+	assert.Equal(t, 0, b.wait(t))
 }
 
 // requirePrometheus skips the test unless a prometheus binary is on PATH, and returns its path.
