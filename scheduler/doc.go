@@ -115,10 +115,15 @@
 //	options                      WithReplica, WithPrefix, WithLocation, WithLogger,
 //	                             WithMiddleware, WithLockConcurrency, WithMaxClockSkew
 //	                             (DefaultMaxClockSkew), WithTickRetention, WithHistorySize
-//	                             (DefaultHistorySize), WithTriggerPoll (DefaultTriggerPoll)
+//	                             (DefaultHistorySize), WithTriggerPoll (DefaultTriggerPoll),
+//	                             WithRescueEvery (DefaultRescueEvery), WithHeartbeat
+//	                             (DefaultHeartbeat), WithVersion
 //	specs                        ParseSpec, SpecError, Every (EverySchedule)
-//	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status),
-//	                             Scheduler.Replica, Scheduler.RegisterGauges
+//	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status, its
+//	                             runs in flight InFlight), Scheduler.Replica,
+//	                             Scheduler.RegisterGauges
+//	the cluster's replicas       Scheduler.Replicas and Control.Replicas (Replica),
+//	                             Scheduler.SetConfigHash
 //	control from anywhere        NewControl (Control: Pause, Resume, Paused, Trigger, History,
 //	                             HistoryWithOutput, Record), the same on Scheduler;
 //	                             ErrUnknownJob; Control.Forget (ErrJobRunning); who asks:
