@@ -74,8 +74,13 @@ func (c *cluster) client(t testing.TB, opts ...redlock.Option) *redlock.Client {
 	return lc
 }
 
+// waitLimit bounds a test's waits for an event, so that a broken test fails instead of
+// hanging; the events come much sooner.
+const waitLimit = 30 * time.Second
+
+// ctxT returns a context bounded by waitLimit, ended at the test's cleanup.
 func ctxT(t testing.TB) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), waitLimit)
 	t.Cleanup(cancel)
 	return ctx
 }

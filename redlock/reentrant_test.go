@@ -160,7 +160,9 @@ func TestWakeOnReleaseHandsOffAtOnce(t *testing.T) {
 	c := newCluster(t, 3, false)
 	// A backoff so slow that only a wake-up can explain a quick hand-off.
 	slow := func() backoff.BackOff { return backoff.NewConstantBackOff(time.Minute) }
-	lc := c.client(t, redlock.WithBackOff(slow))
+	// A node timeout of 2s: the subscription to the primary node must not fail on a slow
+	// machine (the waiter would then listen elsewhere, and wait its minute).
+	lc := c.client(t, redlock.WithBackOff(slow), redlock.WithNodeTimeout(2*time.Second))
 	ctx := ctxT(t)
 	key := redistest.Key(t)
 
@@ -174,10 +176,10 @@ func TestWakeOnReleaseHandsOffAtOnce(t *testing.T) {
 		assert.NoError(t, err)
 		got <- l
 	}()
-	<-attempts // refused
-	<-attempts // refused again, after subscribing
+	receive(t, attempts, "the first attempt, refused")
+	receive(t, attempts, "the attempt after subscribing, refused")
 	require.NoError(t, held.Release(ctx))
-	l := <-got
+	l := receive(t, got, "the acquisition")
 	require.NotNil(t, l)
 	require.NoError(t, l.Release(ctx))
 }
@@ -189,7 +191,10 @@ func TestWakeOnReleaseHandsOffAtOnce(t *testing.T) {
 func TestWakeOnReleaseOvertakingTheReleaseTriesAgainSoon(t *testing.T) {
 	c := newCluster(t, 3, false)
 	slow := func() backoff.BackOff { return backoff.NewConstantBackOff(time.Minute) }
-	lc := c.client(t, redlock.WithBackOff(slow))
+	// A node timeout of 2s, as in TestWakeOnReleaseHandsOffAtOnce: the subscription to the
+	// primary must not fail on a slow machine (seen beside a CPU hog: the waiter then listened
+	// on the other nodes only, never woken by the primary's release).
+	lc := c.client(t, redlock.WithBackOff(slow), redlock.WithNodeTimeout(2*time.Second))
 	ctx := ctxT(t)
 	key := redistest.Key(t)
 	primary := primaryOf(key, 3)
@@ -222,15 +227,29 @@ func TestWakeOnReleaseOvertakingTheReleaseTriesAgainSoon(t *testing.T) {
 		}
 		got <- err
 	}()
-	<-attempts // refused
-	<-attempts // refused again, after subscribing
+	receive(t, attempts, "the first attempt, refused")
+	receive(t, attempts, "the attempt after subscribing, refused")
 	released := make(chan error, 1)
 	go func() { released <- held.Release(ctx) }()
-	a := <-attempts // woken by the primary's release, refused by the others
-	require.ErrorIs(t, a.Err, redlock.ErrNotAcquired)
+	a := receive(t, attempts, "the attempt woken by the primary's release")
+	require.ErrorIs(t, a.Err, redlock.ErrNotAcquired, "refused by the others")
 	open()
-	require.NoError(t, <-released)
-	require.NoError(t, <-got, "acquired well before the backoff step of a minute (the test's context ends first)")
+	require.NoError(t, receive(t, released, "the release"))
+	require.NoError(t, receive(t, got, "the acquisition"), "acquired well before the backoff step of a minute (the test's context ends first)")
+}
+
+// receive returns the next value of ch, or fails the test if none comes within waitLimit: a
+// wait that a broken acquisition would make endless (an attempt that never comes).
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(waitLimit):
+		t.Fatalf("waited %v for %s", waitLimit, what)
+	}
+	var none T
+	return none
 }
 
 // A release that no one waits for publishes nothing (a PUBLISH is written to the AOF and sent
@@ -285,10 +304,10 @@ func TestReleasePublishesOnlyToWaiters(t *testing.T) {
 		assert.NoError(t, err)
 		got <- l
 	}()
-	<-attempts // refused
-	<-attempts // refused again, after subscribing
+	receive(t, attempts, "the first attempt, refused")
+	receive(t, attempts, "the attempt after subscribing, refused")
 	require.NoError(t, held.Release(ctx))
-	l := <-got
+	l := receive(t, got, "the acquisition")
 	require.NotNil(t, l)
 	require.NoError(t, l.Release(ctx))
 	require.Equal(t, 1, publishes(), "the release the waiter was refused by")
