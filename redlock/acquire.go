@@ -255,7 +255,6 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 	if !req.before.IsZero() && req.before.Before(giveUp) {
 		giveUp = req.before
 	}
-	woken := false // the wait before this attempt ended with a release notification
 	for n := 1; ; n++ {
 		req.sweep = req.refusals >= sweepAfter
 		l, err := c.attempt(ctx, req, n)
@@ -278,16 +277,6 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		if wait == backoff.Stop || left <= 0 {
 			return nil, fmt.Errorf("%w (gave up after %d attempts)", err, n)
 		}
-		if ae, ok := errors.AsType[*AcquireError](err); woken && ok && ae.OK > 0 && errors.Is(err, ErrNotAcquired) && !w.wide {
-			// The notification came from the node the release reached first, and the attempt
-			// overtook the release on others, which refused it (seen beside a CPU hog): they
-			// announce the release when it lands there, so listen to them too, then try again
-			// at once (it may have landed meanwhile).
-			c.listenWider(ctx, req, w)
-			woken = false
-			continue
-		}
-		woken = false
 		t := time.NewTimer(min(wait, left))
 		select {
 		case <-ctx.Done():
@@ -299,7 +288,6 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		case <-t.C:
 		case <-w.C():
 			t.Stop()
-			woken = true
 		}
 		if !req.startsBefore(time.Now()) {
 			return nil, fmt.Errorf("%w (gave up after %d attempts: StartBefore)", err, n)

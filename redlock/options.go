@@ -348,9 +348,7 @@ func OnAttempt(f func(Attempt)) AcquireOption {
 // again as soon as one is announced, instead of at the next backoff step. A lock handed from
 // one worker to the next then moves in about one round trip. The backoff schedule, the
 // context and MaxWait still bound the wait; when no node can notify (or a notification is
-// lost), the backoff alone drives it. A woken attempt that some node took but others still
-// refused (it overtook the release there) makes the waiter listen on those nodes too. The
-// subscriptions end before Acquire returns. Default
+// lost), the backoff alone drives it. The subscriptions end before Acquire returns. Default
 // off: a waiter costs one connection per node while it waits.
 func WakeOnRelease() AcquireOption {
 	return func(c *acquireConfig) { c.wake = true }

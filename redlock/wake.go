@@ -16,11 +16,9 @@ type subscriber interface {
 
 // waker turns the release notifications of a lock on every node into wake-ups.
 type waker struct {
-	subs    []*redis.PubSub
-	relayed int  // subs[:relayed] are relayed
-	wide    bool // listening on the nodes other than the primary
-	wake    chan struct{}
-	relay   sync.WaitGroup
+	subs  []*redis.PubSub
+	wake  chan struct{}
+	relay sync.WaitGroup
 }
 
 // subscribe listens for releases of req's key. One notification per release is enough, and
@@ -32,7 +30,7 @@ func (c *Client) subscribe(ctx context.Context, req *request) *waker {
 	p := c.primary(req.group)
 	channel, timeout := releasedChannel(req.keys[2]), c.nodeTimeout(req.ttl)
 	if !c.listen(ctx, channel, timeout, w, []int{p}) {
-		if w.wide = true; !c.listen(ctx, channel, timeout, w, c.others(p)) {
+		if !c.listen(ctx, channel, timeout, w, c.others(p)) {
 			return nil
 		}
 	}
@@ -40,19 +38,9 @@ func (c *Client) subscribe(ctx context.Context, req *request) *waker {
 	return w
 }
 
-// listenWider makes w, listening on req's primary node, also listen on every other node:
-// where an attempt woken by the primary's notification found the release not landed yet.
-// Those nodes announce the release when it lands, the attempt having been refused there.
-func (c *Client) listenWider(ctx context.Context, req *request, w *waker) {
-	w.wide = true
-	if c.listen(ctx, releasedChannel(req.keys[2]), c.nodeTimeout(req.ttl), w, c.others(c.primary(req.group))) {
-		w.start()
-	}
-}
-
-// start relays the messages of every subscription not relayed yet to w.wake.
+// start relays the messages of every subscription to w.wake.
 func (w *waker) start() {
-	for _, ps := range w.subs[w.relayed:] {
+	for _, ps := range w.subs {
 		msgs := ps.Channel()
 		w.relay.Go(func() {
 			for range msgs {
@@ -63,7 +51,6 @@ func (w *waker) start() {
 			}
 		})
 	}
-	w.relayed = len(w.subs)
 }
 
 // listen subscribes w to channel on the given nodes, in parallel, each subscription bounded by
