@@ -4,6 +4,7 @@
 
 test: deps lint promcheck unit packaging
 	@$(MAKE) --no-print-directory chaos DURATION=90s SEED=1 FAULTS=all DAEMONS=1 CHAOS_TIMEOUT=15m
+	@$(MAKE) --no-print-directory chaos DURATION=20s SEED=2 FAULTS=pause,freeze-after-success DAEMONS=1 FENCE=postgres CHAOS_TIMEOUT=10m
 
 deps:
 	@scripts/deps.sh
@@ -45,15 +46,18 @@ stress: deps
 # The fault-injection suite (internal/chaos, docs/reliability.md): 5 real nodes behind fault
 # proxies, 4 worker processes (DAEMONS of them cronlock run daemons, the others testworkers),
 # a seeded fault schedule, then the checker. SEED=0 draws a seed (printed, with the command
-# that replays it); FAULTS is "all" or a comma-separated list.
+# that replays it); FAULTS is "all" or a comma-separated list. FENCE=postgres makes the runs'
+# fenced writes go through package pgfence to a Postgres server (internal/pgtest) instead of
+# a script on the ledger node, so that the store itself refuses stale writes.
 DURATION ?= 2m
 SEED ?= 0
 FAULTS ?= all
 DAEMONS ?= 1
+FENCE ?= redis
 CHAOS_TIMEOUT ?= 3h
 chaos: deps
 	go test -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./internal/chaos \
-		-chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.faults=$(FAULTS) -chaos.daemons=$(DAEMONS)
+		-chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.faults=$(FAULTS) -chaos.daemons=$(DAEMONS) -chaos.fence=$(FENCE)
 
 bench:
 	go test -run '^$$' -bench . -benchmem -count 6 ./redlock/ | tee bench.txt

@@ -256,14 +256,15 @@ func waitBlocked(t *testing.T, conn *pgx.Conn) {
 
 // A writer whose check waits behind a newer holder's uncommitted transaction is refused once
 // that holder commits: as stale under READ COMMITTED, with a serialization failure under
-// SERIALIZABLE (and as stale when it runs again).
+// REPEATABLE READ and SERIALIZABLE (and as stale when it runs again).
 func TestWriterBlockedBehindANewerHolderSeesItsToken(t *testing.T) {
 	dsn := setup(t)
 	ctx := context.Background()
 	for _, c := range []struct {
 		iso      pgx.TxIsoLevel
 		existing bool // the resource has a fence row before both
-	}{{pgx.ReadCommitted, true}, {pgx.ReadCommitted, false}, {pgx.Serializable, true}, {pgx.Serializable, false}} {
+	}{{pgx.ReadCommitted, true}, {pgx.ReadCommitted, false}, {pgx.RepeatableRead, true}, {pgx.RepeatableRead, false},
+		{pgx.Serializable, true}, {pgx.Serializable, false}} {
 		t.Run(fmt.Sprintf("%s/existing=%v", c.iso, c.existing), func(t *testing.T) {
 			r := fmt.Sprintf("r-%s-%v", c.iso, c.existing)
 			newer, older, watch := connect(t, dsn), connect(t, dsn), connect(t, dsn)
@@ -296,14 +297,14 @@ func TestWriterBlockedBehindANewerHolderSeesItsToken(t *testing.T) {
 			serialization := errors.As(err, &pgErr) && pgErr.Code == "40001"
 			switch {
 			case errors.Is(err, fence.ErrStale):
-			case c.iso == pgx.Serializable && serialization:
+			case c.iso != pgx.ReadCommitted && serialization:
 				// The caller runs the transaction again, and is refused.
 				err = pgfence.Write(ctx, older, opts, r, 10, func(tx pgx.Tx) error { return put(ctx, tx, r, "older", 10) })
 				if !errors.Is(err, fence.ErrStale) {
 					t.Fatalf("older writer retried after a serialization failure: %v, want ErrStale", err)
 				}
 			default:
-				t.Fatalf("older writer: %v, want ErrStale%s", err, map[bool]string{true: " or a serialization failure"}[c.iso == pgx.Serializable])
+				t.Fatalf("older writer: %v, want ErrStale%s", err, map[bool]string{true: " or a serialization failure"}[c.iso != pgx.ReadCommitted])
 			}
 			if v, tok := value(t, watch, r), storedToken(t, watch, r); v != "newer" || tok != 20 {
 				t.Fatalf("value %q token %d, want newer 20", v, tok)
@@ -312,13 +313,15 @@ func TestWriterBlockedBehindANewerHolderSeesItsToken(t *testing.T) {
 	}
 }
 
-// Many writers with tokens in no order: the stored token never goes down and no write with a
-// lower token commits after one with a higher token did, at READ COMMITTED and SERIALIZABLE.
+// Many writers with interleaved tokens: the stored token never goes down and no write with a
+// lower token commits after one with a higher token did, at READ COMMITTED, REPEATABLE READ
+// and SERIALIZABLE (where a writer that met a serialization failure runs its transaction
+// again, as callers do).
 func TestConcurrentWritersNeverGoBack(t *testing.T) {
 	dsn := setup(t)
 	ctx := context.Background()
 	const writers, writes = 6, 40
-	for _, iso := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.Serializable} {
+	for _, iso := range []pgx.TxIsoLevel{pgx.ReadCommitted, pgx.RepeatableRead, pgx.Serializable} {
 		t.Run(string(iso), func(t *testing.T) {
 			r := "r-" + string(iso)
 			var wg sync.WaitGroup
@@ -329,8 +332,10 @@ func TestConcurrentWritersNeverGoBack(t *testing.T) {
 				conn := connect(t, dsn)
 				wg.Go(func() {
 					rng := rand.New(rand.NewPCG(uint64(w), 1))
-					for range writes {
-						token := 1 + rng.Uint64N(1000)
+					for i := range writes {
+						// Rising with the writes, interleaved across the writers: some pass,
+						// some are refused.
+						token := 1 + uint64(i)*writers + rng.Uint64N(4*writers)
 						for {
 							err := pgfence.Write(ctx, conn, pgx.TxOptions{IsoLevel: iso}, r, token, func(tx pgx.Tx) error { return put(ctx, tx, r, "v", token) })
 							var pgErr *pgconn.PgError

@@ -22,6 +22,7 @@ var (
 	faults   = flag.String("chaos.faults", "all", "comma-separated fault classes, or all")
 	daemons  = flag.Int("chaos.daemons", 1, "how many of the 4 workers are daemon workers (cronlock run) rather than testworkers")
 	keep     = flag.Bool("chaos.keep", false, "keep the run directory (node data, worker logs) even if the run passed")
+	store    = flag.String("chaos.fence", string(RedisStore), "the fenced store the runs write to: redis (a script on the ledger node) or postgres (package pgfence on a Postgres server)")
 )
 
 // TestChaos is one chaos run (make chaos). It is skipped unless -chaos.duration is set.
@@ -34,7 +35,11 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Seed: *seed, Duration: *duration, Faults: classes, Daemons: *daemons, Logf: t.Logf}
+	st, err := ParseStore(*store)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{Seed: *seed, Duration: *duration, Faults: classes, Daemons: *daemons, Store: st, Logf: t.Logf}
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(time.Now().UnixNano()) % 1_000_000
 	}
@@ -48,7 +53,7 @@ func TestChaos(t *testing.T) {
 			t.Fatalf("building %s: %v\n%s", pkg, err, out)
 		}
 	}
-	t.Logf("seed %d, faults %s, duration %v, %d daemon workers, run directory %s", cfg.Seed, *faults, cfg.Duration, cfg.Daemons, cfg.Dir)
+	t.Logf("seed %d, faults %s, duration %v, %d daemon workers, fenced store %s, run directory %s", cfg.Seed, *faults, cfg.Duration, cfg.Daemons, cfg.Store, cfg.Dir)
 
 	rep, err := Run(context.Background(), cfg)
 	if err != nil {

@@ -418,6 +418,8 @@ func TestReplayCommand(t *testing.T) {
 	assert.Equal(t, "make chaos DURATION=2m0s SEED=9 FAULTS=all DAEMONS=0", ReplayCommand(cfg))
 	cfg.Faults, cfg.Daemons = []Class{Pause, NodeClock}, 2
 	assert.True(t, strings.HasSuffix(ReplayCommand(cfg), "FAULTS=pause,node-clock DAEMONS=2"))
+	cfg.Store = PostgresStore
+	assert.True(t, strings.HasSuffix(ReplayCommand(cfg), "DAEMONS=2 FENCE=postgres"))
 }
 
 func TestCheckFindsATickRunAgainAfterASuccess(t *testing.T) {
@@ -563,4 +565,12 @@ func TestCheckReplacedRuns(t *testing.T) {
 	assert.Equal(t, 1, r.ReplacedOverlaps)
 	assert.Zero(t, r.Overlaps, "the context had ended: no overlap by the Forbid rule")
 	assert.False(t, r.OK())
+}
+
+func TestParseStore(t *testing.T) {
+	st, err := ParseStore("postgres")
+	require.NoError(t, err)
+	assert.Equal(t, PostgresStore, st)
+	_, err = ParseStore("mysql")
+	assert.ErrorContains(t, err, `fenced store "mysql" is unknown: use redis or postgres`)
 }

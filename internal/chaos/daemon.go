@@ -46,7 +46,11 @@ import (
 // between the testworkers' bounds, spread by the token (sh has no random numbers). With
 // CHAOS_IGNORE_TERM=1 the run ignores SIGTERM, so only the supervisor's SIGKILL at the
 // lease's deadline ends it in time. With CHAOS_FENCED_SHA, a run then writes its token to the
-// fenced store (package fencedstore, with EVALSHA) as the testworkers' Forbid runs do. A run
+// fenced store (package fencedstore, with EVALSHA) as the testworkers' Forbid runs do; with
+// CHAOS_FENCED_PG (a DSN) instead, it writes through the Postgres store with psql, as
+// docs/locking.md shows a shell job fencing a Postgres write (the check's statement, then the
+// log's, in one transaction; a refused check ends psql with "no rows returned for \gset",
+// and the run logs the refusal in a transaction of its own). A run
 // that worked to the end leaves NAME.done, with the store's answer and when it was asked
 // (answer|unix ns; "|0" without a write); then, if it can take the file CHAOS_FREEZE
 // (FreezeAfterSuccess), it stops its daemon (its supervisor's parent) with SIGSTOP and exits
@@ -70,11 +74,35 @@ if [ -n "$CHAOS_FENCED_SHA" ]; then
   at=$(date +%s%N)
   ok=$(redis-cli -h "$CHAOS_LEDGER_HOST" -p "$CHAOS_LEDGER_PORT" EVALSHA "$CHAOS_FENCED_SHA" 3 $CHAOS_FENCED_KEYS "$t" "$t|$CRONLOCK_REPLICA|$CRONLOCK_TICK_UNIX_MS|$at") || exit 1
   case $ok in 1) write="accepted|$at" ;; 0) write="rejected|$at" ;; *) exit 1 ;; esac
-fi
+elif [ -n "$CHAOS_FENCED_PG" ]; then
+` + pgWrite + `fi
 echo "$write" >"$name.done"
 if mv "$CHAOS_FREEZE" "$CHAOS_FREEZE.taken" 2>/dev/null; then
   read -r _ _ _ daemon _ </proc/$PPID/stat && kill -STOP "$daemon"
 fi
+`
+
+// pgWrite is runScript's write to the Postgres store: it writes token $t of the run through
+// the fence check with psql and sets write to the store's answer (answer|unix ns), or exits 1.
+const pgWrite = `  at=$(date +%s%N)
+  set -- -X -q -v ON_ERROR_STOP=1 -v token="$t" -v job="$CRONLOCK_JOB" -v replica="$CRONLOCK_REPLICA" -v tick="$CRONLOCK_TICK_UNIX_MS" -v at="$at"
+  if out=$(psql "$CHAOS_FENCED_PG" "$@" 2>&1 <<'SQL'
+BEGIN;
+INSERT INTO cronlock_fence AS f (resource, token) VALUES (:'job', :token)
+ON CONFLICT (resource) DO UPDATE SET token = EXCLUDED.token, updated_at = now()
+WHERE f.token <= EXCLUDED.token RETURNING f.token \gset
+INSERT INTO writes (job, accepted, token, replica, tick_ms, at_ns) VALUES (:'job', true, :token, :'replica', :tick, :at);
+COMMIT;
+SQL
+  ); then
+    write="accepted|$at"
+  else
+    case $out in *"no rows returned for \gset"*) ;; *) echo "$out" >&2; exit 1 ;; esac
+    psql "$CHAOS_FENCED_PG" "$@" <<'SQL' || exit 1
+INSERT INTO writes (job, accepted, token, replica, tick_ms, at_ns) VALUES (:'job', false, :token, :'replica', :tick, :at);
+SQL
+    write="rejected|$at"
+  fi
 `
 
 // longEvery is how often (by token) a run of the daemon workers' Forbid job works 2·TTL.
@@ -132,8 +160,12 @@ func (h *harness) writeDaemonConfig(w *worker) (string, error) {
 		if j.Forbid {
 			dj.Overlap = "forbid"
 			dj.Env["CHAOS_LONG_EVERY"], dj.Env["CHAOS_IGNORE_TERM"] = strconv.Itoa(longEvery), "1"
-			// The keys hold no spaces: the script splits them.
-			dj.Env["CHAOS_FENCED_SHA"], dj.Env["CHAOS_FENCED_KEYS"] = sha, strings.Join(fencedstore.Keys(fencedKey, j.Name), " ")
+			if h.pg != nil {
+				dj.Env["CHAOS_FENCED_PG"] = h.pg.DSN
+			} else {
+				// The keys hold no spaces: the script splits them.
+				dj.Env["CHAOS_FENCED_SHA"], dj.Env["CHAOS_FENCED_KEYS"] = sha, strings.Join(fencedstore.Keys(fencedKey, j.Name), " ")
+			}
 		}
 		cfg.Jobs = append(cfg.Jobs, dj)
 	}

@@ -13,9 +13,14 @@
 // pass to another worker. Daemon workers get every fault but clock steps (the daemon has no
 // offset clock).
 //
+// The fenced store is a script on the ledger node (RedisStore), or a Postgres server with
+// package pgfence's check (PostgresStore), so that the store itself refuses stale writes and
+// the checker reads what it accepted and refused from Postgres.
+//
 // Run it with make chaos (DURATION, SEED, FAULTS and DAEMONS say how long, which schedule,
-// which fault classes and how many of the four workers are daemons); a failing run prints the
-// command that replays its schedule. The figures of docs/reliability.md come from it. The
+// which fault classes and how many of the four workers are daemons; FENCE=postgres picks the
+// Postgres store); a failing run prints the command that replays its schedule. The figures of docs/reliability.md come from it. The
 // harness needs Linux (process signals, /proc, Pdeathsig, flock, libfaketime) and redis-cli;
-// the checker and the schedule are portable and unit-tested anywhere.
+// the checker and the schedule are portable and unit-tested anywhere; the Postgres store
+// needs the binaries internal/pgtest finds.
 package chaos

@@ -18,7 +18,11 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/cronlock/cronlock/internal/faultproxy"
+	"github.com/cronlock/cronlock/internal/fencedstore"
+	"github.com/cronlock/cronlock/internal/pgtest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -37,6 +41,7 @@ type harness struct {
 	s       settings
 	tl      *Timeline
 	ledger  *redistest.Server
+	pg      *pgtest.Server // the fenced store with PostgresStore, else nil
 	nodes   []*redistest.Server
 	proxies [][]*faultproxy.Proxy // [worker][node]
 	workers []*worker
@@ -57,6 +62,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("%d daemon workers: give 0 to %d", cfg.Daemons, s.workers)
 	}
 	s.daemons = cfg.Daemons
+	if cfg.Store == "" {
+		cfg.Store = RedisStore
+	}
+	if _, err := ParseStore(string(cfg.Store)); err != nil {
+		return nil, err
+	}
 	h := &harness{
 		cfg: cfg, s: s,
 		tl:  &Timeline{Nodes: s.nodes, Workers: s.workers, Quorum: s.quorum, Grace: s.grace},
@@ -101,6 +112,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	d, err := readData(ctx, h.ledger.Client(), ledgerKey, fencedKey, jobNames())
 	if err != nil {
 		return nil, fmt.Errorf("reading the ledger: %w", err)
+	}
+	if h.pg != nil {
+		if d.Accepted, d.Rejected, err = readPostgresWrites(ctx, h.pg.DSN, jobNames()); err != nil {
+			return nil, fmt.Errorf("reading the Postgres fenced store: %w", err)
+		}
 	}
 	// The ledger as read, to study a kept run directory (-chaos.keep) after the fact.
 	if err := writeJSON(filepath.Join(h.cfg.Dir, "ledger.json"), d); err != nil {
@@ -159,6 +175,11 @@ func (h *harness) start(ctx context.Context) error {
 	}
 	if err := h.endQuarantine(ctx); err != nil {
 		return err
+	}
+	if h.cfg.Store == PostgresStore {
+		if err := h.startPostgres(ctx); err != nil {
+			return err
+		}
 	}
 	var addrs []string
 	for _, n := range h.nodes {
@@ -222,6 +243,23 @@ func (h *harness) startOffset(i int) time.Duration {
 		return 0
 	}
 	return -d.Abs()
+}
+
+// startPostgres starts the Postgres fenced store and creates its tables.
+func (h *harness) startPostgres(ctx context.Context) error {
+	var err error
+	if h.pg, err = pgtest.New(); err != nil {
+		return err
+	}
+	conn, err := pgx.Connect(ctx, h.pg.DSN)
+	if err != nil {
+		return fmt.Errorf("connecting to the Postgres fenced store: %w", err)
+	}
+	defer conn.Close(ctx)
+	if _, err := conn.Exec(ctx, fencedstore.PostgresSchema); err != nil {
+		return fmt.Errorf("creating the Postgres fenced store's tables: %w", err)
+	}
+	return nil
 }
 
 // endQuarantine marks the new nodes as booted, as an operator does on first deployment.
@@ -599,6 +637,9 @@ func (h *harness) close() {
 	if h.ledger != nil {
 		h.ledger.Close()
 	}
+	if h.pg != nil {
+		h.pg.Close()
+	}
 }
 
 // worker is one testworker or daemon worker process (and its successors after kills).
@@ -665,9 +706,13 @@ func (w *worker) command() ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	fenced, fencedArg := "-fenced", fencedKey
+	if h.pg != nil {
+		fenced, fencedArg = "-fenced-postgres", h.pg.DSN
+	}
 	return []string{h.cfg.Worker,
 		"-nodes", strings.Join(addrs, ","),
-		"-ledger", h.ledger.Addr(), "-ledger-key", ledgerKey, "-fenced", fencedKey,
+		"-ledger", h.ledger.Addr(), "-ledger-key", ledgerKey, fenced, fencedArg,
 		"-job", strings.Join(names, ","), "-spec", "@every " + h.s.interval.String(),
 		"-replica", w.name, "-offset", string(data), "-offset-file", w.offsetFile(),
 		"-work", h.s.workMin.String(), "-work-max", h.s.workMax.String(), "-replace-work", (h.s.interval * 3 / 2).String(),

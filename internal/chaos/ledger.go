@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/internal/fencedstore"
@@ -207,6 +208,31 @@ func readData(ctx context.Context, rc *redis.Client, key, fenced string, jobs []
 		}
 	}
 	return d, nil
+}
+
+// readPostgresWrites reads the Postgres fenced store's log of jobs' writes (see
+// fencedstore.WritePostgres), accepted and refused, each in the order the store decided them.
+func readPostgresWrites(ctx context.Context, dsn string, jobs []string) (accepted, rejected map[string][]Write, err error) {
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer conn.Close(ctx)
+	accepted, rejected = map[string][]Write{}, map[string][]Write{}
+	for _, j := range jobs {
+		writes, err := fencedstore.PostgresWrites(ctx, conn, j)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, w := range writes {
+			into := rejected
+			if w.Accepted {
+				into = accepted
+			}
+			into[j] = append(into[j], Write{Token: w.Token, Replica: w.Replica, Tick: w.Tick, At: w.At})
+		}
+	}
+	return accepted, rejected, nil
 }
 
 // writeJSON writes v to path as JSON.

@@ -16,10 +16,36 @@ type Config struct {
 	// Daemons is how many of the workers are daemon workers (cronlock run processes, the
 	// last ones); the others are testworkers. Skew never targets a daemon worker.
 	Daemons int
-	Worker  string // the testworker binary
-	Daemon  string // the cronlock binary, for daemon workers
-	Dir     string // run directory: node data, worker logs
-	Logf    func(format string, args ...any)
+	// Store is the fenced store the runs write their tokens to: RedisStore (the default, "")
+	// or PostgresStore.
+	Store  Store
+	Worker string // the testworker binary
+	Daemon string // the cronlock binary, for daemon workers
+	Dir    string // run directory: node data, worker logs
+	Logf   func(format string, args ...any)
+}
+
+// Store is a fenced store the runs of the Forbid and Replace jobs write their tokens to.
+type Store string
+
+const (
+	// RedisStore is package fencedstore's script on the ledger node, which refuses any token
+	// not above the last one and logs its answers to lists on that node.
+	RedisStore Store = "redis"
+	// PostgresStore is package pgfence's check on a Postgres server the harness starts
+	// (internal/pgtest): the store itself refuses a stale write, and logs the writes it
+	// accepted in the transaction that passed the check (fencedstore.WritePostgres; the daemon
+	// workers' runs use psql).
+	PostgresStore Store = "postgres"
+)
+
+// ParseStore parses the name of a fenced store: redis or postgres.
+func ParseStore(s string) (Store, error) {
+	switch st := Store(s); st {
+	case RedisStore, PostgresStore:
+		return st, nil
+	}
+	return "", fmt.Errorf("fenced store %q is unknown: use redis or postgres", s)
 }
 
 // Report is the outcome of a run: the checker's result, the faults applied, and what the
@@ -52,8 +78,12 @@ func ReplayCommand(cfg Config) string {
 	if !slices.Equal(cfg.Faults, Classes) {
 		f = strings.Join(faults, ",")
 	}
-	return "make chaos DURATION=" + cfg.Duration.String() + " SEED=" + strconv.FormatUint(cfg.Seed, 10) + " FAULTS=" + f +
+	cmd := "make chaos DURATION=" + cfg.Duration.String() + " SEED=" + strconv.FormatUint(cfg.Seed, 10) + " FAULTS=" + f +
 		" DAEMONS=" + strconv.Itoa(cfg.Daemons)
+	if cfg.Store == PostgresStore {
+		cmd += " FENCE=postgres"
+	}
+	return cmd
 }
 
 // Summary describes the run for a log: the faults applied, the checker's counts, and the

@@ -2,7 +2,8 @@
 // (internal/chaos): a script on a Redis node that keeps the largest fencing token written per
 // job and refuses any token not larger, as storage that rejects stale writers does. The
 // testworkers call it from Go and the chaos suite's daemon workers with redis-cli (EVALSHA),
-// so both write to one store with one script.
+// so both write to one store with one script. The chaos suite can use a Postgres store
+// instead (postgres.go): package pgfence's check, which the daemon workers run with psql.
 package fencedstore
 
 import "github.com/redis/go-redis/v9"

@@ -46,6 +46,9 @@ type Server struct {
 	// DSN is a connection string for the server's database "postgres" as user "postgres",
 	// e.g. "postgres://postgres@127.0.0.1:PORT/postgres?sslmode=disable".
 	DSN string
+
+	dir  string   // initdb's data and the server's log and socket
+	proc *process // nil until the server started
 }
 
 // Start runs a PostgreSQL server for t and returns once it accepts connections. It is
@@ -53,46 +56,77 @@ type Server struct {
 // when it cannot.
 func Start(t testing.TB) *Server {
 	t.Helper()
-	bin, err := binDir()
+	s, err := New()
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// New is Start for a caller that is not a test (the chaos harness, internal/chaos): it runs a
+// server and returns once it accepts connections; Close stops it and removes its directory.
+func New() (*Server, error) {
+	bin, err := binDir()
+	if err != nil {
+		return nil, err
+	}
 	cred, err := credential()
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	// Not t.TempDir: its parents are private to root, and the server runs as another user.
 	dir, err := os.MkdirTemp("", "pgtest-*")
 	if err != nil {
-		t.Fatalf("pgtest: %v", err)
+		return nil, fmt.Errorf("pgtest: %w", err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
+	s := &Server{dir: dir}
+	if err := s.start(bin, cred); err != nil {
+		s.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// start runs initdb in s.dir, then the server on a free port (another if the port was taken
+// meanwhile).
+func (s *Server) start(bin string, cred *syscall.Credential) error {
 	if cred != nil {
-		if err := os.Chown(dir, int(cred.Uid), int(cred.Gid)); err != nil {
-			t.Fatalf("pgtest: %v", err)
+		if err := os.Chown(s.dir, int(cred.Uid), int(cred.Gid)); err != nil {
+			return fmt.Errorf("pgtest: %w", err)
 		}
 	}
-	data := filepath.Join(dir, "data")
+	data := filepath.Join(s.dir, "data")
 	if out, err := run(cred, filepath.Join(bin, "initdb"), "-D", data, "-U", "postgres",
 		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync"); err != nil {
-		t.Fatalf("pgtest: initdb: %v\n%s", err, out)
+		return fmt.Errorf("pgtest: initdb: %w\n%s", err, out)
 	}
 	const attempts = 5
 	for attempt := 1; ; attempt++ {
 		port, err := freePort()
 		if err != nil {
-			t.Fatalf("pgtest: %v", err)
+			return fmt.Errorf("pgtest: %w", err)
 		}
-		srv, err := start(bin, cred, dir, data, port)
+		proc, err := start(bin, cred, s.dir, data, port)
 		if err == nil {
-			t.Cleanup(srv.stop)
-			return &Server{DSN: fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)}
+			s.proc = proc
+			s.DSN = fmt.Sprintf("postgres://postgres@127.0.0.1:%d/postgres?sslmode=disable", port)
+			return nil
 		}
-		log, _ := os.ReadFile(filepath.Join(dir, "server.log"))
+		log, _ := os.ReadFile(filepath.Join(s.dir, "server.log"))
 		if attempt == attempts || !strings.Contains(string(log), "could not bind") {
-			t.Fatalf("pgtest: starting postgres: %v\n%s", err, log)
+			return fmt.Errorf("pgtest: starting postgres: %w\n%s", err, log)
 		}
 	}
+}
+
+// Close stops the server (immediate shutdown), waits until it has exited and removes its
+// directory.
+func (s *Server) Close() {
+	if s.proc != nil {
+		s.proc.stop()
+	}
+	_ = os.RemoveAll(s.dir)
 }
 
 // process is a running postgres, reaped by the goroutine that started it.

@@ -20,7 +20,9 @@
 // write field says whether the store took it ("accepted", "rejected"; empty without -fenced).
 // The store keeps the largest token per job in -fenced + ":" + job and refuses any token not
 // larger, logging accepted writes to that key + ":accepted" and refused ones to ":rejected"
-// (token|replica|tick|Unix nanoseconds).
+// (token|replica|tick|Unix nanoseconds). With -fenced-postgres instead, the store is a Postgres
+// server (fencedstore.WritePostgres: package pgfence's check, which lets a token equal to the
+// stored one pass, and the log in its table writes).
 //
 // The worker stops gracefully after -duration, or on SIGTERM or SIGINT, with a -grace period
 // for running jobs; with -check-leaks it then exits with status 3 if any goroutine is left. On SIGHUP it re-reads its clock offset from -offset-file (a Go duration),
@@ -43,6 +45,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/redis/go-redis/v9"
 	"go.uber.org/goleak"
 
@@ -71,6 +74,7 @@ func main() {
 
 type config struct {
 	ledgerKey, fenced string
+	fencedPG          string // DSN of the Postgres fenced store (-fenced-postgres)
 	work, workMax     time.Duration
 	fail              bool // every run fails (-fail)
 	// freeze, once set (-freeze-after-run, or SIGUSR1; SIGUSR2 clears it), makes the next run
@@ -93,6 +97,7 @@ func run() error {
 		workMax    = flag.Duration("work-max", 0, "if above -work, each run works a random time up to this")
 		replWork   = flag.Duration("replace-work", 0, "how long each run of a :replace job works, if not 0 (longer than the spec's interval: each run is replaced by the next tick)")
 		fenced     = flag.String("fenced", "", "key prefix of the fenced store Forbid jobs write their tokens to")
+		fencedPG   = flag.String("fenced-postgres", "", "DSN of a Postgres fenced store Forbid jobs write their tokens to, instead of -fenced")
 		ttl        = flag.Duration("ttl", 0, "lock TTL (default 30s)")
 		maxTTL     = flag.Duration("max-ttl", 0, "lock client MaxTTL, also the quarantine (default 1m)")
 		catchUp    = flag.Duration("catchup", 0, "catch-up window")
@@ -108,7 +113,10 @@ func run() error {
 	if *nodes == "" || *ledger == "" {
 		return errors.New("-nodes and -ledger are required")
 	}
-	cfg := config{ledgerKey: *ledgerKey, fenced: *fenced, work: *work, workMax: max(*workMax, *work), fail: *fail, freeze: new(atomic.Bool)}
+	if *fenced != "" && *fencedPG != "" {
+		return errors.New("-fenced and -fenced-postgres name two fenced stores: give one")
+	}
+	cfg := config{ledgerKey: *ledgerKey, fenced: *fenced, fencedPG: *fencedPG, work: *work, workMax: max(*workMax, *work), fail: *fail, freeze: new(atomic.Bool)}
 	cfg.freeze.Store(*freeze)
 
 	var lockNodes []redlock.Node
@@ -285,14 +293,13 @@ func (cfg config) handler(led *redis.Client, fenced bool) job.Handler {
 			cancelled, cause = 1, context.Cause(ctx).Error()
 		}
 		write, writeAt, liveAfter := "", int64(0), 0
-		if fenced && cfg.fenced != "" {
-			writeAt = time.Now().UnixNano()
-			entry := fmt.Sprintf("%d|%s|%d|%d", r.FencingToken, r.Replica, r.Tick.UnixMilli(), writeAt)
-			ok, err := fencedstore.Script.Run(bg, led, fencedstore.Keys(cfg.fenced, r.Job), r.FencingToken, entry).Int()
+		if fenced && (cfg.fenced != "" || cfg.fencedPG != "") {
+			at := time.Now()
+			ok, err := cfg.write(bg, led, r, at)
 			if err != nil {
 				return err
 			}
-			write = fencedstore.Answer(ok == 1)
+			write, writeAt = fencedstore.Answer(ok), at.UnixNano()
 			if ctx.Err() == nil {
 				liveAfter = 1
 			}
@@ -313,4 +320,21 @@ func (cfg config) handler(led *redis.Client, fenced bool) job.Handler {
 		}
 		return nil
 	}
+}
+
+// write writes run r's token to the fenced store at time at, and reports whether the store
+// accepted it.
+func (cfg config) write(ctx context.Context, led *redis.Client, r *job.Run, at time.Time) (bool, error) {
+	if cfg.fencedPG == "" {
+		entry := fmt.Sprintf("%d|%s|%d|%d", r.FencingToken, r.Replica, r.Tick.UnixMilli(), at.UnixNano())
+		ok, err := fencedstore.Script.Run(ctx, led, fencedstore.Keys(cfg.fenced, r.Job), r.FencingToken, entry).Int()
+		return ok == 1, err
+	}
+	// A connection per write: runs of two jobs may write at once, and a write is rare.
+	conn, err := pgx.Connect(ctx, cfg.fencedPG)
+	if err != nil {
+		return false, err
+	}
+	defer conn.Close(ctx)
+	return fencedstore.WritePostgres(ctx, conn, r.Job, r.FencingToken, r.Replica, r.Tick, at)
 }
