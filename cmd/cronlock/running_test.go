@@ -49,8 +49,8 @@ func jobsRunning(t *testing.T, base, name string) int {
 }
 
 // A long run on one daemon shows in the "Running now" column of every daemon's overview, and
-// on the job's page, with its replica, start and attempt, and in every daemon's GET /jobs
-// running count; and no longer once it ended.
+// on the job's page, with its replica, start and attempt, in every daemon's GET /jobs running
+// count, and in cronlock status; and no longer once it ended.
 func TestConsoleShowsTheClustersRuns(t *testing.T) {
 	bin := buildBinary(t, t.TempDir())
 	nodes := redistest.StartN(t, 3, redistest.Config{})
@@ -81,10 +81,13 @@ func TestConsoleShowsTheClustersRuns(t *testing.T) {
 		assert.Regexp(t, run, cells[r])
 	}
 	assert.Equal(t, cells["r0"], cells["r1"], "every replica shows the same run, whichever runs it")
+	runner := run.FindStringSubmatch(cells["r0"])[1]
 	for r, base := range bases {
 		assert.Equal(t, 1, jobsRunning(t, base, "long"), "%s's /jobs counts the cluster's run", r)
 	}
-	runner := run.FindStringSubmatch(cells["r0"])[1]
+	code, out, errOut = runCLI(t, "status", "--config", cfg)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `^JOB +PAUSED +LAST RUN +RUNNING\nlong +no +none recorded +on `+runner+` since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(attempt 1, trigger `+regexp.QuoteMeta(id)+`\)\n$`, out)
 	_, page := get(t, bases["r0"]+"/jobs/long")
 	assert.Contains(t, page, "Running now: "+cells["r0"]+".")
 
@@ -97,6 +100,9 @@ func TestConsoleShowsTheClustersRuns(t *testing.T) {
 	}
 	_, page = get(t, bases["r0"]+"/jobs/long")
 	assert.Contains(t, page, "Running now: no.")
+	code, out, errOut = runCLI(t, "status", "long", "--config", cfg)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `^JOB +PAUSED +LAST RUN +RUNNING\nlong +no +trigger .* ran on `+runner+` +no\n$`, out)
 	code, out, errOut = runCLI(t, "history", "long", "--config", cfg)
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, runner, "the run recorded by its replica")
