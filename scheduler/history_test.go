@@ -295,9 +295,10 @@ func TestStatusListsRunsInFlight(t *testing.T) {
 	}}))
 	require.NoError(t, runner.Start())
 	// The reader has the job but never runs it: it is not started.
-	reader := newScheduler(t, c.client(t, false), scheduler.WithReplica("reader"))
+	readerLocks := c.client(t, false)
+	reader := newScheduler(t, readerLocks, scheduler.WithReplica("reader"))
 	require.NoError(t, reader.Add(job.Job{Name: "long", Spec: onlyManual, Handler: func(context.Context) error { return nil }}))
-	ctl, err := scheduler.NewControl(c.client(t, false))
+	ctl, err := scheduler.NewControl(readerLocks) // a control client over the same nodes
 	require.NoError(t, err)
 	ctx := ctxT(t)
 	st, err := reader.Status(ctx, "long")
