@@ -125,7 +125,8 @@
 //	the cluster's replicas       Scheduler.Replicas and Control.Replicas (Replica),
 //	                             Scheduler.SetConfigHash
 //	control from anywhere        NewControl (Control: Pause, Resume, Paused, Trigger, History,
-//	                             HistoryWithOutput, Record), the same on Scheduler;
+//	                             HistoryWithOutput, Record, Running), the same on Scheduler
+//	                             (Running: in Status);
 //	                             ErrUnknownJob; Control.Forget (ErrJobRunning); who asks:
 //	                             WithOperator, CheckOperator
 //	a run's output               KeepOutput (MaxOutput), read by HistoryWithOutput

@@ -486,7 +486,7 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 	}
 	st.Paused = s.ctl.pause(pauses)
 	st.History = mergeHistory(name, histories, max(s.cfg.historySize, 1))
-	st.Running = s.mergeInFlight(running)
+	st.Running = s.ctl.mergeInFlight(running)
 	var counted Record // the run of the last failure counted
 	for _, r := range st.History {
 		if r.Outcome == middleware.OutcomeSkippedPaused {

@@ -295,8 +295,11 @@ func TestStatusListsRunsInFlight(t *testing.T) {
 	}}))
 	require.NoError(t, runner.Start())
 	// The reader has the job but never runs it: it is not started.
-	reader := newScheduler(t, c.client(t, false), scheduler.WithReplica("reader"))
+	readerLocks := c.client(t, false)
+	reader := newScheduler(t, readerLocks, scheduler.WithReplica("reader"))
 	require.NoError(t, reader.Add(job.Job{Name: "long", Spec: onlyManual, Handler: func(context.Context) error { return nil }}))
+	ctl, err := scheduler.NewControl(readerLocks) // a control client over the same nodes
+	require.NoError(t, err)
 	ctx := ctxT(t)
 	st, err := reader.Status(ctx, "long")
 	require.NoError(t, err)
@@ -327,6 +330,9 @@ func TestStatusListsRunsInFlight(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, st.Running, 1, "listed by the quorum left")
 	assert.Equal(t, run.FencingToken, st.Running[0].Token)
+	inFlight, err := ctl.Running(ctx, "long")
+	require.NoError(t, err)
+	assert.Equal(t, st.Running, inFlight, "a control client lists the same")
 
 	close(release)
 	require.Eventually(t, func() bool {
@@ -334,4 +340,7 @@ func TestStatusListsRunsInFlight(t *testing.T) {
 		return err == nil && len(st.Running) == 0 && st.LastRun != nil
 	}, waitLimit, 10*time.Millisecond)
 	assert.Equal(t, run.FencingToken, st.LastRun.Token)
+	inFlight, err = ctl.Running(ctx, "long")
+	require.NoError(t, err)
+	assert.Empty(t, inFlight)
 }

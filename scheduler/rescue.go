@@ -49,15 +49,27 @@ var (
 	holdsScript = redis.NewScript(`if redis.call('HGET', KEYS[1], 'v') == ARGV[1] then return 1 end return 0`)
 )
 
+// Running returns the attempts of the job named name under way on any replica, oldest first,
+// as Status.Running lists them: those whose in-flight record a quorum of the nodes hold. It
+// returns an error matching redlock.ErrQuorumUnavailable if fewer than a quorum of nodes
+// answered.
+func (c *Control) Running(ctx context.Context, name string) ([]InFlight, error) {
+	replies, err := c.locks.Broadcast(ctx, getAllScript, []string{inFlightKey(c.cfg.prefix, name)})
+	if err != nil {
+		return nil, fmt.Errorf("scheduler: runs in flight of %q: %w", name, err)
+	}
+	return c.mergeInFlight(replies), nil
+}
+
 // mergeInFlight returns the attempts in flight that a quorum of the nodes' replies to an
 // HGETALL of a job's in-flight hash list (nil for a node that did not answer), oldest first.
 // A quorum, not any node: a node that missed an attempt's end would list it for ever.
-func (s *Scheduler) mergeInFlight(replies []any) []InFlight {
+func (c *Control) mergeInFlight(replies []any) []InFlight {
 	votes, values := inFlightFields(replies)
 	var out []InFlight
 	for field, n := range votes {
 		var f inFlight
-		if n < s.locks.Quorum() || json.Unmarshal([]byte(values[field]), &f) != nil {
+		if n < c.locks.Quorum() || json.Unmarshal([]byte(values[field]), &f) != nil {
 			continue
 		}
 		out = append(out, InFlight{Tick: time.UnixMilli(f.Tick), Trigger: f.Trigger, Attempt: f.Attempt, Replica: f.Replica,

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -152,6 +153,53 @@ func TestRunInterruptedAndReplicaMissingFireInPrometheus(t *testing.T) {
 	assert.Equal(t, 0, b.wait(t))
 }
 
+// A real Prometheus scrapes three daemons whose heartbeats (every second) report a hash of
+// their configuration; one of them is reloaded (SIGHUP) with another command for the job, so
+// that its configuration differs from the other two's, and Prometheus fires
+// CronlockReplicaConfigDiffers; it did not before the reload.
+func TestReplicaConfigDiffersFiresInPrometheus(t *testing.T) {
+	requirePrometheus(t)
+	bin := buildBinary(t, t.TempDir())
+	nodes := redistest.StartN(t, 3, redistest.Config{})
+	endQuarantine(t, nodes...)
+	dir := t.TempDir()
+	config := func(command string) string {
+		return nodesConfig(nodes) + "jobs:\n  - {name: yearly, schedule: '@yearly', command: [\"" + command + "\"]}\n"
+	}
+	var daemons []*proc
+	var addrs, files []string
+	for i := range 3 {
+		r := fmt.Sprintf("r%d", i)
+		files = append(files, writeFile(t, t.TempDir(), "c.yaml", config("true")))
+		p := startProc(t, bin, "daemon "+r, nil, "run", "--config", files[i], "--replica", r, "--heartbeat", "1s", "--http", "127.0.0.1:0")
+		daemons = append(daemons, p)
+		addrs = append(addrs, p.httpAddr(t))
+	}
+	prom := startPrometheus(t, dir, addrs)
+	// Every daemon up and scraped, with the same configuration: nothing fires.
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	proctest.Eventually(t, "prometheus to scrape the gauge at 0 from the three daemons", func() bool {
+		v := prom.values("cronlock_replicas_config_differs")
+		return len(v) == 3 && v[addrs[0]] == "0" && v[addrs[1]] == "0" && v[addrs[2]] == "0"
+	})
+	assert.NotContains(t, firing(prom.alerts()), "CronlockReplicaConfigDiffers ")
+
+	writeFile(t, filepath.Dir(files[2]), "c.yaml", config("/bin/true"))
+	daemons[2].signal(t, syscall.SIGHUP)
+	daemons[2].waitLog(t, "msg=reloaded")
+	as := prom.waitFiring(ctx, "the replica reloaded alone", "CronlockReplicaConfigDiffers ")
+	for _, al := range as {
+		if al.Labels["alertname"] == "CronlockReplicaConfigDiffers" {
+			assert.Equal(t, "warning", al.Labels["severity"], "%+v", al)
+		}
+	}
+	for _, p := range daemons {
+		p.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, p.wait(t))
+	}
+}
+
 // requirePrometheus skips the test unless a prometheus binary is on PATH, and returns its path.
 func requirePrometheus(t *testing.T) string {
 	t.Helper()
@@ -234,6 +282,30 @@ func (p *prometheus) alerts() []alert {
 	require.NoError(p.t, json.NewDecoder(resp.Body).Decode(&doc))
 	require.Equal(p.t, "success", doc.Status)
 	return doc.Data.Alerts
+}
+
+// values returns the value of each series of the instant query expr, by its instance label.
+func (p *prometheus) values(expr string) map[string]string {
+	p.t.Helper()
+	resp, err := http.Get(strings.TrimSuffix(p.api, "/alerts") + "/query?query=" + url.QueryEscape(expr))
+	require.NoError(p.t, err)
+	defer resp.Body.Close()
+	var doc struct {
+		Status string `json:"status"`
+		Data   struct {
+			Result []struct {
+				Metric map[string]string `json:"metric"`
+				Value  [2]any            `json:"value"`
+			} `json:"result"`
+		} `json:"data"`
+	}
+	require.NoError(p.t, json.NewDecoder(resp.Body).Decode(&doc))
+	require.Equal(p.t, "success", doc.Status)
+	out := map[string]string{}
+	for _, r := range doc.Data.Result {
+		out[r.Metric["instance"]], _ = r.Value[1].(string)
+	}
+	return out
 }
 
 // waitFiring polls Prometheus's alerts until every alert of want fires ("alertname job", or

@@ -504,7 +504,7 @@ func testOperators(t *testing.T, bin string) {
 	assert.Equal(t, "paused tick by alice: migration\n", out)
 	code, out = runBin(t, bin, nil, "status", "--config", cfg)
 	require.Equal(t, 0, code, out)
-	assert.Regexp(t, `^JOB +PAUSED +LAST RUN\ntick +since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by alice: migration +none recorded\n$`, out)
+	assert.Regexp(t, `^JOB +PAUSED +LAST RUN +RUNNING\ntick +since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC by alice: migration +none recorded +no\n$`, out)
 	code, out = runBin(t, bin, nil, "resume", "tick", "--config", cfg, "--by", "alice")
 	require.Equal(t, 0, code, out)
 	assert.Equal(t, "resumed tick\n", out)

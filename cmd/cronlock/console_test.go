@@ -3,13 +3,17 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/chromedp/chromedp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 )
 
 // The console's controls and times, signed in: each overview row has Trigger and Pause… (or
@@ -92,4 +96,52 @@ func TestConsoleControlsAndTimes(t *testing.T) {
 		chromedp.Navigate(d.base+"/"),
 		chromedp.Click(chromedp.CSS(`#job-paris td.actions form[action$="/resume"] button`)),
 		chromedp.WaitVisible(chromedp.CSS(`#job-paris p.running`))))
+}
+
+// A job's history filtered by outcome in a real browser: a job whose runs fail and succeed in
+// turn has a link per outcome above its history; following "failed" shows only its failed
+// records, with "failed" in bold and a link back to all of them, which shows both again.
+func TestConsoleHistoryByOutcomeInBrowser(t *testing.T) {
+	count := filepath.Join(t.TempDir(), "count")
+	d := startDaemon(t, "min_interval: 200ms\n", fmt.Sprintf(`  - name: flaky
+    schedule: "@every 200ms"
+    command: ["sh", "-c", "n=$(cat %[1]s 2>/dev/null || echo 0); echo $((n + 1)) > %[1]s; [ $((n %% 2)) = 0 ]"]
+`, count))
+	ctx := browser(t)
+	waitText(t, ctx, d.base+"/jobs/flaky", `p.outcomes`, "failed")
+	waitText(t, ctx, d.base+"/jobs/flaky", `p.outcomes`, "ran")
+	outcomes := func() []string {
+		t.Helper()
+		got, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](`[...document.querySelectorAll("table.history td.outcome")].map(td => td.textContent)`))
+		require.NoError(t, err)
+		return got
+	}
+	proctest.Eventually(t, "three failed runs and three that ran", func() bool {
+		if err := chromedp.Do(ctx, chromedp.Navigate(d.base+"/jobs/flaky")); err != nil {
+			return false
+		}
+		n := map[string]int{}
+		for _, o := range outcomes() {
+			n[o]++
+		}
+		return n["failed"] >= 3 && n["ran"] >= 3
+	})
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`p.outcomes a.failed`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.outcomes b.failed`))))
+	url, err := chromedp.Run(ctx, chromedp.Location())
+	require.NoError(t, err)
+	require.True(t, strings.HasSuffix(url, "/jobs/flaky?outcome=failed"), url)
+	got := outcomes()
+	require.NotEmpty(t, got)
+	for _, o := range got {
+		require.Equal(t, "failed", o, "only the failed records: %q", got)
+	}
+	screenshot(t, ctx, d.base+"/jobs/flaky?outcome=failed", "console-history-failed.png")
+
+	require.NoError(t, chromedp.Do(ctx,
+		chromedp.Click(chromedp.CSS(`p.outcomes a[href="/jobs/flaky"]`)),
+		chromedp.WaitVisible(chromedp.CSS(`p.outcomes a.failed`))))
+	require.Contains(t, outcomes(), "ran", "all the records again")
 }

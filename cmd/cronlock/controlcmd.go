@@ -25,8 +25,9 @@ const controlUsage = `Usage: cronlock pause|resume|trigger|history|status|forget
            kept (output_keep)
   status   print, for every job of the config (JOB may be left out) or JOB, one line: whether
            it is paused — since when, by whom (--by of pause, the name signed in to the
-           console, or the replica asked) and why — and its newest run: which (a manual run
-           or backfill with who asked), its outcome and the replica that ran it
+           console, or the replica asked) and why —, its newest run: which (a manual run or
+           backfill with who asked), its outcome and the replica that ran it —, and its runs
+           in flight on any replica: where, since when, which attempt
   forget   remove everything a job that no daemon runs any more left on the lock nodes (fence
            counter, history, pause, done markers, waiting manual runs); refused while JOB is
            in the config file or a run of it holds a lock

@@ -6,7 +6,7 @@
 //	cronlock check --config FILE     the health of every node, with fixes
 //	cronlock import-crontab CRONTAB  the YAML jobs: of a crontab file
 //	cronlock pause|resume|trigger|history|forget JOB --config FILE   control a job cluster-wide
-//	cronlock status [JOB] --config FILE   each job's pause and last run
+//	cronlock status [JOB] --config FILE   each job's pause, last run, runs in flight
 //	cronlock backfill JOB --from T --to T --config FILE   run a job's past ticks that did not run
 //	cronlock replicas --config FILE  the replicas of the cluster: alive or missing, configuration drift
 //	cronlock demo [flags]            three replicas, one job, a live table of who ran each tick
@@ -54,7 +54,7 @@ Usage:
   cronlock trigger JOB --config FILE       ask for one manual run of a job, run once cluster-wide
                                            (--by: who asks, default user@host)
   cronlock history JOB --config FILE       the job's last runs (-n), from the lock nodes
-  cronlock status [JOB] --config FILE      each job's pause (since, by whom, why) and last run
+  cronlock status [JOB] --config FILE      each job's pause (since, by whom, why), last run, runs in flight
   cronlock forget JOB --config FILE        remove what a job no daemon runs left on the nodes
   cronlock backfill JOB --from T --to T --config FILE
                                    run the job's past ticks in a range that did not run, once

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -26,8 +27,30 @@ func runningCell(t *testing.T, base, name string) string {
 	return m[1]
 }
 
+// jobsRunning is the running count GET /jobs gives for the job named name.
+func jobsRunning(t *testing.T, base, name string) int {
+	t.Helper()
+	status, body := get(t, base+"/jobs")
+	require.Equal(t, 200, status, body)
+	var doc struct {
+		Jobs []struct {
+			Name    string `json:"name"`
+			Running int    `json:"running"`
+		} `json:"jobs"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(body), &doc), body)
+	for _, j := range doc.Jobs {
+		if j.Name == name {
+			return j.Running
+		}
+	}
+	t.Fatalf("no job %s in /jobs: %s", name, body)
+	return 0
+}
+
 // A long run on one daemon shows in the "Running now" column of every daemon's overview, and
-// on the job's page, with its replica, start and attempt; and no longer once it ended.
+// on the job's page, with its replica, start and attempt, in every daemon's GET /jobs running
+// count, and in cronlock status; and no longer once it ended.
 func TestConsoleShowsTheClustersRuns(t *testing.T) {
 	bin := buildBinary(t, t.TempDir())
 	nodes := redistest.StartN(t, 3, redistest.Config{})
@@ -43,6 +66,7 @@ func TestConsoleShowsTheClustersRuns(t *testing.T) {
 		bases[r] = "http://" + p.httpAddr(t)
 	}
 	assert.Empty(t, runningCell(t, bases["r0"], "long"), "nothing runs yet")
+	assert.Zero(t, jobsRunning(t, bases["r0"], "long"), "nothing runs yet")
 
 	code, out, errOut := runCLI(t, "trigger", "long", "--config", cfg)
 	require.Equal(t, 0, code, errOut)
@@ -58,6 +82,12 @@ func TestConsoleShowsTheClustersRuns(t *testing.T) {
 	}
 	assert.Equal(t, cells["r0"], cells["r1"], "every replica shows the same run, whichever runs it")
 	runner := run.FindStringSubmatch(cells["r0"])[1]
+	for r, base := range bases {
+		assert.Equal(t, 1, jobsRunning(t, base, "long"), "%s's /jobs counts the cluster's run", r)
+	}
+	code, out, errOut = runCLI(t, "status", "--config", cfg)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `^JOB +PAUSED +LAST RUN +RUNNING\nlong +no +none recorded +on `+runner+` since \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(attempt 1, trigger `+regexp.QuoteMeta(id)+`\)\n$`, out)
 	_, page := get(t, bases["r0"]+"/jobs/long")
 	assert.Contains(t, page, "Running now: "+cells["r0"]+".")
 
@@ -66,9 +96,13 @@ func TestConsoleShowsTheClustersRuns(t *testing.T) {
 	require.NoError(t, w.Close())
 	for r, base := range bases {
 		proctest.Eventually(t, r+"'s overview without the run", func() bool { return runningCell(t, base, "long") == "" })
+		assert.Zero(t, jobsRunning(t, base, "long"), "%s's /jobs once the run ended", r)
 	}
 	_, page = get(t, bases["r0"]+"/jobs/long")
 	assert.Contains(t, page, "Running now: no.")
+	code, out, errOut = runCLI(t, "status", "long", "--config", cfg)
+	require.Equal(t, 0, code, errOut)
+	assert.Regexp(t, `^JOB +PAUSED +LAST RUN +RUNNING\nlong +no +trigger .* ran on `+runner+` +no\n$`, out)
 	code, out, errOut = runCLI(t, "history", "long", "--config", cfg)
 	require.Equal(t, 0, code, errOut)
 	assert.Contains(t, out, runner, "the run recorded by its replica")

@@ -6,6 +6,7 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
@@ -14,10 +15,10 @@ import (
 )
 
 // printStatus prints the status of cfg's jobs (of the job named only, when it is not ""):
-// per job, its pause and its newest history record.
+// per job, its pause, its newest history record and its runs in flight on any replica.
 func printStatus(ctx context.Context, ctl *scheduler.Control, cfg *config.Config, only string, stdout io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "JOB\tPAUSED\tLAST RUN")
+	fmt.Fprintln(tw, "JOB\tPAUSED\tLAST RUN\tRUNNING")
 	for _, j := range cfg.Jobs {
 		if only != "" && j.Name != only {
 			continue
@@ -38,9 +39,30 @@ func printStatus(ctx context.Context, ctl *scheduler.Control, cfg *config.Config
 		if len(h) > 0 {
 			last = fmt.Sprintf("%s %s on %s", history.RunName(h[0]), h[0].Outcome, h[0].Replica)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", j.Name, oneLine(paused), last)
+		running, err := ctl.Running(ctx, j.Name)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.Name, oneLine(paused), last, inFlightText(running))
 	}
 	return tw.Flush()
+}
+
+// inFlightText is how status shows a job's runs in flight, as the console does: "on <replica>
+// since <start> (attempt <n>[, trigger <id>])", "; " between runs, or "no".
+func inFlightText(runs []scheduler.InFlight) string {
+	if len(runs) == 0 {
+		return "no"
+	}
+	out := make([]string, len(runs))
+	for i, f := range runs {
+		out[i] = fmt.Sprintf("on %s since %s UTC (attempt %d", f.Replica, f.Start.UTC().Format(time.DateTime), f.Attempt)
+		if f.Trigger != "" {
+			out[i] += ", trigger " + f.Trigger
+		}
+		out[i] += ")"
+	}
+	return strings.Join(out, "; ")
 }
 
 // pauseText is how status shows a pause: "since <time> by <who>: <reason>", without the parts

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/scheduler"
 )
 
 // Params describes a chaos run to the checker.
@@ -20,6 +23,16 @@ type Params struct {
 	Daemons map[string]bool
 	// Retries is the jobs' Retries: a tick has at most Retries+1 runs, over every replica.
 	Retries int
+	// Recorded is when the run history (Data.History) stopped growing: when the workers were
+	// stopped. Zero: the history was not read, and the records are not checked.
+	Recorded time.Time
+	// RescueBound is how long after its run ended (or its worker was killed) a run's history
+	// record is written at the latest: the run's own at its end, or interrupted, written by a
+	// live replica's rescuer once the run's lock expired (the lock's TTL, then two looks).
+	RescueBound time.Duration
+	// HistorySize is how many records of a job the nodes keep: when Data.History has that
+	// many of a job, the job's runs of ticks not after its oldest record's are not checked.
+	HistorySize int
 }
 
 // JobSpec is one job the workers run.
@@ -101,6 +114,20 @@ type Result struct {
 	// found the tick marked skipped. Not a violation: a liveness measure.
 	IdleOverlapSkips int
 
+	// Records counts the history records read (Data.History), Interrupted those with outcome
+	// interrupted.
+	Records, Interrupted int
+	// AttemptRecordedTwice counts attempts (job, tick, attempt number) with more than one
+	// record: each attempt ends in exactly one outcome.
+	AttemptRecordedTwice int
+	// NoRecord counts runs with no history record once Params.RescueBound had passed while the
+	// workers ran, unless their worker could not reach a quorum of the nodes, or was paused,
+	// during the run (its in-flight record or its own record may be on too few nodes).
+	NoRecord int
+	// KilledNotInterrupted counts runs whose worker was killed under them (they never
+	// finished) whose record has another outcome than interrupted.
+	KilledNotInterrupted int
+
 	// Violations describes every failed check, for the log.
 	Violations []string
 }
@@ -156,7 +183,11 @@ const StoppedCause = "stopped before its work was done"
 //     nodes reachable) while it ran; a daemon worker's run stopped before the end of its work
 //     counts as killed if its daemon was killed while it ran, else as a lease lost;
 //   - no run started while a majority of nodes was down or in quarantine;
-//   - no daemon worker's run outlived its daemon's kill by more than daemonGoneMax.
+//   - no daemon worker's run outlived its daemon's kill by more than daemonGoneMax;
+//   - when the history was read (Params.Recorded), every attempt ends in exactly one record:
+//     no attempt of a tick has two records, a run whose worker was killed under it is
+//     recorded interrupted, and every run has its record once Params.RescueBound has passed
+//     (see checkRecords).
 func Check(p Params, tl *Timeline, d Data) *Result {
 	r := &Result{Missed: map[string]int{}, Outcomes: map[string]int{}, Runs: len(d.Runs)}
 	violate := func(format string, args ...any) { r.Violations = append(r.Violations, fmt.Sprintf(format, args...)) }
@@ -345,6 +376,8 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 		}
 	}
 
+	checkRecords(p, tl, d, r, violate)
+
 	// Missed ticks.
 	for _, j := range p.Jobs {
 		for tick := firstTick(p.From, p.Interval); tick.Before(p.To); tick = tick.Add(p.Interval) {
@@ -366,6 +399,79 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 		}
 	}
 	return r
+}
+
+// checkRecords checks the run history against the ledger's runs: each attempt of a tick has
+// at most one record; each run, found by its token, has one once Params.RescueBound has
+// passed since its end (or its worker's kill) while the workers ran, unless its worker could
+// not reach a quorum or was paused while it ran; and a run that never finished (its worker killed) is
+// recorded interrupted. Records of ticks not after the oldest kept record of a job whose
+// history is full (Params.HistorySize) are not checked: older ones were trimmed.
+func checkRecords(p Params, tl *Timeline, d Data, r *Result, violate func(string, ...any)) {
+	if p.Recorded.IsZero() {
+		return
+	}
+	type attemptID struct {
+		job, trigger string
+		tick         int64
+		attempt      int
+	}
+	type runKey struct {
+		job   string
+		tick  int64
+		token uint64
+	}
+	byAttempt := map[attemptID][]scheduler.Record{}
+	byRun := map[runKey]scheduler.Record{}
+	floor := map[string]time.Time{} // per job: records of ticks not after it may be trimmed
+	count := map[string]int{}
+	for _, rec := range d.History {
+		r.Records++
+		if rec.Outcome == middleware.OutcomeInterrupted {
+			r.Interrupted++
+		}
+		count[rec.Job]++
+		if f, ok := floor[rec.Job]; !ok || rec.Tick.Before(f) {
+			floor[rec.Job] = rec.Tick
+		}
+		if rec.Token != 0 {
+			byRun[runKey{rec.Job, rec.Tick.UnixMilli(), rec.Token}] = rec
+		}
+		id := attemptID{rec.Job, rec.Trigger, rec.Tick.UnixMilli(), rec.Attempt}
+		byAttempt[id] = append(byAttempt[id], rec)
+	}
+	checked := func(job string, tick time.Time) bool {
+		return p.HistorySize == 0 || count[job] < p.HistorySize || tick.After(floor[job])
+	}
+	for id, recs := range byAttempt {
+		if len(recs) > 1 && checked(id.job, time.UnixMilli(id.tick)) {
+			r.AttemptRecordedTwice++
+			violate("attempt %d of tick %s of %s has %d records: %s", id.attempt, fmtTime(time.UnixMilli(id.tick)), id.job, len(recs), describeRecords(recs))
+		}
+	}
+	for i := range d.Runs {
+		run := &d.Runs[i]
+		if !checked(run.Job, run.Tick) {
+			continue
+		}
+		w := p.Replicas[run.Replica]
+		end, ok := run.End, run.Finished
+		cut := end
+		if !run.Finished {
+			end, ok = tl.killAfter(w, run.Start)
+			cut = end.Add(-step) // the worker is absent from its kill on
+		}
+		rec, found := byRun[runKey{run.Job, run.Tick.UnixMilli(), run.Token}]
+		switch {
+		case found && !run.Finished && rec.Outcome != middleware.OutcomeInterrupted:
+			r.KilledNotInterrupted++
+			violate("run %s: its worker was killed under it, but its record says %s", describe(run), rec.Outcome)
+		case found || !ok || end.Add(p.RescueBound).After(p.Recorded) || tl.lostQuorum(w, run.Start, cut):
+		default:
+			r.NoRecord++
+			violate("run %s has no history record %v after it ended", describe(run), p.Recorded.Sub(end).Round(time.Millisecond))
+		}
+	}
 }
 
 // runsAfterSuccess describes the first run of a tick that succeeded and the runs of the tick
@@ -501,6 +607,14 @@ func describeAll(runs []*JobRun) string {
 	out := make([]string, len(runs))
 	for i, run := range runs {
 		out[i] = describe(run)
+	}
+	return strings.Join(out, ", ")
+}
+
+func describeRecords(recs []scheduler.Record) string {
+	out := make([]string, len(recs))
+	for i, rec := range recs {
+		out[i] = fmt.Sprintf("%s by %s (token %d)", rec.Outcome, rec.Replica, rec.Token)
 	}
 	return strings.Join(out, ", ")
 }

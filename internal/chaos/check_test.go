@@ -12,6 +12,9 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/scheduler"
 )
 
 var t0 = time.Date(2026, 11, 30, 12, 0, 0, 0, time.UTC)
@@ -573,4 +576,112 @@ func TestParseStore(t *testing.T) {
 	assert.Equal(t, PostgresStore, st)
 	_, err = ParseStore("mysql")
 	assert.ErrorContains(t, err, `fenced store "mysql" is unknown: use redis or postgres`)
+}
+
+// recorded is params(3) with the history read 30s after t0, each record due 5s after its run.
+func recorded() Params {
+	p := params(3)
+	p.Recorded, p.RescueBound, p.HistorySize = at(30*time.Second), 5*time.Second, 100
+	return p
+}
+
+// record is run's history record with outcome, as attempt attempt.
+func record(run JobRun, attempt int, outcome string) scheduler.Record {
+	return scheduler.Record{Job: run.Job, Tick: run.Tick, Attempt: attempt, Replica: run.Replica, Outcome: outcome, Start: run.Start, Token: run.Token}
+}
+
+// cleanRecorded is clean with each run's record.
+func cleanRecorded() Data {
+	d := clean()
+	for _, run := range d.Runs {
+		d.History = append(d.History, record(run, 1, middleware.OutcomeRan))
+	}
+	return d
+}
+
+func TestCheckRecords(t *testing.T) {
+	r := Check(recorded(), timeline(), cleanRecorded())
+	assert.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, 3, r.Records)
+
+	// Not read: nothing checked.
+	r = Check(params(3), timeline(), clean())
+	assert.True(t, r.OK(), "%v", r.Violations)
+	assert.Zero(t, r.Records)
+
+	// A run without its record.
+	d := cleanRecorded()
+	d.History = d.History[:2]
+	r = Check(recorded(), timeline(), d)
+	assert.Equal(t, 1, r.NoRecord)
+	require.Len(t, r.Violations, 1)
+	assert.Contains(t, r.Violations[0], "has no history record")
+
+	// ... not yet due when the history stopped growing,
+	p := recorded()
+	p.Recorded = at(7 * time.Second) // tick 2's run ended at 2.5s: due at 7.5s
+	r = Check(p, timeline(), d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+
+	// ... or its worker cut off from a quorum while it ran.
+	tl := timeline()
+	for _, n := range []int{0, 1, 2} {
+		tl.add(effect{kind: linkCut, worker: 2, node: n, from: at(2100 * ms), to: at(2200 * ms)})
+	}
+	r = Check(recorded(), tl, d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+
+	// ... or its tick older than a full history's oldest record.
+	p = recorded()
+	p.HistorySize = 2
+	d = cleanRecorded()
+	d.History = d.History[1:] // ticks 1 and 2 kept; tick 0's trimmed
+	d.Runs[2].Token = 9       // tick 2's record is not its run's
+	r = Check(p, timeline(), d)
+	assert.Equal(t, 1, r.NoRecord, "tick 2's run is checked, tick 0's not")
+	require.Len(t, r.Violations, 1)
+	assert.Contains(t, r.Violations[0], "f@12:00:02.000")
+}
+
+func TestCheckAttemptRecordedTwice(t *testing.T) {
+	// Two records of tick 1's first attempt: its run's, and another with another token.
+	d := cleanRecorded()
+	other := d.Runs[1]
+	other.Token, other.Replica = 7, "w2"
+	d.History = append(d.History, record(other, 1, middleware.OutcomeInterrupted))
+	r := Check(recorded(), timeline(), d)
+	assert.Equal(t, 1, r.AttemptRecordedTwice)
+	require.Len(t, r.Violations, 1)
+	assert.Contains(t, r.Violations[0], "attempt 1 of tick 12:00:01.000 of f has 2 records")
+
+	// The same as attempt 2: two attempts, one record each.
+	d.History[3].Attempt = 2
+	r = Check(recorded(), timeline(), d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, 1, r.Interrupted)
+}
+
+func TestCheckKilledRunRecordedInterrupted(t *testing.T) {
+	// Tick 1's run never finished: its worker was killed at 1.1s.
+	d := cleanRecorded()
+	d.Runs[1].Finished, d.Runs[1].End, d.Runs[1].Deadline = false, time.Time{}, time.Time{}
+	tl := timeline()
+	tl.add(effect{kind: workerKilled, worker: 1, node: -1, from: at(1100 * ms), to: at(3 * time.Second)})
+	d.History[1].Outcome = middleware.OutcomeInterrupted
+	r := Check(recorded(), tl, d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, 1, r.Interrupted)
+
+	// Recorded with another outcome: its worker could not have written it.
+	d.History[1].Outcome = middleware.OutcomeRan
+	r = Check(recorded(), tl, d)
+	assert.Equal(t, 1, r.KilledNotInterrupted)
+	require.Len(t, r.Violations, 1)
+
+	// Not recorded at all, long after the kill: no live replica rescued it.
+	d.History = slices.Delete(d.History, 1, 2)
+	r = Check(recorded(), tl, d)
+	assert.Equal(t, 1, r.NoRecord)
+	require.Len(t, r.Violations, 1)
+	assert.Contains(t, r.Violations[0], "has no history record")
 }

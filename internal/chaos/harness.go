@@ -25,6 +25,7 @@ import (
 	"github.com/cronlock/cronlock/internal/pgtest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
+	"github.com/cronlock/cronlock/scheduler"
 )
 
 // The jobs every worker runs (daemon workers all but the Replace job).
@@ -96,6 +97,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, ctx.Err()
 	}
 	to := time.Now().Add(-2 * s.interval)
+	recorded := time.Now()
 	rep.Problems = append(rep.Problems, h.stopWorkers()...)
 	rep.Problems = append(rep.Problems, h.leftLocks(ctx)...)
 	if h.watch != nil {
@@ -117,6 +119,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if d.Accepted, d.Rejected, err = readPostgresWrites(ctx, h.pg.DSN, jobNames()); err != nil {
 			return nil, fmt.Errorf("reading the Postgres fenced store: %w", err)
 		}
+	}
+	if d.History, err = h.history(ctx); err != nil {
+		return nil, fmt.Errorf("reading the run history: %w", err)
 	}
 	// The ledger as read, to study a kept run directory (-chaos.keep) after the fact.
 	if err := writeJSON(filepath.Join(h.cfg.Dir, "ledger.json"), d); err != nil {
@@ -142,8 +147,39 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 	}
-	rep.Result = Check(Params{Jobs: jobs, Interval: s.interval, From: from, To: to, TTL: s.ttl, Replicas: replicas, Daemons: daemons, Retries: s.retries}, h.tl, d)
+	rep.Result = Check(Params{Jobs: jobs, Interval: s.interval, From: from, To: to, TTL: s.ttl, Replicas: replicas, Daemons: daemons, Retries: s.retries,
+		// A dead run's lock expires, then a live replica finds it gone at two looks in a row.
+		Recorded: recorded, RescueBound: s.ttl + 2*scheduler.DefaultRescueEvery + s.interval, HistorySize: scheduler.DefaultHistorySize}, h.tl, d)
 	return rep, nil
+}
+
+// history reads every job's run history from the lock nodes, as the workers (which keep the
+// default history size) left it.
+func (h *harness) history(ctx context.Context) ([]scheduler.Record, error) {
+	var nodes []redlock.Node
+	for _, n := range h.nodes {
+		nodes = append(nodes, n.Client())
+	}
+	lc, err := redlock.New(nodes, redlock.WithMaxTTL(h.s.maxTTL))
+	if err != nil {
+		return nil, err
+	}
+	defer lc.Close()
+	ctl, err := scheduler.NewControl(lc)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var out []scheduler.Record
+	for _, j := range jobs {
+		recs, err := ctl.History(ctx, j.Name, scheduler.DefaultHistorySize)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", j.Name, err)
+		}
+		out = append(out, recs...)
+	}
+	return out, nil
 }
 
 func jobNames() []string {

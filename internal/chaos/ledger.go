@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/internal/fencedstore"
+	"github.com/cronlock/cronlock/scheduler"
 )
 
 // JobRun is one run of a job as the workers' ledger tells it (see internal/testworker, and
@@ -56,6 +57,9 @@ type Data struct {
 	Outcomes []Outcome
 	// Accepted and Rejected are the fenced store's logs per job.
 	Accepted, Rejected map[string][]Write
+	// History is the jobs' run history on the lock nodes (scheduler.Control.History), read
+	// once the workers stopped.
+	History []scheduler.Record
 }
 
 // fields splits a ledger line and parses its numbers on demand, remembering the first error.

@@ -105,16 +105,18 @@ func Started(ctx context.Context, token uint64) {
 
 // JobView is one job in /jobs.
 type JobView struct {
-	Name     string      `json:"name"`
-	Schedule string      `json:"schedule"`
-	Resolved string      `json:"resolved_schedule,omitempty"` // the schedule with H resolved, when it has H
-	Jitter   string      `json:"jitter,omitempty"`            // the job's jitter, when it has one
-	Command  []string    `json:"command,omitempty"`           // with the bearer token only
-	NextTick time.Time   `json:"next_tick,omitzero"`
-	PrevTick time.Time   `json:"prev_tick,omitzero"`
-	Running  int         `json:"running"`
-	Last     *TickStatus `json:"last"`
-	Paused   *PauseView  `json:"paused,omitempty"` // from the lock nodes: the cluster's pause, if any
+	Name     string    `json:"name"`
+	Schedule string    `json:"schedule"`
+	Resolved string    `json:"resolved_schedule,omitempty"` // the schedule with H resolved, when it has H
+	Jitter   string    `json:"jitter,omitempty"`            // the job's jitter, when it has one
+	Command  []string  `json:"command,omitempty"`           // with the bearer token only
+	NextTick time.Time `json:"next_tick,omitzero"`
+	PrevTick time.Time `json:"prev_tick,omitzero"`
+	// Running counts the job's runs in flight on any replica (scheduler.Status.Running), or
+	// this replica's when the nodes could not be read.
+	Running int         `json:"running"`
+	Last    *TickStatus `json:"last"`
+	Paused  *PauseView  `json:"paused,omitempty"` // from the lock nodes: the cluster's pause, if any
 }
 
 // PauseView is a job's pause in /jobs: why, since when and who paused it (a name given with
@@ -192,8 +194,14 @@ func Handler(cfg func() *config.Config, replica string, sched *scheduler.Schedul
 		jobs := st.view(cfg(), sched.Entries())
 		read := c.jobs.get(r.Context()) // the console's cache of the nodes
 		for i := range jobs {
-			if k, ok := read.byName[jobs[i].Name]; ok && read.jobs[k].Paused != nil {
-				p := read.jobs[k].Paused
+			k, ok := read.byName[jobs[i].Name]
+			if !ok {
+				continue
+			}
+			if read.jobs[k].Err == "" {
+				jobs[i].Running = len(read.jobs[k].Running) // the cluster's, as the console's "Running now"
+			}
+			if p := read.jobs[k].Paused; p != nil {
 				jobs[i].Paused = &PauseView{Reason: p.Reason, Since: p.Since.UTC(), By: p.By}
 			}
 		}
