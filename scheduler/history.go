@@ -323,7 +323,10 @@ func (c *Control) history(ctx context.Context, name string, n int, withOutput bo
 	if withOutput {
 		script, keys = readOutputScript, append(keys, outputKey(key))
 	}
-	replies, err := c.locks.Broadcast(ctx, script, keys, n)
+	// A run's record is appended when the run ends, after the records of later ticks that
+	// ended first, so a node's n entries written last need not be its n newest ticks: read
+	// its whole history (at most the history size), then keep the newest n.
+	replies, err := c.locks.Broadcast(ctx, script, keys, max(n, c.cfg.historySize))
 	if replies == nil {
 		return nil, fmt.Errorf("scheduler: history of %q: %w", name, err)
 	}

@@ -96,6 +96,51 @@ func TestHistoryAndStatus(t *testing.T) {
 	assert.Equal(t, runsOf(h), runsOf(st.History), "the history Status read, with one node down")
 }
 
+// A run's record is written when the run ends, after the records of later ticks that ended
+// first; the last n records are still the n newest ticks, not the n written last.
+func TestHistoryLastRecordsAreTheNewestTicks(t *testing.T) {
+	c := newCluster(t, 3, false)
+	clock := clocktest.NewFake(t0)
+	led := newLedger()
+	s := newScheduler(t, c.client(t, false), scheduler.WithClock(clock), scheduler.WithMiddleware(led.observe()))
+	started, release := make(chan struct{}), make(chan struct{})
+	var runs atomic.Int32
+	require.NoError(t, s.Add(job.Job{Name: "slow", Spec: "@every 1m", Options: job.Options{Overlap: job.Allow},
+		Handler: led.handler(func(ctx context.Context) error {
+			if runs.Add(1) > 1 {
+				return nil
+			}
+			close(started)
+			select {
+			case <-release:
+				return nil
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		})}))
+	require.NoError(t, s.Start())
+	ctx := ctxT(t)
+	first := advance(t, clock, 1)
+	select {
+	case <-started:
+	case <-ctx.Done():
+		t.Fatal("the first tick did not start")
+	}
+	second := advance(t, clock, 1)
+	led.waitOutcome(t, "the second tick ran", func(o outcome) bool { return o.Tick.Equal(second) })
+	close(release)
+	led.waitOutcome(t, "the first tick ran", func(o outcome) bool { return o.Tick.Equal(first) })
+	require.Eventually(t, func() bool {
+		h, err := s.History(ctx, "slow", 10)
+		return err == nil && len(h) == 2
+	}, waitLimit, time.Millisecond, "both runs recorded")
+
+	last, err := s.History(ctx, "slow", 1)
+	require.NoError(t, err)
+	require.Len(t, last, 1)
+	assert.True(t, last[0].Tick.Equal(second), "the newest tick %v, not the record written last (%v)", second, last[0].Tick)
+}
+
 // The history keeps at most its size on every node.
 func TestHistoryIsCapped(t *testing.T) {
 	c := newCluster(t, 3, false)
