@@ -227,12 +227,15 @@ const (
 // the acquisition.
 func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run, p *lockProbe) (*redlock.Lock, error) {
 	cl := c.newClaim(locks, run, p)
+	// Made here with room for every option (see options and try), and kept out of the claim,
+	// the options stay on the stack.
+	opts := cl.options(make([]redlock.AcquireOption, 0, 10))
 	for {
 		now := c.Clock.Now()
 		if err := cl.late(now); err != nil {
 			return nil, err
 		}
-		l, err := cl.try(ctx, now)
+		l, err := cl.try(ctx, now, opts)
 		if err == nil {
 			return l, nil
 		}
@@ -256,15 +259,13 @@ type claim struct {
 	p       *lockProbe
 	tickKey string // the tick's key (TriggerKey for a manual run)
 	runKey  string
-	opts    []redlock.AcquireOption // every attempt's options, then (from base) the options of this one
-	base    int
 
-	b           backoff.BackOff // the waits between attempts, made at the first wait
-	unavailable error           // the last ErrQuorumUnavailable
-	rechecks    int             // the attempts made again after the run key was found held
-	settle      time.Duration   // added to the next wait
-	last        redlock.Attempt // the last attempt redlock made
-	revoked     *redlock.Holder // the run this tick asked to stop (Replace)
+	b           backoff.BackOff  // the waits between attempts, made at the first wait
+	unavailable error            // the last ErrQuorumUnavailable
+	rechecks    int              // the attempts made again after the run key was found held
+	settle      time.Duration    // added to the next wait
+	last        *redlock.Attempt // the last attempt redlock made
+	revoked     *redlock.Holder  // the run this tick asked to stop (Replace)
 }
 
 // decision is what a claim does after an attempt failed.
@@ -277,8 +278,8 @@ const (
 )
 
 // newClaim prepares the acquisition of run's tick.
-func (c LockConfig) newClaim(locks *redlock.Client, run *job.Run, p *lockProbe) *claim {
-	cl := &claim{c: c, locks: locks, run: run, p: p,
+func (c LockConfig) newClaim(locks *redlock.Client, run *job.Run, p *lockProbe) claim {
+	cl := claim{c: c, locks: locks, run: run, p: p, last: new(redlock.Attempt),
 		tickKey: TickKey(c.Prefix, run.Job, run.Tick), runKey: RunKey(c.Prefix, run.Job)}
 	if run.Trigger != "" {
 		cl.tickKey = TriggerKey(c.Prefix, run.Job, run.Trigger) // an operator's run: a pause does not stop it
@@ -286,15 +287,12 @@ func (c LockConfig) newClaim(locks *redlock.Client, run *job.Run, p *lockProbe) 
 	if p != nil {
 		p.tickKey = cl.tickKey
 	}
-	cl.opts = cl.options()
-	cl.base = len(cl.opts)
 	return cl
 }
 
-// options returns the options of every attempt of the claim.
-func (cl *claim) options() []redlock.AcquireOption {
+// options appends the options of every attempt of the claim to opts.
+func (cl *claim) options(opts []redlock.AcquireOption) []redlock.AcquireOption {
 	c, run := cl.c, cl.run
-	opts := make([]redlock.AcquireOption, 0, 10) // room for every option, here and in try
 	// No FenceKey: redlock's default counter for keys tagged {prefix:name} is {prefix:name}:fence,
 	// one per job, shared by its ticks and manual runs, so tokens increase from run to run.
 	opts = append(opts, redlock.ResolveSplits(maxSplitRetries))
@@ -325,7 +323,8 @@ func (cl *claim) options() []redlock.AcquireOption {
 		}
 		opts = append(opts, redlock.CountAcquisitions(AttemptsKey(c.Prefix, run.Job, run.Tick), ttl))
 	}
-	return append(opts, redlock.OnAttempt(func(a redlock.Attempt) { cl.last = a; cl.p.attempt(a) }))
+	last, p := cl.last, cl.p // not cl: the claim stays on the stack
+	return append(opts, redlock.OnAttempt(func(a redlock.Attempt) { *last = a; p.attempt(a) }))
 }
 
 // late reports, at now, a tick whose window closed: skipped as late, or failed when the nodes
@@ -342,14 +341,13 @@ func (cl *claim) late(now time.Time) error {
 }
 
 // try makes one attempt (redlock's, with its split votes resolved) at now, within a slot of
-// the limiter.
-func (cl *claim) try(ctx context.Context, now time.Time) (*redlock.Lock, error) {
+// the limiter, with opts (every attempt's) and this attempt's own options.
+func (cl *claim) try(ctx context.Context, now time.Time, opts []redlock.AcquireOption) (*redlock.Lock, error) {
 	c, run := cl.c, cl.run
 	if err := c.Limiter.wait(ctx); err != nil {
 		return nil, err
 	}
 	defer c.Limiter.done()
-	opts := cl.opts[:cl.base]
 	if cl.rechecks > 0 {
 		// The run key may be left on the lock's primary node, whose refusal alone ends a
 		// contended attempt: ask every node.
@@ -396,7 +394,7 @@ func (cl *claim) refused(ctx context.Context, ae *redlock.AcquireError, err erro
 	done := se.Holder != nil && se.Holder.Done // done, or skipped and marked
 	switch {
 	case cl.replacesHolder(ctx, se, ae, done):
-		cl.askToStop(ctx, *ae.Holder)
+		cl.askToStop(ctx, ae.Holder)
 	case cl.skips(ctx, se, done):
 		if !done && se.Reason == job.SkipOverlap && cl.run.Trigger == "" && !cl.run.Backfill { // a manual run or backfill waits instead
 			cl.c.markSkipped(ctx, cl.locks, cl.run, cl.tickKey)
@@ -430,10 +428,10 @@ func (cl *claim) skips(ctx context.Context, se *job.SkipError, done bool) bool {
 // askToStop asks the run under way, h, to stop, once per run found, and has the next attempts
 // wait for its release within the window, asking every node (the run key may be a leftover on
 // the primary).
-func (cl *claim) askToStop(ctx context.Context, h redlock.Holder) {
-	if cl.revoked == nil || !cl.revoked.Same(h) {
-		cl.revoked = &h
-		cl.c.replace(ctx, cl.locks, cl.run, h, cl.p)
+func (cl *claim) askToStop(ctx context.Context, h *redlock.Holder) {
+	if cl.revoked == nil || !cl.revoked.Same(*h) {
+		cl.revoked = h
+		cl.c.replace(ctx, cl.locks, cl.run, *h, cl.p)
 	}
 	cl.rechecks = 1
 }
