@@ -250,8 +250,8 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 	}
 }
 
-// claim is one acquisition of a tick's lock by Lock: the attempts' options, and what the
-// failed attempts so far left to decide the next one.
+// claim is one acquisition of a tick's lock by Lock: the tick's keys, and what the failed
+// attempts so far left to decide the next one.
 type claim struct {
 	c       LockConfig
 	locks   *redlock.Client

@@ -647,8 +647,8 @@ func (b *ballot) win() (*Lock, error) {
 			return b.fail(ErrQuorumUnavailable, err.Error())
 		}
 	}
-	validUntil := b.start.Add(req.ttl - c.drift(req.ttl))
-	if !time.Now().Before(validUntil) {
+	validUntil, ok := b.validUntil()
+	if !ok {
 		return b.fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
 	}
 	l := &Lock{
@@ -658,6 +658,13 @@ func (b *ballot) win() (*Lock, error) {
 	}
 	b.late.settle(l)
 	return b.report(l, nil)
+}
+
+// validUntil returns until when a lock won by the ballot is certainly held: its start plus
+// the TTL, less the clock drift allowed; and whether that is still to come.
+func (b *ballot) validUntil() (time.Time, bool) {
+	until := b.start.Add(b.req.ttl - b.c.drift(b.req.ttl))
+	return until, time.Now().Before(until)
 }
 
 // fail ends a ballot that failed for reason: every node that took the lock, or may have, is
