@@ -294,7 +294,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		if err == nil {
 			return l, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClientClosed) || errors.Is(err, ErrInvalidKey) || (req.hold != nil && errors.Is(err, ErrNotAcquired)) {
+		if req.final(ctx, err) {
 			return nil, withContext(ctx, err)
 		}
 		if req.wake && w == nil && errors.Is(err, ErrNotAcquired) {
@@ -326,6 +326,14 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 			return nil, fmt.Errorf("%w (gave up after %d attempts: StartBefore)", err, n)
 		}
 	}
+}
+
+// final reports whether Acquire gives up at once after the failed attempt err, without a
+// retry: ctx ended, the client is closed, a key holds a value of another kind, or the hold
+// that ctx carries was not found (it is lost, and waiting cannot bring it back).
+func (r *request) final(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, ErrClientClosed) || errors.Is(err, ErrInvalidKey) ||
+		(r.hold != nil && errors.Is(err, ErrNotAcquired))
 }
 
 // sweepAfter makes Acquire ask every node at once (as AskEveryNode does), although the key is
@@ -540,6 +548,8 @@ type ballot struct {
 	late         lateOKs
 }
 
+// newBallot prepares the number-th attempt of req: a new lock value, and the acquire script's
+// call that every node's request shares.
 func (c *Client) newBallot(ctx context.Context, req *request, number int) *ballot {
 	value := newValue()
 	b := &ballot{c: c, ctx: ctx, req: req, number: number, value: value, valueArg: value, start: time.Now(),
@@ -553,8 +563,15 @@ func (c *Client) newBallot(ctx context.Context, req *request, number int) *ballo
 		args = argv[:]
 	}
 	b.acquire = acquireScript.call(req.script, args...) // shared by every node's request
-	b.primaryFirst = !req.every && !req.sweep && len(c.nodes) > 1 && c.contended.is(req.group, b.start) && !c.unreleased.has(req.group)
+	b.primaryFirst = c.asksPrimaryFirst(req, b.start)
 	return b
+}
+
+// asksPrimaryFirst reports whether an attempt of req starting at start asks the lock's primary
+// node alone first: the lock was contended lately (and no release of a failed attempt is on
+// its way to the primary), and neither AskEveryNode nor a sweep asks every node.
+func (c *Client) asksPrimaryFirst(req *request, start time.Time) bool {
+	return !req.every && !req.sweep && len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
 }
 
 // poll asks the nodes: the primary node alone first when the lock is contended, and the
