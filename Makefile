@@ -11,7 +11,8 @@ deps:
 
 # go.work puts bench in the workspace, but ./... stays within the module it is run from.
 # docscheck: every qualified Go name the docs give in backticks (redlock.X, Client.MaxTTL…)
-# exists in the code.
+# exists in the code. funclen: no function of redlock, middleware or scheduler over 60 lines
+# without a "// long: why" line in its doc comment.
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	go vet ./... ./bench/...
@@ -23,6 +24,7 @@ lint:
 	@! go list -f '{{join .Imports "\n"}}' ./examples/... | grep 'cronlock/cronlock/internal' \
 		|| { echo "examples must use only the public API, so that each can be copied out of the repo"; exit 1; }
 	go run ./internal/docscheck
+	go run ./internal/funclen
 
 # The monitoring files: deploy/prometheus/alerts.yml checked and unit-tested by promtool, and
 # every query of deploy/grafana/cronlock.json parsed by promtool (scripts/promcheck.sh).

@@ -222,27 +222,89 @@ const (
 	maxOverlapRechecks = 2
 )
 
-// acquire takes the tick's lock, reporting each attempt to p.
+// acquire takes the tick's lock, reporting each attempt to p: one attempt after another,
+// each failure decided by the claim (see claim.decide), until one succeeds or a decision ends
+// the acquisition.
 func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job.Run, p *lockProbe) (*redlock.Lock, error) {
-	tickKey, runKey := TickKey(c.Prefix, run.Job, run.Tick), RunKey(c.Prefix, run.Job)
-	opts := make([]redlock.AcquireOption, 0, 10) // room for every option below
+	cl := c.newClaim(locks, run, p)
+	// Made here with room for every option (see options and try), and kept out of the claim,
+	// the options stay on the stack.
+	opts := cl.options(make([]redlock.AcquireOption, 0, 10))
+	for {
+		now := c.Clock.Now()
+		if err := cl.late(now); err != nil {
+			return nil, err
+		}
+		l, err := cl.try(ctx, now, opts)
+		if err == nil {
+			return l, nil
+		}
+		switch next, err := cl.decide(ctx, err); next {
+		case stop:
+			return nil, err
+		case backOff:
+			if err := cl.wait(ctx, err); err != nil {
+				return nil, err
+			}
+		}
+	}
+}
+
+// claim is one acquisition of a tick's lock by Lock: the tick's keys, and what the failed
+// attempts so far left to decide the next one.
+type claim struct {
+	c       LockConfig
+	locks   *redlock.Client
+	run     *job.Run
+	p       *lockProbe
+	tickKey string // the tick's key (TriggerKey for a manual run)
+	runKey  string
+
+	b           backoff.BackOff  // the waits between attempts, made at the first wait
+	unavailable error            // the last ErrQuorumUnavailable
+	rechecks    int              // the attempts made again after the run key was found held
+	settle      time.Duration    // added to the next wait
+	last        *redlock.Attempt // the last attempt redlock made
+	revoked     *redlock.Holder  // the run this tick asked to stop (Replace)
+}
+
+// decision is what a claim does after an attempt failed.
+type decision int
+
+const (
+	stop    decision = iota // give up, with the decision's error
+	again                   // attempt again at once (late decides first)
+	backOff                 // wait on the backoff, then attempt again
+)
+
+// newClaim prepares the acquisition of run's tick.
+func (c LockConfig) newClaim(locks *redlock.Client, run *job.Run, p *lockProbe) claim {
+	cl := claim{c: c, locks: locks, run: run, p: p, last: new(redlock.Attempt),
+		tickKey: TickKey(c.Prefix, run.Job, run.Tick), runKey: RunKey(c.Prefix, run.Job)}
+	if run.Trigger != "" {
+		cl.tickKey = TriggerKey(c.Prefix, run.Job, run.Trigger) // an operator's run: a pause does not stop it
+	}
+	if p != nil {
+		p.tickKey = cl.tickKey
+	}
+	return cl
+}
+
+// options appends the options of every attempt of the claim to opts.
+func (cl *claim) options(opts []redlock.AcquireOption) []redlock.AcquireOption {
+	c, run := cl.c, cl.run
 	// No FenceKey: redlock's default counter for keys tagged {prefix:name} is {prefix:name}:fence,
 	// one per job, shared by its ticks and manual runs, so tokens increase from run to run.
 	opts = append(opts, redlock.ResolveSplits(maxSplitRetries))
-	if run.Trigger != "" {
-		tickKey = TriggerKey(c.Prefix, run.Job, run.Trigger) // an operator's run: a pause does not stop it
-	} else {
+	if run.Trigger == "" {
 		opts = append(opts, redlock.RefuseWhile(PauseKey(c.Prefix, run.Job)))
 	}
 	if run.Replica != "" {
 		opts = append(opts, redlock.Label(run.Replica))
 	}
-	if p != nil {
-		p.tickKey = tickKey
-	}
 	// The tick span's context, for the replicas that will be refused to link to; and for a
 	// Replace job the tick, for the ticks that will find this run under way.
-	md := p.metadata()
+	md := cl.p.metadata()
 	if c.Overlap == job.Replace {
 		md += tickMark + strconv.FormatInt(run.Tick.UnixMilli(), 10)
 	}
@@ -250,7 +312,7 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 		opts = append(opts, redlock.Metadata(md))
 	}
 	if c.Overlap != job.Allow {
-		opts = append(opts, redlock.Also(runKey))
+		opts = append(opts, redlock.Also(cl.runKey))
 	}
 	if c.MaxAttempts > 0 && run.Trigger == "" {
 		// The count lives as long as the tick may be tried: its window, and the done marker's
@@ -261,98 +323,139 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 		}
 		opts = append(opts, redlock.CountAcquisitions(AttemptsKey(c.Prefix, run.Job, run.Tick), ttl))
 	}
-	var (
-		b        backoff.BackOff
-		lastErr  error // the last ErrQuorumUnavailable
-		rechecks int
-		settle   time.Duration // added to the next wait
-		last     redlock.Attempt
-		revoked  *redlock.Holder // the run this tick asked to stop (Replace)
-	)
-	opts = append(opts, redlock.OnAttempt(func(a redlock.Attempt) { last = a; p.attempt(a) }))
-	base := len(opts)
-	for {
-		now := c.Clock.Now()
-		if !run.Deadline.IsZero() && !now.Before(run.Deadline) {
-			if lastErr != nil {
-				return nil, fmt.Errorf("tick %s of job %q: window closed while the lock nodes were unavailable: %w", run.Tick.Format(time.RFC3339Nano), run.Job, lastErr)
-			}
-			return nil, &job.SkipError{Reason: job.SkipLate}
-		}
-		if err := c.Limiter.wait(ctx); err != nil {
-			return nil, err
-		}
-		opts = opts[:base]
-		if rechecks > 0 {
-			// The run key may be left on the lock's primary node, whose refusal alone ends a
-			// contended attempt: ask every node.
-			opts = append(opts, redlock.AskEveryNode())
-		}
-		if !run.Deadline.IsZero() {
-			// No attempt, first or after a split vote, starts after the tick's window; the
-			// window is on c.Clock, redlock counts in real time.
-			opts = append(opts, redlock.StartBefore(time.Now().Add(run.Deadline.Sub(now))))
-		}
-		p.beginAttempt()
-		l, err := locks.TryAcquire(ctx, tickKey, c.TTL, opts...)
-		p.endAttempt(err) // if the attempt was refused before it was made
-		c.Limiter.done()
-		if err == nil {
-			return l, nil
-		}
-		if ae, ok := errors.AsType[*redlock.AcquireError](err); ok && errors.Is(err, redlock.ErrNotAcquired) {
-			se := skip(ae, runKey, err)
-			// A run key found held may be the leftover of another tick's failed attempt (a
-			// replica whose clock is behind, refused that tick as done on the other nodes), or
-			// of a release that missed a node: look again, on every node, once it had time to
-			// be released.
-			done := se.Holder != nil && se.Holder.Done // done, or skipped and marked
-			if c.replaces(run) && se.Reason == job.SkipOverlap && !done && ae.Holder != nil && olderRun(*ae.Holder, run) && ctx.Err() == nil {
-				// Ask the run under way to stop, once per run found, and wait for its release
-				// within the window, asking every node (the run key may be a leftover on the
-				// primary, as below).
-				if revoked == nil || !revoked.Same(*ae.Holder) {
-					revoked = ae.Holder
-					c.replace(ctx, locks, run, *ae.Holder, p)
-				}
-				rechecks = 1
-			} else if done || se.Reason != job.SkipOverlap || rechecks == maxOverlapRechecks || ctx.Err() != nil {
-				if !done && se.Reason == job.SkipOverlap && run.Trigger == "" && !run.Backfill { // a manual run or backfill waits instead
-					c.markSkipped(ctx, locks, run, tickKey)
-				}
-				return nil, se
-			} else {
-				rechecks++
-				c.Logger.Debug("cronlock: looking at the run key again", "job", run.Job, "tick", run.Tick, "replica", run.Replica,
-					"ok", ae.OK, "refused", ae.Refused, "holder", se.Holder)
-			}
-			// Let the failed attempt be released before the next one, or it could be refused by
-			// its own leftover: the release was sent when the attempt failed, takes about as
-			// long as an attempt, and is over within the node timeout.
-			settle = min(2*last.Elapsed+time.Millisecond, locks.NodeTimeout(c.TTL))
-		} else if errors.Is(err, redlock.ErrQuorumUnavailable) && ctx.Err() == nil {
-			lastErr = err
-		} else if errors.Is(err, context.DeadlineExceeded) && ctx.Err() == nil {
-			continue // the window closed just before the attempt: skipped as late above
-		} else {
-			return nil, err
-		}
-		if b == nil {
-			b = c.BackOff()
-		}
-		wait := b.NextBackOff()
-		if wait == backoff.Stop {
-			return nil, err
-		}
-		wait, settle = wait+settle, 0
-		if !run.Deadline.IsZero() {
-			wait = max(min(wait, run.Deadline.Sub(c.Clock.Now())), 0)
-		}
-		// Real time, whatever the clock: this waits for racers and nodes, not for ticks.
-		if !sleep(SystemClock(), wait, ctx.Done()) {
-			return nil, errors.Join(err, context.Cause(ctx))
-		}
+	last, p := cl.last, cl.p // not cl: the claim stays on the stack
+	return append(opts, redlock.OnAttempt(func(a redlock.Attempt) { *last = a; p.attempt(a) }))
+}
+
+// late reports, at now, a tick whose window closed: skipped as late, or failed when the nodes
+// were unavailable until then.
+func (cl *claim) late(now time.Time) error {
+	run := cl.run
+	if run.Deadline.IsZero() || now.Before(run.Deadline) {
+		return nil
 	}
+	if cl.unavailable != nil {
+		return fmt.Errorf("tick %s of job %q: window closed while the lock nodes were unavailable: %w", run.Tick.Format(time.RFC3339Nano), run.Job, cl.unavailable)
+	}
+	return &job.SkipError{Reason: job.SkipLate}
+}
+
+// try makes one attempt (redlock's, with its split votes resolved) at now, within a slot of
+// the limiter, with opts (every attempt's) and this attempt's own options.
+func (cl *claim) try(ctx context.Context, now time.Time, opts []redlock.AcquireOption) (*redlock.Lock, error) {
+	c, run := cl.c, cl.run
+	if err := c.Limiter.wait(ctx); err != nil {
+		return nil, err
+	}
+	defer c.Limiter.done()
+	if cl.rechecks > 0 {
+		// The run key may be left on the lock's primary node, whose refusal alone ends a
+		// contended attempt: ask every node.
+		opts = append(opts, redlock.AskEveryNode())
+	}
+	if !run.Deadline.IsZero() {
+		// No attempt, first or after a split vote, starts after the tick's window; the
+		// window is on c.Clock, redlock counts in real time.
+		opts = append(opts, redlock.StartBefore(time.Now().Add(run.Deadline.Sub(now))))
+	}
+	cl.p.beginAttempt()
+	l, err := cl.locks.TryAcquire(ctx, cl.tickKey, c.TTL, opts...)
+	cl.p.endAttempt(err) // if the attempt was refused before it was made
+	return l, err
+}
+
+// decide decides what follows the failed attempt err: a refusal is looked at by refused; nodes
+// unavailable are waited for; a window that closed just before the attempt is found late at
+// once; anything else ends the claim.
+func (cl *claim) decide(ctx context.Context, err error) (decision, error) {
+	if ae, ok := errors.AsType[*redlock.AcquireError](err); ok && errors.Is(err, redlock.ErrNotAcquired) {
+		return cl.refused(ctx, ae, err)
+	}
+	switch {
+	case ctx.Err() != nil:
+		return stop, err
+	case errors.Is(err, redlock.ErrQuorumUnavailable):
+		cl.unavailable = err
+		return backOff, err
+	case errors.Is(err, context.DeadlineExceeded):
+		return again, err // the window closed just before the attempt: skipped as late
+	}
+	return stop, err
+}
+
+// refused decides what follows a refusal: replace the older run under way (Replace), skip the
+// tick, or look at the run key again.
+//
+// A run key found held may be the leftover of another tick's failed attempt (a replica whose
+// clock is behind, refused that tick as done on the other nodes), or of a release that missed
+// a node: it is looked at again, on every node, once it had time to be released.
+func (cl *claim) refused(ctx context.Context, ae *redlock.AcquireError, err error) (decision, error) {
+	se := skip(ae, cl.runKey, err)
+	done := se.Holder != nil && se.Holder.Done // done, or skipped and marked
+	switch {
+	case cl.replacesHolder(ctx, se, ae, done):
+		cl.askToStop(ctx, ae.Holder)
+	case cl.skips(ctx, se, done):
+		if !done && se.Reason == job.SkipOverlap && cl.run.Trigger == "" && !cl.run.Backfill { // a manual run or backfill waits instead
+			cl.c.markSkipped(ctx, cl.locks, cl.run, cl.tickKey)
+		}
+		return stop, se
+	default:
+		cl.rechecks++
+		cl.c.Logger.Debug("cronlock: looking at the run key again", "job", cl.run.Job, "tick", cl.run.Tick, "replica", cl.run.Replica,
+			"ok", ae.OK, "refused", ae.Refused, "holder", se.Holder)
+	}
+	// Let the failed attempt be released before the next one, or it could be refused by its
+	// own leftover: the release was sent when the attempt failed, takes about as long as an
+	// attempt, and is over within the node timeout.
+	cl.settle = min(2*cl.last.Elapsed+time.Millisecond, cl.locks.NodeTimeout(cl.c.TTL))
+	return backOff, err
+}
+
+// replacesHolder reports whether the refusal se is by a run under way that this tick replaces
+// (Overlap Replace): a run of an older tick, not done.
+func (cl *claim) replacesHolder(ctx context.Context, se *job.SkipError, ae *redlock.AcquireError, done bool) bool {
+	return cl.c.replaces(cl.run) && se.Reason == job.SkipOverlap && !done && ae.Holder != nil &&
+		olderRun(*ae.Holder, cl.run) && ctx.Err() == nil
+}
+
+// skips reports whether the refusal se is final: the tick is done or held, or the run key was
+// looked at again enough times, or ctx ended.
+func (cl *claim) skips(ctx context.Context, se *job.SkipError, done bool) bool {
+	return done || se.Reason != job.SkipOverlap || cl.rechecks == maxOverlapRechecks || ctx.Err() != nil
+}
+
+// askToStop asks the run under way, h, to stop, once per run found, and has the next attempts
+// wait for its release within the window, asking every node (the run key may be a leftover on
+// the primary).
+func (cl *claim) askToStop(ctx context.Context, h *redlock.Holder) {
+	if cl.revoked == nil || !cl.revoked.Same(*h) {
+		cl.revoked = h
+		cl.c.replace(ctx, cl.locks, cl.run, *h, cl.p)
+	}
+	cl.rechecks = 1
+}
+
+// wait waits before the next attempt after err, on the backoff and within the tick's window,
+// and returns the error that ends the claim instead: the backoff's attempts are used up, or
+// ctx ended.
+func (cl *claim) wait(ctx context.Context, err error) error {
+	if cl.b == nil {
+		cl.b = cl.c.BackOff()
+	}
+	wait := cl.b.NextBackOff()
+	if wait == backoff.Stop {
+		return err
+	}
+	wait, cl.settle = wait+cl.settle, 0
+	if !cl.run.Deadline.IsZero() {
+		wait = max(min(wait, cl.run.Deadline.Sub(cl.c.Clock.Now())), 0)
+	}
+	// Real time, whatever the clock: this waits for racers and nodes, not for ticks.
+	if !sleep(SystemClock(), wait, ctx.Done()) {
+		return errors.Join(err, context.Cause(ctx))
+	}
+	return nil
 }
 
 // ReplaceChannel is the Pub/Sub channel on which a tick of an Overlap Replace job announces

@@ -35,38 +35,59 @@ type Attempt struct {
 	Err error
 }
 
-// request is a validated acquisition.
+// request is a validated acquisition: its keys, the lock it asks for, how its attempts are
+// made, and what the attempts so far found.
 type request struct {
+	requestKeys
+	lockArgs
+	attemptPolicy
+	progress
+}
+
+// requestKeys are the keys an acquisition names, and how the acquire script takes them.
+type requestKeys struct {
 	keys     []string // boot marker ("" when quarantine is off), fence counter, primary key, also keys
 	script   []string // keys (without the boot marker when quarantine is off), then the RefuseWhile keys: the acquire script's keys
 	refuse   any      // how many RefuseWhile keys end script
 	refusing []string // the RefuseWhile keys
-	ttl      time.Duration
-	ttlms    any // ttl in milliseconds, the scripts' argument
-	label    string
-	labelArg any // label, boxed once
-	metadata string
 	fenceKey string
 	counter  string        // CountAcquisitions' key, the last of script; "" without
 	counted  any           // "1" with CountAcquisitions, "0" without: the script's ARGV[7]
 	countTTL time.Duration // CountAcquisitions' ttl
 	group    string        // primaryGroup of the primary key
-	hook     func(Attempt)
-	wake     bool
+}
+
+// lockArgs describe the lock an acquisition asks for.
+type lockArgs struct {
+	ttl      time.Duration
+	ttlms    any // ttl in milliseconds, the scripts' argument
+	label    string
+	labelArg any // label, boxed once
+	metadata string
+	replicas []int // by node (nil: none), WaitForReplicas
+	hold     *Lock // a live hold of the key that the caller's context carries
+}
+
+// attemptPolicy is how an acquisition makes its attempts.
+type attemptPolicy struct {
+	hook   func(Attempt)
+	wake   bool
+	every  bool      // AskEveryNode
+	splits int       // ResolveSplits
+	before time.Time // StartBefore
+}
+
+// progress is what an acquisition's attempts so far found, for the next one.
+type progress struct {
 	// listening: the acquisition is subscribed to the lock's releases (WakeOnRelease), so its
 	// refusals by the primary key mark the lock for the release to publish (acquire.lua).
 	listening bool
-	every     bool // AskEveryNode
 	sweep     bool // this attempt asks every node (Acquire, see sweepAfter)
 	// refusedBy is the lock value of the holder whose primary node alone refused the last
 	// attempts, and refusals how many in a row; "" and 0 after any other outcome.
 	refusedBy string
 	refusals  int
-	splits    int       // ResolveSplits
-	before    time.Time // StartBefore
-	replicas  []int     // by node (nil: none), WaitForReplicas
-	hold      *Lock     // a live hold of the key that the caller's context carries
-	last      Attempt   // the last attempt made
+	last      Attempt // the last attempt made
 }
 
 func (r *request) lockKeys() []string { return r.keys[2:] }
@@ -106,6 +127,7 @@ func (r *request) mayBeSplit(err error, nodes int) bool {
 	return h != nil && !h.Done && h.Key == r.keys[2] && r.label != "" && h.Label == r.label
 }
 
+// newRequest validates an acquisition of key for ttl with opts.
 func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, opts []AcquireOption) (*request, error) {
 	var ac acquireConfig
 	for _, o := range opts {
@@ -123,71 +145,82 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if ac.replicas < 0 {
 		return nil, fmt.Errorf("redlock: lock %s: WaitForReplicas(%d): give how many replicas of each node must acknowledge, or 0 not to wait", quote(key), ac.replicas)
 	}
-	replicas := c.cfg.byNode
-	if ac.ownReplicas {
-		replicas = nil
-		if ac.replicas > 0 {
-			replicas = slices.Repeat([]int{ac.replicas}, len(c.nodes))
-		}
-	}
 	if !ac.before.IsZero() && !time.Now().Before(ac.before) {
 		return nil, fmt.Errorf("redlock: lock %s: the StartBefore time has passed: %w", quote(key), context.DeadlineExceeded)
 	}
-	fence := ac.fenceKey
-	if fence == "" {
-		fence = c.defaultFenceKey(key)
-	}
-	keys := append(make([]string, 0, 3+len(ac.also)), c.bootMarker(key), fence, key)
-	for _, k := range ac.also {
-		if k == "" {
-			return nil, fmt.Errorf("redlock: Also key is empty for lock %q", key)
-		}
-		for _, prev := range keys[2:] {
-			if k == prev {
-				return nil, fmt.Errorf("redlock: Also key %q repeats a key of lock %q: give each key once", k, key)
-			}
-		}
-		keys = append(keys, k)
-	}
-	if err := c.checkOwnKeys(fence, keys[2:]); err != nil {
+	rk, err := c.requestKeys(key, &ac)
+	if err != nil {
 		return nil, err
 	}
-	script := keys
+	args := lockArgs{ttl: ttl, ttlms: c.ttlArg(ttl), label: c.cfg.label, labelArg: c.label, metadata: ac.metadata,
+		replicas: c.cfg.byNode, hold: c.heldBy(ctx, key)}
+	if ac.label != "" {
+		args.label, args.labelArg = ac.label, ac.label
+	}
+	if ac.ownReplicas {
+		args.replicas = nil
+		if ac.replicas > 0 {
+			args.replicas = slices.Repeat([]int{ac.replicas}, len(c.nodes))
+		}
+	}
+	return &request{requestKeys: rk, lockArgs: args,
+		attemptPolicy: attemptPolicy{hook: ac.onAttempt, wake: ac.wake, every: ac.everyNode, splits: ac.splits, before: ac.before}}, nil
+}
+
+// requestKeys validates the keys of an acquisition of key and returns them: the lock's keys
+// (Also), then the acquire script's (RefuseWhile, CountAcquisitions).
+func (c *Client) requestKeys(key string, ac *acquireConfig) (requestKeys, error) {
+	rk := requestKeys{fenceKey: ac.fenceKey, refusing: ac.refuse, counter: ac.counter, countTTL: ac.counterTTL,
+		refuse: "0", counted: "0", group: primaryGroup(key)}
+	if rk.fenceKey == "" {
+		rk.fenceKey = c.defaultFenceKey(key)
+	}
+	keys, err := c.lockKeysOf(key, rk.fenceKey, ac.also)
+	if err != nil {
+		return rk, err
+	}
+	rk.keys, rk.script = keys, keys
 	if keys[0] == "" { // no quarantine: the script takes no boot marker
-		script = keys[1:]
+		rk.script = keys[1:]
 	}
 	for _, k := range ac.refuse {
 		if k == "" {
-			return nil, fmt.Errorf("redlock: RefuseWhile key is empty for lock %q: give the key whose existence refuses the lock", key)
+			return rk, fmt.Errorf("redlock: RefuseWhile key is empty for lock %q: give the key whose existence refuses the lock", key)
 		}
 		if slices.Contains(keys[1:], k) {
-			return nil, fmt.Errorf("redlock: RefuseWhile key %q is also a key of lock %q: give a key of its own", k, key)
+			return rk, fmt.Errorf("redlock: RefuseWhile key %q is also a key of lock %q: give a key of its own", k, key)
 		}
-		script = append(script[:len(script):len(script)], k)
+		rk.script = append(rk.script[:len(rk.script):len(rk.script)], k)
 	}
-	var counted any = "0"
+	if len(ac.refuse) > 0 {
+		rk.refuse = strconv.Itoa(len(ac.refuse))
+	}
 	if ac.counter != "" {
 		if ac.counterTTL <= 0 {
-			return nil, fmt.Errorf("redlock: lock %s: CountAcquisitions(%q, %v): give a positive ttl for the count", quote(key), ac.counter, ac.counterTTL)
+			return rk, fmt.Errorf("redlock: lock %s: CountAcquisitions(%q, %v): give a positive ttl for the count", quote(key), ac.counter, ac.counterTTL)
 		}
-		if slices.Contains(script, ac.counter) || ac.counter == keys[0] {
-			return nil, fmt.Errorf("redlock: CountAcquisitions key %q is also a key of lock %q: give a key of its own", ac.counter, key)
+		if slices.Contains(rk.script, ac.counter) || ac.counter == keys[0] {
+			return rk, fmt.Errorf("redlock: CountAcquisitions key %q is also a key of lock %q: give a key of its own", ac.counter, key)
 		}
-		script, counted = append(script[:len(script):len(script)], ac.counter), "1"
+		rk.script, rk.counted = append(rk.script[:len(rk.script):len(rk.script)], ac.counter), "1"
 	}
-	if err := c.checkSlots(key, script); err != nil {
-		return nil, err
+	return rk, c.checkSlots(key, rk.script)
+}
+
+// lockKeysOf validates the keys of a lock and returns them: its boot marker ("" when
+// quarantine is off), its fence counter, key and the Also keys.
+func (c *Client) lockKeysOf(key, fence string, also []string) ([]string, error) {
+	keys := append(make([]string, 0, 3+len(also)), c.bootMarker(key), fence, key)
+	for _, k := range also {
+		if k == "" {
+			return nil, fmt.Errorf("redlock: Also key is empty for lock %q", key)
+		}
+		if slices.Contains(keys[2:], k) {
+			return nil, fmt.Errorf("redlock: Also key %q repeats a key of lock %q: give each key once", k, key)
+		}
+		keys = append(keys, k)
 	}
-	label, labelArg := c.cfg.label, c.label
-	if ac.label != "" {
-		label, labelArg = ac.label, ac.label
-	}
-	var refuse any = "0"
-	if len(ac.refuse) > 0 {
-		refuse = strconv.Itoa(len(ac.refuse))
-	}
-	return &request{keys: keys, script: script, refuse: refuse, refusing: ac.refuse, ttl: ttl, ttlms: c.ttlArg(ttl), label: label, labelArg: labelArg, metadata: ac.metadata, fenceKey: fence, counter: ac.counter, counted: counted, countTTL: ac.counterTTL, group: primaryGroup(key), hook: ac.onAttempt,
-		wake: ac.wake, every: ac.everyNode, splits: ac.splits, before: ac.before, replicas: replicas, hold: c.heldBy(ctx, key)}, nil
+	return keys, c.checkOwnKeys(fence, keys[2:])
 }
 
 // TryAcquire makes one attempt to acquire the lock named key for ttl — more only after a
@@ -261,7 +294,7 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 		if err == nil {
 			return l, nil
 		}
-		if ctx.Err() != nil || errors.Is(err, ErrClientClosed) || errors.Is(err, ErrInvalidKey) || (req.hold != nil && errors.Is(err, ErrNotAcquired)) {
+		if req.final(ctx, err) {
 			return nil, withContext(ctx, err)
 		}
 		if req.wake && w == nil && errors.Is(err, ErrNotAcquired) {
@@ -293,6 +326,14 @@ func (c *Client) Acquire(ctx context.Context, key string, ttl time.Duration, opt
 			return nil, fmt.Errorf("%w (gave up after %d attempts: StartBefore)", err, n)
 		}
 	}
+}
+
+// final reports whether Acquire gives up at once after the failed attempt err, without a
+// retry: ctx ended, the client is closed, a key holds a value of another kind, or the hold
+// that ctx carries was not found (it is lost, and waiting cannot bring it back).
+func (r *request) final(ctx context.Context, err error) bool {
+	return ctx.Err() != nil || errors.Is(err, ErrClientClosed) || errors.Is(err, ErrInvalidKey) ||
+		(r.hold != nil && errors.Is(err, ErrNotAcquired))
 }
 
 // sweepAfter makes Acquire ask every node at once (as AskEveryNode does), although the key is
@@ -471,129 +512,208 @@ func (lo *lateOKs) keep() string {
 	return lo.lock.keep
 }
 
+// attempt makes one attempt at req's lock, the number-th of its acquisition: the nodes are
+// polled, then the attempt fails with the quorum out of reach, or wins the lock (see
+// ballot.win).
 func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, error) {
 	if req.hold != nil {
 		return c.reenter(ctx, req, req.hold, number)
 	}
-	value := newValue()
-	start := time.Now()
-	p := c.primary(req.group)
-	var late lateOKs
-	t := tally{n: len(c.nodes), quorum: c.quorum}
-	if t.oks = t.few[:0]; len(c.nodes) > len(t.few) {
-		t.oks = make([]reply, 0, len(c.nodes))
+	b := c.newBallot(ctx, req, number)
+	err := b.poll()
+	b.noteRefusals()
+	if err != nil {
+		return b.report(nil, err)
 	}
-	valueArg := any(value) // boxed once, for the acquisition and the release
-	argv := [...]any{valueArg, req.ttlms, c.quarantineMillis, req.labelArg, req.metadata, req.refuse, req.counted, listeningArg}
+	if b.t.ok < c.quorum {
+		return b.fail(b.t.reason(ErrNotAcquired), "")
+	}
+	return b.win()
+}
+
+// ballot is one attempt at a lock: the lock value it asks the nodes to take, the nodes'
+// replies, and the late replies it follows.
+type ballot struct {
+	c            *Client
+	ctx          context.Context // the acquisition's, for the attempt and its late releases
+	req          *request
+	number       int
+	value        string
+	valueArg     any // value, boxed once, for the acquisition and the release
+	start        time.Time
+	primary      int  // the lock's primary node
+	primaryFirst bool // the primary node is asked alone first (contended)
+	acquire      *call
+	t            tally
+	late         lateOKs
+}
+
+// newBallot prepares the number-th attempt of req: a new lock value, and the acquire script's
+// call that every node's request shares.
+func (c *Client) newBallot(ctx context.Context, req *request, number int) *ballot {
+	value := newValue()
+	b := &ballot{c: c, ctx: ctx, req: req, number: number, value: value, valueArg: value, start: time.Now(),
+		primary: c.primary(req.group), t: tally{n: len(c.nodes), quorum: c.quorum}}
+	if b.t.oks = b.t.few[:0]; len(c.nodes) > len(b.t.few) {
+		b.t.oks = make([]reply, 0, len(c.nodes))
+	}
+	argv := [...]any{b.valueArg, req.ttlms, c.quarantineMillis, req.labelArg, req.metadata, req.refuse, req.counted, listeningArg}
 	args := argv[:len(argv)-1] // ARGV[8] only when listening: absent, it marks nothing
 	if req.listening {
 		args = argv[:]
 	}
-	acquire := acquireScript.call(req.script, args...) // shared by every node's request
-	parse := func(i int, cmd *redis.Cmd) reply {
-		res, err := cmd.Slice()
-		if err != nil {
-			return reply{node: i, outcome: outcomeError, err: err}
-		}
-		return parseAcquire(i, req, res)
-	}
-	onLate := func(r reply) {
-		if late.late(r) {
-			c.releaseNodes(ctx, []int{r.node}, req.lockKeys(), value, late.keep(), req.ttl, p, req.group)
-		}
-	}
-	// ask sends the script to nodes and counts every reply that arrived before it returned.
-	ask := func(nodes []int) error {
-		f := &fan{call: acquire, replicas: req.replicas, gaveUp: &late.gaveUp, parse: parse, late: onLate}
-		late.follow(f)
-		rest, err := c.fanout(ctx, f, nodes, c.nodeTimeout(req.ttl), func(r reply) bool { return t.add(c, r) })
-		for _, r := range rest {
-			t.add(c, r)
-		}
-		return err
-	}
-	primaryFirst := !req.every && !req.sweep && len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
-	var err error
-	if primaryFirst {
-		err = ask([]int{p})
-		rtt := time.Since(start)
-		if err == nil && t.refused == 0 {
-			err = ask(c.others(p))
-		}
-		// Nobody else can win while we hold the primary node, so nodes that refused are
-		// asked again a few times, one primary round trip apart: typically the previous
-		// holder's release has not reached them yet.
-		for retry := 0; err == nil && retry < 3 && t.ok > 0 && t.ok < c.quorum && t.refused > 0 && t.refusal == nil &&
-			t.quarantined+t.failed <= t.n-t.quorum; retry++ {
-			if !sleep(ctx, rtt) {
-				break
-			}
-			err = ask(t.takeRefused())
-		}
-	} else {
-		err = ask(c.all())
-	}
-	if t.refused > 0 {
-		c.contended.mark(req.group, time.Now())
-	}
-	if primaryFirst && t.ok == 0 && t.refused == 1 && t.holder != nil && !t.holder.Done {
-		req.noteRefusal(t.holder.value)
-	} else {
-		req.noteRefusal("")
-	}
-	a := Attempt{Number: number, PrimaryFirst: primaryFirst, Quorum: c.quorum}
-	report := func(l *Lock, err error) (*Lock, error) {
-		a.OK, a.Refused, a.Quarantined, a.Failed = t.ok, t.refused, t.quarantined, t.failed
-		a.Elapsed, a.Err = time.Since(start), err
-		if l != nil {
-			a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
-		}
-		req.report(a)
-		return l, err
-	}
-	if err != nil {
-		return report(nil, err)
-	}
+	b.acquire = acquireScript.call(req.script, args...) // shared by every node's request
+	b.primaryFirst = c.asksPrimaryFirst(req, b.start)
+	return b
+}
 
-	fail := func(reason error, detail string) (*Lock, error) {
-		late.gaveUp.Store(true)
-		nodes := late.settle(nil)
-		for _, r := range t.oks {
-			nodes = append(nodes, r.node)
-		}
-		for _, e := range t.errs {
-			nodes = append(nodes, e.Node)
-		}
-		c.releaseNodes(ctx, nodes, req.lockKeys(), value, "0", req.ttl, p, req.group)
-		return report(nil, &AcquireError{
-			Key: req.keys[2], Reason: reason, Holder: t.holder, Refusal: t.refusal, Detail: detail,
-			OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Nodes: t.errs,
-		})
+// asksPrimaryFirst reports whether an attempt of req starting at start asks the lock's primary
+// node alone first: the lock was contended lately (and no release of a failed attempt is on
+// its way to the primary), and neither AskEveryNode nor a sweep asks every node.
+func (c *Client) asksPrimaryFirst(req *request, start time.Time) bool {
+	return !req.every && !req.sweep && len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
+}
+
+// poll asks the nodes: the primary node alone first when the lock is contended, and the
+// others only if it said yes; else every node at once.
+func (b *ballot) poll() error {
+	if !b.primaryFirst {
+		return b.ask(b.c.all())
 	}
-	if t.ok < c.quorum {
-		return fail(t.reason(ErrNotAcquired), "")
+	err := b.ask([]int{b.primary})
+	rtt := time.Since(b.start)
+	if err == nil && b.t.refused == 0 {
+		err = b.ask(b.c.others(b.primary))
 	}
-	token, err := c.fence(ctx, req, t.oks)
+	// Nobody else can win while we hold the primary node, so nodes that refused are asked
+	// again a few times, one primary round trip apart: typically the previous holder's
+	// release has not reached them yet.
+	for retry := 0; err == nil && retry < 3 && b.mayAskRefusedAgain(); retry++ {
+		if !sleep(b.ctx, rtt) {
+			break
+		}
+		err = b.ask(b.t.takeRefused())
+	}
+	return err
+}
+
+// mayAskRefusedAgain reports whether the nodes that refused may be asked again: the ballot
+// holds nodes but not a quorum, no RefuseWhile key refused, and enough nodes are up.
+func (b *ballot) mayAskRefusedAgain() bool {
+	t := &b.t
+	return t.ok > 0 && t.ok < t.quorum && t.refused > 0 && t.refusal == nil && t.quarantined+t.failed <= t.n-t.quorum
+}
+
+// ask sends the acquire script to nodes and counts every reply that arrived before it
+// returned.
+func (b *ballot) ask(nodes []int) error {
+	f := &fan{call: b.acquire, replicas: b.req.replicas, gaveUp: &b.late.gaveUp, parse: b.parse, late: b.onLate}
+	b.late.follow(f)
+	rest, err := b.c.fanout(b.ctx, f, nodes, b.c.nodeTimeout(b.req.ttl), b.count)
+	for _, r := range rest {
+		b.t.add(b.c, r)
+	}
+	return err
+}
+
+// count counts a node's reply and reports whether the outcome is decided.
+func (b *ballot) count(r reply) bool { return b.t.add(b.c, r) }
+
+func (b *ballot) parse(node int, cmd *redis.Cmd) reply {
+	res, err := cmd.Slice()
 	if err != nil {
-		return fail(ErrQuorumUnavailable, err.Error())
+		return reply{node: node, outcome: outcomeError, err: err}
+	}
+	return parseAcquire(node, b.req, res)
+}
+
+// onLate releases the node of a reply that came after the outcome was decided, when it must
+// be (see lateOKs).
+func (b *ballot) onLate(r reply) {
+	if b.late.late(r) {
+		b.c.releaseNodes(b.ctx, []int{r.node}, b.req.lockKeys(), b.value, b.late.keep(), b.req.ttl, b.primary, b.req.group)
+	}
+}
+
+// noteRefusals marks the lock contended when a node refused, and records who refused for
+// the next attempts (see request.noteRefusal): the holder, if the primary node alone refused.
+func (b *ballot) noteRefusals() {
+	t := &b.t
+	if t.refused > 0 {
+		b.c.contended.mark(b.req.group, time.Now())
+	}
+	if b.primaryFirst && t.ok == 0 && t.refused == 1 && t.holder != nil && !t.holder.Done {
+		b.req.noteRefusal(t.holder.value)
+	} else {
+		b.req.noteRefusal("")
+	}
+}
+
+// win ends a ballot that has a quorum: the fencing token (and the acquisition count) is
+// written back where needed, and the lock is won if validity is left; otherwise the attempt
+// fails and the nodes are released.
+func (b *ballot) win() (*Lock, error) {
+	c, req := b.c, b.req
+	token, err := c.fence(b.ctx, req, b.t.oks)
+	if err != nil {
+		return b.fail(ErrQuorumUnavailable, err.Error())
 	}
 	var count uint64
 	if req.counter != "" {
-		if count, err = c.count(ctx, req, t.oks); err != nil {
-			return fail(ErrQuorumUnavailable, err.Error())
+		if count, err = c.count(b.ctx, req, b.t.oks); err != nil {
+			return b.fail(ErrQuorumUnavailable, err.Error())
 		}
 	}
-	validUntil := start.Add(req.ttl - c.drift(req.ttl))
-	if !time.Now().Before(validUntil) {
-		return fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
+	validUntil, ok := b.validUntil()
+	if !ok {
+		return b.fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
 	}
 	l := &Lock{
-		c: c, keys: req.lockKeys(), group: req.group, value: value, valueArg: valueArg, label: req.label,
-		ttl: req.ttl, token: token, acquisitions: count, acquiredAt: start, valid: &validity{until: validUntil}, replicas: req.replicas,
-		late: &late,
+		c: c, keys: req.lockKeys(), group: req.group, value: b.value, valueArg: b.valueArg, label: req.label,
+		ttl: req.ttl, token: token, acquisitions: count, acquiredAt: b.start, valid: &validity{until: validUntil}, replicas: req.replicas,
+		late: &b.late,
 	}
-	late.settle(l)
-	return report(l, nil)
+	b.late.settle(l)
+	return b.report(l, nil)
+}
+
+// validUntil returns until when a lock won by the ballot is certainly held: its start plus
+// the TTL, less the clock drift allowed; and whether that is still to come.
+func (b *ballot) validUntil() (time.Time, bool) {
+	until := b.start.Add(b.req.ttl - b.c.drift(b.req.ttl))
+	return until, time.Now().Before(until)
+}
+
+// fail ends a ballot that failed for reason: every node that took the lock, or may have, is
+// released, and so are those whose yes comes late.
+func (b *ballot) fail(reason error, detail string) (*Lock, error) {
+	t := &b.t
+	b.late.gaveUp.Store(true)
+	nodes := b.late.settle(nil)
+	for _, r := range t.oks {
+		nodes = append(nodes, r.node)
+	}
+	for _, e := range t.errs {
+		nodes = append(nodes, e.Node)
+	}
+	b.c.releaseNodes(b.ctx, nodes, b.req.lockKeys(), b.value, "0", b.req.ttl, b.primary, b.req.group)
+	return b.report(nil, &AcquireError{
+		Key: b.req.keys[2], Reason: reason, Holder: t.holder, Refusal: t.refusal, Detail: detail,
+		OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Nodes: t.errs,
+	})
+}
+
+// report records the ballot's outcome, the lock l or the error err, as an Attempt (OnAttempt)
+// and returns them.
+func (b *ballot) report(l *Lock, err error) (*Lock, error) {
+	t := &b.t
+	a := Attempt{Number: b.number, PrimaryFirst: b.primaryFirst, Quorum: b.c.quorum,
+		OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Elapsed: time.Since(b.start), Err: err}
+	if l != nil {
+		a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
+	}
+	b.req.report(a)
+	return l, err
 }
 
 // listeningArg is the acquire script's ARGV[8] for an acquisition listening for releases.

@@ -338,6 +338,16 @@ func (c *Client) fanout(ctx context.Context, f *fan, nodes []int, timeout time.D
 	if decide != nil && c.isClosed() {
 		return nil, ErrClientClosed
 	}
+	c.post(ctx, f, nodes, timeout, decide)
+	if decide == nil {
+		return nil, nil
+	}
+	cut := f.await(ctx, len(nodes), timeout, decide)
+	return f.finish(cut, decide), nil
+}
+
+// post queues f's call on each of the given nodes' links, each request bounded by timeout.
+func (c *Client) post(ctx context.Context, f *fan, nodes []int, timeout time.Duration, decide func(reply) bool) {
 	f.ctx, f.decided = ctx, decide == nil
 	f.bctx = batchCtx{values: ctx, at: time.Now().Add(timeout)}
 	f.ch = make(chan int, len(nodes))
@@ -353,28 +363,34 @@ func (c *Client) fanout(ctx context.Context, f *fan, nodes []int, timeout time.D
 			c.sendInline(&c.links[i])
 		}
 	}
-	if decide == nil {
-		return nil, nil
-	}
+}
+
+// await passes the n replies to decide as they arrive, until decide returns true or every
+// reply is in, and returns nil; or the error that cut the wait short: timeout passed, or ctx
+// ended.
+func (f *fan) await(ctx context.Context, n int, timeout time.Duration, decide func(reply) bool) error {
 	t := timers.Get().(*time.Timer)
 	t.Reset(timeout)
 	defer func() { t.Stop(); timers.Put(t) }()
-	var cut error
-wait:
-	for range nodes {
+	for range n {
 		select {
 		case k := <-f.ch:
 			if decide(f.ops[k].reply) {
-				break wait
+				return nil
 			}
 		case <-t.C:
-			cut = fmt.Errorf("no reply within the node timeout %v: %w", timeout, context.DeadlineExceeded)
-			break wait
+			return fmt.Errorf("no reply within the node timeout %v: %w", timeout, context.DeadlineExceeded)
 		case <-ctx.Done():
-			cut = ctx.Err()
-			break wait
+			return ctx.Err()
 		}
 	}
+	return nil
+}
+
+// finish ends the wait for f's replies: the replies that come from now on are late. It
+// returns the replies that arrived meanwhile; or, when the wait was cut short (cut), passes
+// them to decide, then the silent nodes as failed with cut, until decide returns true.
+func (f *fan) finish(cut error, decide func(reply) bool) []reply {
 	f.mu.Lock()
 	f.decided = true
 	var missing []int
@@ -390,21 +406,21 @@ wait:
 	for len(f.ch) > 0 {
 		rest = append(rest, f.ops[<-f.ch].reply)
 	}
-	if cut != nil {
-		// Decide with what came, then with the silent nodes as failed.
-		for _, r := range rest {
-			if decide(r) {
-				return nil, nil
-			}
-		}
-		for _, i := range missing {
-			if decide(reply{node: i, outcome: outcomeError, err: cut}) {
-				break
-			}
-		}
-		return nil, nil
+	if cut == nil {
+		return rest
 	}
-	return rest, nil
+	// Decide with what came, then with the silent nodes as failed.
+	for _, r := range rest {
+		if decide(r) {
+			return nil
+		}
+	}
+	for _, i := range missing {
+		if decide(reply{node: i, outcome: outcomeError, err: cut}) {
+			break
+		}
+	}
+	return nil
 }
 
 // timers holds stopped timers for fanouts to reuse.

@@ -215,11 +215,55 @@ func (l *link) put(batch []*op) {
 // deadline passed while they waited, are failed without being sent. The batch's deadline is
 // the latest of its requests'; a fanout stops waiting for its own at its deadline.
 func (c *Client) exec(l *link, batch []*op) {
-	now := time.Now()
-	var ctx *batchCtx // the latest deadline's
-	var waitBy time.Time
-	replicas := 0
-	live := batch[:0]
+	s := sendable(batch, time.Now())
+	if len(s.live) == 0 {
+		return
+	}
+	p, ok := l.node.(pipeNode)
+	if !ok {
+		execEach(l.node, s.ctx, s.live)
+		return
+	}
+	var wait *redis.Cmd
+	var waited time.Duration
+	if len(s.live) == 1 && s.replicas == 0 {
+		s.live[0].cmd = redis.NewCmd(s.ctx, s.live[0].f.call.cmd...)
+		_ = p.Process(s.ctx, s.live[0].cmd) // the command keeps its error
+	} else {
+		wait, waited = pipeline(s.ctx, p, s.live, false, s.replicas, s.waitBy)
+	}
+	if retry := noScripts(s.ctx, p, s.live); len(retry) > 0 {
+		// The node does not have some scripts cached (it restarted, or was flushed): send
+		// those requests again as EVAL, with the source, in one more round trip.
+		wait, waited = pipeline(s.ctx, p, retry, true, s.replicas, s.waitBy)
+	}
+	failed := false
+	for _, o := range s.live {
+		if err := o.cmd.Err(); err != nil && !isNodeReply(err) && !errors.Is(err, redis.Nil) {
+			failed = true
+		}
+		if o.f.replicasOf(o.node) > 0 && o.cmd.Err() == nil {
+			notReplicated(o, wait, waited)
+		}
+		o.f.deliver(o)
+	}
+	if failed {
+		c.failed(s.live[0].node)
+	}
+}
+
+// sendBatch is what of a batch is sent: the requests still live, and the deadline and WAIT
+// they are sent with.
+type sendBatch struct {
+	live     []*op
+	ctx      *batchCtx // the latest deadline's
+	replicas int       // the most replicas a request waits for (WaitForReplicas)
+	waitBy   time.Time // the earliest deadline of the requests that wait for replicas
+}
+
+// sendable fails, at now, the requests of batch that must not be sent, and returns the others.
+func sendable(batch []*op, now time.Time) sendBatch {
+	s := sendBatch{live: batch[:0]}
 	for _, o := range batch {
 		f := o.f
 		switch {
@@ -230,60 +274,32 @@ func (c *Client) exec(l *link, batch []*op) {
 		case !now.Before(f.bctx.at):
 			o.fail(fmt.Errorf("waited for the node longer than the node timeout: %w", context.DeadlineExceeded))
 		default:
-			live = append(live, o)
-			if ctx == nil || f.bctx.at.After(ctx.at) {
-				ctx = &f.bctx
+			s.live = append(s.live, o)
+			if s.ctx == nil || f.bctx.at.After(s.ctx.at) {
+				s.ctx = &f.bctx
 			}
 			if n := f.replicasOf(o.node); n > 0 {
-				replicas = max(replicas, n)
-				if waitBy.IsZero() || f.bctx.at.Before(waitBy) {
-					waitBy = f.bctx.at
+				s.replicas = max(s.replicas, n)
+				if s.waitBy.IsZero() || f.bctx.at.Before(s.waitBy) {
+					s.waitBy = f.bctx.at
 				}
 			}
 		}
 	}
-	if len(live) == 0 {
-		return
-	}
-	p, ok := l.node.(pipeNode)
-	if !ok {
-		// A node that does not pipeline: one request after the other, each on its own.
-		for _, o := range live {
-			if o.f.replicasOf(o.node) > 0 {
-				o.fail(fmt.Errorf("redlock: WaitForReplicas needs a node that pipelines (a go-redis client), not %T", l.node))
-				continue
-			}
-			k := o.f.call
-			o.cmd = k.s.Run(ctx, l.node, k.keys, k.argv()...)
-			o.f.deliver(o)
-		}
-		return
-	}
-	var wait *redis.Cmd
-	var waited time.Duration
-	if len(live) == 1 && replicas == 0 {
-		live[0].cmd = redis.NewCmd(ctx, live[0].f.call.cmd...)
-		_ = p.Process(ctx, live[0].cmd) // the command keeps its error
-	} else {
-		wait, waited = pipeline(ctx, p, live, false, replicas, waitBy)
-	}
-	if retry := noScripts(ctx, p, live); len(retry) > 0 {
-		// The node does not have some scripts cached (it restarted, or was flushed): send
-		// those requests again as EVAL, with the source, in one more round trip.
-		wait, waited = pipeline(ctx, p, retry, true, replicas, waitBy)
-	}
-	failed := false
+	return s
+}
+
+// execEach sends the requests to a node that does not pipeline: one after the other, each on
+// its own.
+func execEach(node Node, ctx *batchCtx, live []*op) {
 	for _, o := range live {
-		if err := o.cmd.Err(); err != nil && !isNodeReply(err) && !errors.Is(err, redis.Nil) {
-			failed = true
+		if o.f.replicasOf(o.node) > 0 {
+			o.fail(fmt.Errorf("redlock: WaitForReplicas needs a node that pipelines (a go-redis client), not %T", node))
+			continue
 		}
-		if o.f.replicasOf(o.node) > 0 && o.cmd.Err() == nil {
-			notReplicated(o, wait, waited)
-		}
+		k := o.f.call
+		o.cmd = k.s.Run(ctx, node, k.keys, k.argv()...)
 		o.f.deliver(o)
-	}
-	if failed {
-		c.failed(live[0].node)
 	}
 }
 

@@ -71,34 +71,17 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 	if opts.Max == 0 {
 		opts.Max = DefaultBackfillMax
 	}
-	s.mu.Lock()
-	e, st := s.entries[name], s.state
-	s.mu.Unlock()
-	switch {
-	case e == nil:
-		return sum, fmt.Errorf("%w: backfill %q", ErrUnknownJob, name)
-	case st == stopped:
-		return sum, fmt.Errorf("%w: backfill %q", ErrStopped, name)
-	case st != running:
-		return sum, fmt.Errorf("scheduler: backfill %q: the scheduler is not started: Start it first", name)
-	case opts.Max < 0:
-		return sum, fmt.Errorf("scheduler: backfill %q: Max %d: give a positive bound, or 0 for %d", name, opts.Max, DefaultBackfillMax)
-	case from.After(to):
-		return sum, fmt.Errorf("scheduler: backfill %q: from %s is after to %s: give the range's start first", name, from.Format(time.RFC3339), to.Format(time.RFC3339))
-	case to.After(s.cfg.clock.Now()):
-		return sum, fmt.Errorf("scheduler: backfill %q: to %s is in the future: the scheduler runs those ticks; end the range now or earlier", name, to.Format(time.RFC3339))
+	e, err := s.backfillJob(name, from, to, opts.Max)
+	if err != nil {
+		return sum, err
 	}
 	by, err := operator(ctx, s.cfg.replica)
 	if err != nil {
 		return sum, fmt.Errorf("scheduler: backfill %q: %w", name, err)
 	}
-	var ticks []time.Time
-	for t := e.sched.Next(from.Add(-time.Nanosecond)); !t.IsZero() && !t.After(to); t = e.sched.Next(t) {
-		if len(ticks) == opts.Max {
-			return sum, fmt.Errorf("scheduler: backfill %q: more than %d ticks from %s to %s: shorten the range or raise the bound (Max, --max)",
-				name, opts.Max, from.Format(time.RFC3339), to.Format(time.RFC3339))
-		}
-		ticks = append(ticks, t)
+	ticks, err := backfillTicks(e, name, from, to, opts.Max)
+	if err != nil {
+		return sum, err
 	}
 	sum.Ticks = len(ticks)
 	past := s.pastTicks(ctx, name, from)
@@ -115,29 +98,75 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 		case !p.ran:
 			outcome, err = s.backfillTick(ctx, e, t, by)
 		}
-		switch outcome {
-		case middleware.OutcomeRan:
-			sum.Ran++
-		case middleware.OutcomeSkippedDone:
-			sum.Done++
-		case middleware.OutcomeSkippedHeld:
-			sum.Elsewhere++
-		case middleware.OutcomeSkippedPaused:
-			if pausedThen {
-				sum.Paused++
-				break
-			}
-			return sum, fmt.Errorf("scheduler: backfill %q: the job is paused: resume it, then backfill from %s", name, t.Format(time.RFC3339))
-		case middleware.OutcomeQuorumUnavailable, middleware.OutcomeStopped, middleware.OutcomeSkippedLate, middleware.OutcomeSkippedOverlap:
-			return sum, fmt.Errorf("scheduler: backfill %q: tick %s: %w", name, t.Format(time.RFC3339), err)
-		default:
-			sum.Failed++
+		if err := sum.add(name, t, outcome, pausedThen, err); err != nil {
+			return sum, err
 		}
 		if opts.Progress != nil {
 			opts.Progress(t, outcome, sum)
 		}
 	}
 	return sum, nil
+}
+
+// backfillJob returns the job named name, once the backfill of [from, to] with at most limit
+// ticks is found possible.
+func (s *Scheduler) backfillJob(name string, from, to time.Time, limit int) (*entry, error) {
+	s.mu.Lock()
+	e, st := s.entries[name], s.state
+	s.mu.Unlock()
+	switch {
+	case e == nil:
+		return nil, fmt.Errorf("%w: backfill %q", ErrUnknownJob, name)
+	case st == stopped:
+		return nil, fmt.Errorf("%w: backfill %q", ErrStopped, name)
+	case st != running:
+		return nil, fmt.Errorf("scheduler: backfill %q: the scheduler is not started: Start it first", name)
+	case limit < 0:
+		return nil, fmt.Errorf("scheduler: backfill %q: Max %d: give a positive bound, or 0 for %d", name, limit, DefaultBackfillMax)
+	case from.After(to):
+		return nil, fmt.Errorf("scheduler: backfill %q: from %s is after to %s: give the range's start first", name, from.Format(time.RFC3339), to.Format(time.RFC3339))
+	case to.After(s.cfg.clock.Now()):
+		return nil, fmt.Errorf("scheduler: backfill %q: to %s is in the future: the scheduler runs those ticks; end the range now or earlier", name, to.Format(time.RFC3339))
+	}
+	return e, nil
+}
+
+// backfillTicks returns the ticks of e, the job named name, in [from, to], or an error if
+// there are more than limit.
+func backfillTicks(e *entry, name string, from, to time.Time, limit int) ([]time.Time, error) {
+	var ticks []time.Time
+	for t := e.sched.Next(from.Add(-time.Nanosecond)); !t.IsZero() && !t.After(to); t = e.sched.Next(t) {
+		if len(ticks) == limit {
+			return nil, fmt.Errorf("scheduler: backfill %q: more than %d ticks from %s to %s: shorten the range or raise the bound (Max, --max)",
+				name, limit, from.Format(time.RFC3339), to.Format(time.RFC3339))
+		}
+		ticks = append(ticks, t)
+	}
+	return ticks, nil
+}
+
+// add counts the outcome of the backfill of the tick t of job name (err: the run's error), or
+// returns the error that ends the backfill: the job is paused now, or the tick could not be
+// run for another reason than a failure of its own.
+func (sum *BackfillSummary) add(name string, t time.Time, outcome string, pausedThen bool, err error) error {
+	switch outcome {
+	case middleware.OutcomeRan:
+		sum.Ran++
+	case middleware.OutcomeSkippedDone:
+		sum.Done++
+	case middleware.OutcomeSkippedHeld:
+		sum.Elsewhere++
+	case middleware.OutcomeSkippedPaused:
+		if !pausedThen {
+			return fmt.Errorf("scheduler: backfill %q: the job is paused: resume it, then backfill from %s", name, t.Format(time.RFC3339))
+		}
+		sum.Paused++
+	case middleware.OutcomeQuorumUnavailable, middleware.OutcomeStopped, middleware.OutcomeSkippedLate, middleware.OutcomeSkippedOverlap:
+		return fmt.Errorf("scheduler: backfill %q: tick %s: %w", name, t.Format(time.RFC3339), err)
+	default:
+		sum.Failed++
+	}
+	return nil
 }
 
 // pastTick is what a job's history says of one of its ticks.
