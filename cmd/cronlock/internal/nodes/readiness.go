@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
-	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 )
 
 // Readiness answers /readyz: whether a quorum of nodes answers and is out of quarantine
@@ -138,15 +137,15 @@ func (r *Readiness) check(ctx context.Context) (usable int, states []nodeState) 
 	return usable, slices.Clone(r.states)
 }
 
-// Report answers /readyz and the console (web.Readiness): not ready while the daemon stops, or
+// Report answers /readyz and the console (the web package's Readiness): not ready while the daemon stops, or
 // while fewer than a quorum of nodes answer and are out of quarantine; one line per node, with
 // its address and error text only when details is set.
-func (r *Readiness) Report(ctx context.Context, details bool) web.Nodes {
+func (r *Readiness) Report(ctx context.Context, details bool) Status {
 	if r.stop.Load() {
-		return web.Nodes{Report: "not ready: stopping\n", Quorum: r.quorum}
+		return Status{Report: "not ready: stopping\n", Quorum: r.quorum}
 	}
 	usable, states := r.check(ctx)
-	out := web.Nodes{Ready: usable >= r.quorum, Usable: usable, Quorum: r.quorum}
+	out := Status{Ready: usable >= r.quorum, Usable: usable, Quorum: r.quorum}
 	var b strings.Builder
 	verdict := "ready"
 	if usable < r.quorum {
@@ -155,7 +154,7 @@ func (r *Readiness) Report(ctx context.Context, details bool) web.Nodes {
 	fmt.Fprintf(&b, "%s: %d of %d nodes answer and are out of quarantine, quorum %d\n", verdict, usable, len(r.clients), r.quorum)
 	for i, n := range states {
 		state, _, _ := strings.Cut(n.kind(), " ")
-		wn := web.Node{Name: fmt.Sprintf("nodes[%d]", i), State: state, Until: n.until}
+		wn := NodeState{Name: fmt.Sprintf("nodes[%d]", i), State: state, Until: n.until}
 		if details {
 			wn.Name = n.addr
 			fmt.Fprintln(&b, n)
@@ -166,6 +165,22 @@ func (r *Readiness) Report(ctx context.Context, details bool) web.Nodes {
 	}
 	out.Report = b.String()
 	return out
+}
+
+// Status is the lock nodes' state, as this replica last probed them.
+type Status struct {
+	Ready  bool   // this replica is ready: a quorum of nodes grants locks
+	Report string // /readyz's text
+	Usable int    // how many nodes grant locks
+	Quorum int
+	Nodes  []NodeState
+}
+
+// NodeState is one lock node's state.
+type NodeState struct {
+	Name  string    // its address with details, else "nodes[i]"
+	State string    // "ok", "down", "missing" (no boot marker) or "quarantined"
+	Until time.Time // the end of its quarantine, on this host's clock; zero when not in one
 }
 
 // probeEvery is how often the daemon probes its nodes.
