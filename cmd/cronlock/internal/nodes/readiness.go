@@ -113,15 +113,15 @@ func (r *Readiness) check(ctx context.Context) (usable int, states []nodeState) 
 		if slices.ContainsFunc(r.clients, isCluster) {
 			slots = r.slots()
 		}
-		eachNode(ctx, r.clients, readyTimeout, func(ctx context.Context, i int, c redis.UniversalClient) {
+		EachNode(ctx, r.clients, readyTimeout, func(ctx context.Context, i int, c redis.UniversalClient) {
 			var n nodeState
 			if cc, ok := c.(*redis.ClusterClient); ok {
 				n = probeCluster(ctx, cc, r.bootKey, slots)
 			} else {
-				q, err := readQuarantine(ctx, c, r.bootKey)
-				n.err, n.missing, n.marker = err, q.missing, q.value
-				if err == nil && q.remaining > 0 {
-					n.until = time.Now().Add(q.remaining)
+				q, err := ReadQuarantine(ctx, c, r.bootKey)
+				n.err, n.missing, n.marker = err, q.Missing, q.Value
+				if err == nil && q.Remaining > 0 {
+					n.until = time.Now().Add(q.Remaining)
 				}
 			}
 			n.addr = r.names[i]
@@ -233,26 +233,26 @@ func (r *Readiness) Watch(ctx context.Context, log *slog.Logger, cfg *config.Con
 	}
 }
 
-// quarantine is a node's boot marker, read against its clock.
-type quarantine struct {
-	missing   bool
-	value     string
-	remaining time.Duration // > 0 while in quarantine
-	nodeTime  time.Time
+// Quarantine is a node's boot marker, read against its clock.
+type Quarantine struct {
+	Missing   bool
+	Value     string
+	Remaining time.Duration // > 0 while in quarantine
+	NodeTime  time.Time
 }
 
-// readQuarantine reads a standalone node's boot marker (microseconds of the node's clock at
+// ReadQuarantine reads a standalone node's boot marker (microseconds of the node's clock at
 // which its quarantine ends) and its clock.
-func readQuarantine(ctx context.Context, c redis.UniversalClient, bootKey string) (quarantine, error) {
+func ReadQuarantine(ctx context.Context, c redis.UniversalClient, bootKey string) (Quarantine, error) {
 	qs, err := readMarkers(ctx, c, []string{bootKey})
 	if err != nil {
-		return quarantine{}, err
+		return Quarantine{}, err
 	}
 	return qs[0], nil
 }
 
 // readMarkers reads boot markers on one server, and its clock, in one round trip.
-func readMarkers(ctx context.Context, c redis.Cmdable, keys []string) ([]quarantine, error) {
+func readMarkers(ctx context.Context, c redis.Cmdable, keys []string) ([]Quarantine, error) {
 	pipe := c.Pipeline()
 	gets := make([]*redis.StringCmd, len(keys))
 	for i, k := range keys {
@@ -262,19 +262,19 @@ func readMarkers(ctx context.Context, c redis.Cmdable, keys []string) ([]quarant
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	qs := make([]quarantine, len(keys))
+	qs := make([]Quarantine, len(keys))
 	for i, get := range gets {
 		q := &qs[i]
-		q.nodeTime = tm.Val()
+		q.NodeTime = tm.Val()
 		v, err := get.Result()
 		if errors.Is(err, redis.Nil) {
-			q.missing = true
+			q.Missing = true
 			continue
 		}
-		q.value = strings.TrimSpace(v)
+		q.Value = strings.TrimSpace(v)
 		var until int64
-		if _, err := fmt.Sscan(q.value, &until); err == nil {
-			q.remaining = time.UnixMicro(until).Sub(q.nodeTime)
+		if _, err := fmt.Sscan(q.Value, &until); err == nil {
+			q.Remaining = time.UnixMicro(until).Sub(q.NodeTime)
 		}
 	}
 	return qs, nil
