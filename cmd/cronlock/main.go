@@ -118,7 +118,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "import-crontab":
 		return importCrontabCmd(args[1:], stdout)
 	case "demo":
-		cfg, err := demo.Parse(args[1:], stderr)
+		cfg, err := parseDemo(args[1:], stderr)
 		switch {
 		case errors.Is(err, flag.ErrHelp):
 			return err
