@@ -12,6 +12,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/ctxsleep"
 )
 
 // Attempt describes one attempt of an acquisition, for observability (see OnAttempt).
@@ -217,7 +219,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 		// within the node timeout.
 		settle := min(2*req.last.Elapsed+time.Millisecond, c.nodeTimeout(req.ttl))
 		wait := b.NextBackOff()
-		if wait == backoff.Stop || !req.startsBefore(time.Now().Add(settle+wait)) || !sleep(ctx, settle+wait) ||
+		if wait == backoff.Stop || !req.startsBefore(time.Now().Add(settle+wait)) || !ctxsleep.Sleep(ctx, settle+wait) ||
 			!req.startsBefore(time.Now()) {
 			return nil, withContext(ctx, err)
 		}
@@ -316,18 +318,6 @@ func (r *request) noteRefusal(value string) {
 		r.refusals++
 	default:
 		r.refusedBy, r.refusals = value, 1
-	}
-}
-
-// sleep waits for d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 
@@ -525,7 +515,7 @@ func (c *Client) attempt(ctx context.Context, req *request, number int) (*Lock, 
 		// holder's release has not reached them yet.
 		for retry := 0; err == nil && retry < 3 && t.ok > 0 && t.ok < c.quorum && t.refused > 0 && t.refusal == nil &&
 			t.quarantined+t.failed <= t.n-t.quorum; retry++ {
-			if !sleep(ctx, rtt) {
+			if !ctxsleep.Sleep(ctx, rtt) {
 				break
 			}
 			err = ask(t.takeRefused())

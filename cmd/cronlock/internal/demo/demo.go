@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
+	"github.com/cronlock/cronlock/internal/ctxsleep"
 	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -522,7 +523,7 @@ func (d *demoRun) control(ctx context.Context) {
 		return
 	}
 	say("%s pauses %q on every replica (cronlock pause): its ticks are skipped_paused", r(0).name, "report")
-	if !sleep(ctx, 2*d.cfg.Every+d.cfg.Every/2) {
+	if !ctxsleep.Sleep(ctx, 2*d.cfg.Every+d.cfg.Every/2) {
 		return
 	}
 	if err := r(1).sched.Resume(ctx, "report"); err != nil {
@@ -545,7 +546,7 @@ func (d *demoRun) control(ctx context.Context) {
 			say("the manual run is not in the history after %v", safetyLimit)
 			break
 		}
-		if !sleep(ctx, 20*time.Millisecond) {
+		if !ctxsleep.Sleep(ctx, 20*time.Millisecond) {
 			return
 		}
 		h, err = r(0).sched.History(ctx, "report", 6)
@@ -558,18 +559,6 @@ func (d *demoRun) control(ctx context.Context) {
 		return
 	}
 	history.Print(d.out, h)
-}
-
-// sleep waits d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func randomHex(n int) string {
