@@ -13,7 +13,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/check"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
-	"github.com/cronlock/cronlock/cmd/cronlock/internal/locks"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/lockkeys"
 )
 
 const checkUsage = `Usage: cronlock check (--config FILE | --nodes HOST:PORT,...) [--end-quarantine]
@@ -103,7 +103,7 @@ func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *jobName != "" && !hasJob(cfg, *jobName) {
 		fmt.Fprintf(stderr, "warning: job %q is not in %s; showing its keys anyway\n", *jobName, cfg.File)
 	}
-	return locks.Locks(ctx, cfg, *jobName, *timeout, stdout)
+	return lockkeys.Locks(ctx, cfg, *jobName, *timeout, stdout)
 }
 
 const importCrontabUsage = `Usage: cronlock import-crontab CRONTAB

@@ -13,12 +13,12 @@ import (
 
 // layers are the packages under cmd/cronlock/internal, lowest first. A package imports only
 // packages of lower layers, so that imports flow one way: web above nodes (web shows what
-// nodes probes; nodes knows nothing of web), the commands' packages (check, locks) above the
+// nodes probes; nodes knows nothing of web), the commands' packages (check, lockkeys) above the
 // node clients they use, the daemon above everything it wires. main may import any of them.
 var layers = [][]string{
 	{"buildinfo", "exitcode", "pid1", "proctest", "config", "history", "supervise", "backfill"},
 	{"cli", "nodes", "demo"},
-	{"check", "locks", "web"},
+	{"check", "lockkeys", "web"},
 	{"daemon"},
 }
 

@@ -6,6 +6,6 @@
 //
 // A Cluster node is probed member by member (ReadCluster): its topology (which primary serves
 // which hash slot), and the boot markers of the hash slots of the jobs' keys (SlotMarkers),
-// which decide its quarantine. Packages check and locks build on these probes; this package
+// which decide its quarantine. Packages check and lockkeys build on these probes; this package
 // writes no key.
 package nodes

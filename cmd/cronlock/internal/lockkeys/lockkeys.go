@@ -1,8 +1,8 @@
-// Package locks is `cronlock locks`: the lock keys of the config's jobs on every node (tick,
+// Package lockkeys is `cronlock locks`: the lock keys of the config's jobs on every node (tick,
 // run, attempts, fence, pause, history and trigger keys), read by their type with SCAN, never
 // KEYS, and on a node that is a Redis Cluster on each of its primaries. It reads the jobs' key
 // layout from packages redlock and middleware, and writes nothing.
-package locks
+package lockkeys
 
 import (
 	"cmp"
