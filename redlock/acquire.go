@@ -12,6 +12,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/ctxsleep"
 )
 
 // Attempt describes one attempt of an acquisition, for observability (see OnAttempt).
@@ -250,7 +252,7 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 		// within the node timeout.
 		settle := min(2*req.last.Elapsed+time.Millisecond, c.nodeTimeout(req.ttl))
 		wait := b.NextBackOff()
-		if wait == backoff.Stop || !req.startsBefore(time.Now().Add(settle+wait)) || !sleep(ctx, settle+wait) ||
+		if wait == backoff.Stop || !req.startsBefore(time.Now().Add(settle+wait)) || !ctxsleep.Sleep(ctx, settle+wait) ||
 			!req.startsBefore(time.Now()) {
 			return nil, withContext(ctx, err)
 		}
@@ -357,18 +359,6 @@ func (r *request) noteRefusal(value string) {
 		r.refusals++
 	default:
 		r.refusedBy, r.refusals = value, 1
-	}
-}
-
-// sleep waits for d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
 	}
 }
 
@@ -589,7 +579,7 @@ func (b *ballot) poll() error {
 	// again a few times, one primary round trip apart: typically the previous holder's
 	// release has not reached them yet.
 	for retry := 0; err == nil && retry < 3 && b.mayAskRefusedAgain(); retry++ {
-		if !sleep(b.ctx, rtt) {
+		if !ctxsleep.Sleep(b.ctx, rtt) {
 			break
 		}
 		err = b.ask(b.t.takeRefused())

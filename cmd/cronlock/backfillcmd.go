@@ -9,9 +9,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/backfill"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
-	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -82,7 +82,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return usageError{Err: fmt.Errorf("backfill: the daemon's token: set http_token_env in %s and export that variable here, with the daemon's token", cfg.File)}
 	}
 	bar := newProgress(stderr)
-	last, err := web.RequestBackfill(ctx, base, token, name, web.BackfillRequest{From: times[0], To: times[1], Max: *maxTicks, IncludePaused: *includePaused, By: *by}, bar.show)
+	last, err := backfill.Ask(ctx, base, token, name, backfill.Request{From: times[0], To: times[1], Max: *maxTicks, IncludePaused: *includePaused, By: *by}, bar.show)
 	bar.end()
 	switch {
 	case ctx.Err() != nil:
@@ -119,7 +119,7 @@ func newProgress(w io.Writer) *progress {
 	return &progress{w: w, tty: err == nil && st.Mode()&os.ModeCharDevice != 0}
 }
 
-func (p *progress) show(l web.BackfillLine) {
+func (p *progress) show(l backfill.Line) {
 	n := l.Ran + l.Failed + l.Done + l.Elsewhere + l.Paused
 	tick := l.Tick.UTC().Format(time.RFC3339)
 	if !p.tty {

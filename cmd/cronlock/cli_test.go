@@ -20,7 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	cronlocknodes "github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
+	cronlocklockkeys "github.com/cronlock/cronlock/cmd/cronlock/internal/lockkeys"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
 )
@@ -325,7 +325,7 @@ func testThreeReplicas(t *testing.T, bin string) {
 	}
 	require.NoError(t, err)
 	assert.NotContains(t, out, value, "a whole lock value was printed")
-	assert.Contains(t, out, value[:cronlocknodes.ValuePrefix]+"…")
+	assert.Contains(t, out, value[:cronlocklockkeys.ValuePrefix]+"…")
 
 	code, out = runBin(t, bin, nil, "check", "--config", cfg)
 	require.Equal(t, 0, code, out)

@@ -10,9 +10,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/check"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
-	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/lockkeys"
 )
 
 const checkUsage = `Usage: cronlock check (--config FILE | --nodes HOST:PORT,...) [--end-quarantine]
@@ -66,7 +67,7 @@ func checkCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 			return err
 		}
 	}
-	return nodes.Check(ctx, cfg, source, *endQuarantine, *timeout, stdout, stderr)
+	return check.Check(ctx, cfg, source, *endQuarantine, *timeout, stdout, stderr)
 }
 
 const locksUsage = `Usage: cronlock locks --config FILE [--job NAME]
@@ -102,7 +103,7 @@ func locksCmd(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *jobName != "" && !hasJob(cfg, *jobName) {
 		fmt.Fprintf(stderr, "warning: job %q is not in %s; showing its keys anyway\n", *jobName, cfg.File)
 	}
-	return nodes.Locks(ctx, cfg, *jobName, *timeout, stdout)
+	return lockkeys.Locks(ctx, cfg, *jobName, *timeout, stdout)
 }
 
 const importCrontabUsage = `Usage: cronlock import-crontab CRONTAB

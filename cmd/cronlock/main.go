@@ -26,7 +26,6 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/cronlock/cronlock/cmd/cronlock/internal/daemon"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/demo"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/exitcode"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
@@ -109,9 +108,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	switch args[0] {
 	case "run":
-		return daemon.Run(ctx, args[1:], stdout, stderr)
+		return runCmd(ctx, args[1:], stdout, stderr)
 	case "validate":
-		return daemon.Validate(ctx, args[1:], stdout, stderr)
+		return validateCmd(args[1:], stdout, stderr)
 	case "locks":
 		return locksCmd(ctx, args[1:], stdout, stderr)
 	case "check":
@@ -119,7 +118,7 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	case "import-crontab":
 		return importCrontabCmd(args[1:], stdout)
 	case "demo":
-		cfg, err := demo.Parse(args[1:], stderr)
+		cfg, err := parseDemo(args[1:], stderr)
 		switch {
 		case errors.Is(err, flag.ErrHelp):
 			return err

@@ -49,7 +49,6 @@ import (
 	"io"
 	"os"
 	"os/signal"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,12 +60,9 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
-
+	"github.com/cronlock/cronlock/examples/internal/localnodes"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
-	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -85,7 +81,7 @@ func main() {
 
 func run(ctx context.Context, w io.Writer, nodeList, otlp string, duration time.Duration) error {
 	out := &syncWriter{w: w} // jobs write from their own goroutines
-	addrs, cleanup, err := nodeAddrs(nodeList)
+	addrs, cleanup, err := localnodes.Addrs(nodeList)
 	if err != nil {
 		return err
 	}
@@ -130,7 +126,7 @@ func run(ctx context.Context, w io.Writer, nodeList, otlp string, duration time.
 				fmt.Fprintln(out, "telemetry shutdown:", err)
 			}
 		}()
-		locks, closeLocks, err := lockClient(ctx, addrs)
+		locks, closeLocks, err := localnodes.LockClient(ctx, addrs)
 		if err != nil {
 			return err
 		}
@@ -203,61 +199,4 @@ func telemetry(ctx context.Context, endpoint, replica string) (*sdktrace.TracerP
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(exp), sdktrace.WithResource(res))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithResource(res))
 	return tp, mp, nil
-}
-
-// nodeAddrs returns the addresses in list (comma-separated), or starts three embedded
-// Redis-protocol nodes (miniredis) in this process, with a func that stops them.
-func nodeAddrs(list string) ([]string, func(), error) {
-	if list != "" {
-		return strings.Split(list, ","), func() {}, nil
-	}
-	var addrs []string
-	var servers []*miniredis.Miniredis
-	stop := func() {
-		for _, m := range servers {
-			m.Close()
-		}
-	}
-	for range 3 {
-		m := miniredis.NewMiniRedis()
-		if err := m.Start(); err != nil {
-			stop()
-			return nil, nil, err
-		}
-		m.ClockTTL(true) // keys expire on the real clock
-		servers = append(servers, m)
-		addrs = append(addrs, m.Addr())
-	}
-	return addrs, stop, nil
-}
-
-// lockClient returns the lock client of one replica, with a func that closes it and its
-// connections. New nodes refuse locks for a minute (quarantine) unless told they are new:
-// EndQuarantine is safe here because no lock can have been forgotten on them; in production,
-// call it on first deployment only.
-func lockClient(ctx context.Context, addrs []string) (*redlock.Client, func(), error) {
-	var nodes []redlock.Node
-	var clients []*redis.Client
-	for _, a := range addrs {
-		rc := redis.NewClient(&redis.Options{Addr: a, ContextTimeoutEnabled: true, MaxRetries: -1})
-		clients = append(clients, rc)
-		nodes = append(nodes, rc)
-	}
-	closeAll := func() {
-		for _, rc := range clients {
-			_ = rc.Close()
-		}
-	}
-	c, err := redlock.New(nodes)
-	if err == nil {
-		err = c.EndQuarantine(ctx)
-		if err != nil {
-			_ = c.Close()
-		}
-	}
-	if err != nil {
-		closeAll()
-		return nil, nil, err
-	}
-	return c, func() { _ = c.Close(); closeAll() }, nil
 }

@@ -19,7 +19,12 @@
 // all-capitals placeholders or file names (`JOB.TICK`, `README.md`). It parses the
 // repository's non-test Go files with go/parser (no build, no type check).
 //
-// Each name not found is printed as FILE:LINE: NAME: what is missing, and the exit status is 1.
+// It also looks at the prose (outside fenced code blocks) for phrases that narrate history
+// ("previously", "as it was before", "Now" opening a sentence, …: historyPhrase): the docs
+// state what is true now, and CHANGELOG.md says how it changed.
+//
+// Each name not found is printed as FILE:LINE: NAME: what is missing, each narration as
+// FILE:LINE: "PHRASE": …, and the exit status is 1.
 package main
 
 import (
@@ -52,7 +57,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "docscheck:", err)
 		os.Exit(2)
 	}
-	var problems []string
+	var problems, history []string
 	for _, f := range files {
 		text, err := os.ReadFile(f)
 		if err != nil {
@@ -62,12 +67,23 @@ func main() {
 		for _, p := range api.check(string(text)) {
 			problems = append(problems, fmt.Sprintf("%s:%d: %s: %s", f, p.line, p.name, p.why))
 		}
+		for _, p := range narration(string(text)) {
+			history = append(history, fmt.Sprintf("%s:%d: %q: %s", f, p.line, p.name, p.why))
+		}
+	}
+	for _, p := range history {
+		fmt.Println(p)
 	}
 	for _, p := range problems {
 		fmt.Println(p)
 	}
 	if len(problems) > 0 {
 		fmt.Printf("docscheck: %d name(s) in the docs do not exist in the code: rename them in the doc, or add what they name\n", len(problems))
+	}
+	if len(history) > 0 {
+		fmt.Printf("docscheck: %d place(s) in the docs narrate history (historyPhrase in internal/docscheck/history.go lists the phrases)\n", len(history))
+	}
+	if len(problems) > 0 || len(history) > 0 {
 		os.Exit(1)
 	}
 }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -68,4 +69,21 @@ func TestCheckNamesOnlyWhatIsMissing(t *testing.T) {
 func TestLoadAPIWithoutGoFilesFails(t *testing.T) {
 	_, err := loadAPI(t.TempDir())
 	assert.ErrorContains(t, err, "no Go package under")
+}
+
+func TestNarrationFindsHistoryOutsideCode(t *testing.T) {
+	text := "# Doc\n" +
+		"A run that succeeded is done. Previously it was retried.\n" +
+		"`middleware.Lock` as it was before a succeeded run counted as done\n" +
+		"Now the checker has check 8. It used to be slower.\n" +
+		"### Why `go test -bench` gave redsync a slower pair than this\n" +
+		"```sh\n" +
+		"# previously: make chaos\n" +
+		"```\n" +
+		"A lock that a quorum no longer holds is lost before the lock can expire; now and then a node is slow.\n"
+	var got []string
+	for _, p := range narration(text) {
+		got = append(got, fmt.Sprintf("%d %s", p.line, p.name))
+	}
+	assert.Equal(t, []string{"2 Previously", "3 as it was before", "4 Now", "4 used to be", "5 gave redsync a slower"}, got)
 }

@@ -1,7 +1,8 @@
 // Package daemon is `cronlock run` and `cronlock validate`: the run loop of the config's
-// shell-command jobs, from the command line to the drain on SIGTERM.
+// shell-command jobs, from its parsed command line (Flags, which main parses as it does every
+// command's) to the drain on SIGTERM.
 //
-// It owns run's flags (Run) and the daemon's life: the logger (text or JSON, every line
+// It owns the daemon's life: the logger (text or JSON, every line
 // counted by logWriter), the scheduler and its middleware (the gate that lets no run start
 // after "stopping", OpenTelemetry traces and metrics), each job's definition and handler (a
 // supervised command, package supervise), the reload on SIGHUP (checked whole before it is

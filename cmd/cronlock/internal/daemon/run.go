@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
@@ -39,102 +38,24 @@ import (
 // processStart is about when the process started (package variables are set before main).
 var processStart = time.Now()
 
-const runUsage = `Usage: cronlock run --config FILE [flags]
-
-Runs the config's jobs as cluster-singleton cron jobs: run it with the same file on every
-host, and each tick of each job runs on one host only, guarded by a Redlock over the config's
-nodes. Each run starts the job's command in a process group of its own, under a supervisor
-process, with CRONLOCK_JOB, CRONLOCK_TICK (RFC 3339, UTC), CRONLOCK_TICK_UNIX_MS,
-CRONLOCK_FENCING_TOKEN, CRONLOCK_REPLICA and CRONLOCK_ATTEMPT in its environment; its output
-is logged line by line. The process group gets SIGTERM --kill-grace before the run's lease
-ends unless renewed, and SIGKILL when it ends, or when this daemon dies; when the run's
-timeout passes or its lease is lost, SIGTERM at once and SIGKILL --kill-grace later (or at
-the lease's end).
-
-On SIGINT or SIGTERM it takes no new ticks, gives up the ticks that only wait for lock nodes,
-waits up to --drain for running jobs (a second signal stops waiting), stops what is left,
-releases its locks and exits 0. On SIGHUP it reloads the config file's jobs, and the crontab
-it names (a file with errors is refused, and the running config kept). A config file (or crontab) that group or
-others can write, or that another user than root or this one owns, is refused at start and at
-reload (see docs/security.md).
-
-Exit codes: 0 stopped by a signal, 1 runtime failure, 2 bad config or usage.
-
-Flags:
-`
-
-// runFlags is the command line of run.
-type runFlags struct {
-	config    cli.ConfigFlags
-	replica   string
-	http      string
-	killGrace time.Duration
-	drain     time.Duration
-	logLevel  slog.Level
-	logFormat string
-	heartbeat time.Duration
+// Flags is the command line of `cronlock run`, parsed by main (docs/cli.md documents each flag).
+type Flags struct {
+	Config    cli.ConfigFlags
+	Replica   string        // --replica, when Set["replica"]; else the config's
+	HTTP      string        // --http, when Set["http"]; "off" for no server
+	KillGrace time.Duration // --kill-grace, when Set["kill-grace"]; else the config's
+	Drain     time.Duration
+	LogLevel  slog.Level
+	LogFormat string // "text" or "json"
+	Heartbeat time.Duration
 	web.Limits
-	set map[string]bool // flags given explicitly
-}
-
-func parseRun(args []string, stdout io.Writer) (runFlags, error) {
-	fs, cf := cli.FlagSet("run")
-	var f runFlags
-	fs.StringVar(&f.replica, "replica", "", "this replica's `name`, shown as the holder of its locks (default: the config's replica:, else hostname-pid)")
-	fs.StringVar(&f.http, "http", "", "`address` of the HTTP server for /healthz, /readyz, /jobs and /metrics, e.g. 127.0.0.1:9464 (default: the config's http:; \"off\" for none)")
-	fs.DurationVar(&f.ReadTimeout, "http-read-timeout", 10*time.Second, "how long a client of the HTTP server may take to send a request, body included")
-	fs.DurationVar(&f.IdleTimeout, "http-idle-timeout", 30*time.Second, "how long the HTTP server keeps an idle connection open between requests")
-	fs.IntVar(&f.MaxConns, "http-max-conns", 128, "how many connections the HTTP server serves at once; more wait to be accepted")
-	fs.Var((*optionalDuration)(&f.killGrace), "kill-grace", "`duration` from SIGTERM to SIGKILL of a run's process group, which gets SIGKILL when its lease ends (default: the config's kill_grace:, else 10s or half of lock_ttl − renew_every)")
-	fs.DurationVar(&f.drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long running jobs may finish before they are stopped")
-	fs.TextVar(&f.logLevel, "log-level", slog.LevelInfo, "least `level` logged: debug (every tick's outcome), info, warn or error")
-	fs.DurationVar(&f.heartbeat, "heartbeat", scheduler.DefaultHeartbeat, "how often this replica writes its heartbeat to the lock nodes (cronlock replicas); it shows as missing after 3 of them plus 1s")
-	fs.StringVar(&f.logFormat, "log-format", "text", "`format` of the log on stderr: text (logfmt) or json (one object per line)")
-	if err := cli.ParseFlags(fs, runUsage, args, stdout); err != nil {
-		return f, err
-	}
-	f.config = *cf
-	f.set = map[string]bool{}
-	fs.Visit(func(fl *flag.Flag) { f.set[fl.Name] = true })
-	switch {
-	case f.killGrace < 0:
-		return f, usageError{Err: fmt.Errorf("--kill-grace %v: must not be negative", f.killGrace)}
-	case f.drain < 0:
-		return f, usageError{Err: fmt.Errorf("--drain %v: must not be negative", f.drain)}
-	case f.ReadTimeout <= 0 || f.IdleTimeout <= 0:
-		return f, usageError{Err: fmt.Errorf("--http-read-timeout %v, --http-idle-timeout %v: give positive durations", f.ReadTimeout, f.IdleTimeout)}
-	case f.heartbeat <= 0:
-		return f, usageError{Err: fmt.Errorf("--heartbeat %v: give a positive interval, e.g. %v", f.heartbeat, scheduler.DefaultHeartbeat)}
-	case f.MaxConns <= 0:
-		return f, usageError{Err: fmt.Errorf("--http-max-conns %d: give a positive number of connections", f.MaxConns)}
-	case f.set["replica"] && f.replica == "":
-		return f, usageError{Err: errors.New("--replica is empty: give a name, or leave the flag out")}
-	case f.logFormat != "text" && f.logFormat != "json":
-		return f, usageError{Err: fmt.Errorf("--log-format %q: use text or json", f.logFormat)}
-	}
-	return f, nil
-}
-
-// optionalDuration is a duration flag whose default is not printed: it is the config's.
-type optionalDuration time.Duration
-
-func (d *optionalDuration) String() string {
-	if d == nil || *d == 0 {
-		return ""
-	}
-	return time.Duration(*d).String()
-}
-
-func (d *optionalDuration) Set(s string) error {
-	v, err := time.ParseDuration(s)
-	*d = optionalDuration(v)
-	return err
+	Set map[string]bool // the flags given explicitly
 }
 
 // daemon is a running `cronlock run`.
 type daemon struct {
 	cfg     *config.Config
-	flags   runFlags
+	flags   Flags
 	replica string
 	log     *slog.Logger
 	logOut  *logWriter // where log writes (nil: not counted)
@@ -163,9 +84,9 @@ type usageError = exitcode.Usage
 type loggedError = exitcode.Logged
 
 // newLogger returns the daemon's logger, writing to w in the format and from the level of f.
-func newLogger(w io.Writer, f runFlags) *slog.Logger {
-	opts := &slog.HandlerOptions{Level: f.logLevel}
-	if f.logFormat == "json" {
+func newLogger(w io.Writer, f Flags) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: f.LogLevel}
+	if f.LogFormat == "json" {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
@@ -182,12 +103,8 @@ func logErrors(log *slog.Logger, msg string, err error) {
 	}
 }
 
-// Run runs `cronlock run` with the command line args (after "run") until ctx ends.
-func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	f, err := parseRun(args, stdout)
-	if err != nil {
-		return err
-	}
+// Run runs `cronlock run` with the command line f until ctx ends.
+func Run(ctx context.Context, f Flags, stderr io.Writer) error {
 	// A log line written to a pipe whose reader went away fails, and is counted (logWriter),
 	// instead of killing the daemon with its runs: Go kills a program that writes to a broken
 	// pipe on fd 1 or 2 unless it is notified of SIGPIPE (or ignores it; but an ignored signal
@@ -210,8 +127,8 @@ func Run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 }
 
 // runDaemon runs the daemon until ctx ends, it drained and stopped. Its log writes to out.
-func runDaemon(ctx context.Context, f runFlags, log *slog.Logger, out *logWriter) error {
-	cfg, err := f.config.Load("run")
+func runDaemon(ctx context.Context, f Flags, log *slog.Logger, out *logWriter) error {
+	cfg, err := f.Config.Load("run")
 	if err != nil {
 		return err
 	}
@@ -266,7 +183,7 @@ wait:
 				}
 			}
 			d.gate.close() // before the line: no run starts after it
-			d.log.Info("stopping: no new ticks; waiting for running jobs", "drain", f.drain)
+			d.log.Info("stopping: no new ticks; waiting for running jobs", "drain", f.Drain)
 			break wait
 		case err := <-serveErr:
 			failure = fmt.Errorf("http: %w", err)
@@ -279,8 +196,8 @@ wait:
 	}
 	d.ready.Stop()
 
-	drainCtx, cancel := context.WithTimeoutCause(context.Background(), f.drain,
-		fmt.Errorf("--drain %v passed", f.drain))
+	drainCtx, cancel := context.WithTimeoutCause(context.Background(), f.Drain,
+		fmt.Errorf("--drain %v passed", f.Drain))
 	defer cancel()
 	stopDrain := make(chan struct{})
 	var drainWG sync.WaitGroup
@@ -309,16 +226,16 @@ wait:
 func (d *daemon) start() error {
 	cfg, f := d.cfg, d.flags
 	d.replica = cfg.Replica
-	if f.set["replica"] {
-		d.replica = f.replica
+	if f.Set["replica"] {
+		d.replica = f.Replica
 	}
 	if d.replica == "" {
 		d.replica = nodes.DefaultReplica()
 	}
 	addr := cfg.HTTP
-	if f.set["http"] {
-		addr = config.ListenAddr(f.http)
-		if f.http == "off" {
+	if f.Set["http"] {
+		addr = config.ListenAddr(f.HTTP)
+		if f.HTTP == "off" {
 			addr = ""
 		}
 	}
@@ -344,7 +261,7 @@ func (d *daemon) start() error {
 		scheduler.WithReplica(d.replica),
 		scheduler.WithPrefix(cfg.Prefix),
 		scheduler.WithLogger(d.log),
-		scheduler.WithHeartbeat(f.heartbeat),
+		scheduler.WithHeartbeat(f.Heartbeat),
 		scheduler.WithVersion(buildinfo.Read().Version),
 		scheduler.WithMiddleware(append(append([]middleware.Middleware{d.status.Middleware(d.replica)}, d.tel.middleware()...), d.gate.middleware())...),
 	)
@@ -413,9 +330,9 @@ func (d *daemon) buildJobs(cfg *config.Config) ([]*definition, error) {
 // buildJob builds the definition of j, jobs[i] of cfg.
 func (d *daemon) buildJob(cfg *config.Config, i int, j config.Job) (*definition, error) {
 	killGrace := j.KillGrace
-	if d.flags.set["kill-grace"] {
+	if d.flags.Set["kill-grace"] {
 		var err error
-		if killGrace, err = j.KillGraceFor(d.flags.killGrace, true); err != nil {
+		if killGrace, err = j.KillGraceFor(d.flags.KillGrace, true); err != nil {
 			return nil, cfg.JobError(i, fmt.Errorf("--kill-grace %w", err))
 		}
 	}
@@ -484,7 +401,7 @@ func (d *daemon) handlerFor(def *definition, cj *supervise.Command) job.Handler 
 // halfway: a file with an error, or that changes more than jobs and kill_grace, is refused,
 // and the running config kept whole.
 func (d *daemon) reload() {
-	cfg, err := d.flags.config.Read()
+	cfg, err := d.flags.Config.Read()
 	if err == nil {
 		err = sameSettings(d.cfg, cfg)
 	}

@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -15,21 +14,6 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 	"github.com/cronlock/cronlock/scheduler"
 )
-
-const validateUsage = `Usage: cronlock validate --config FILE
-
-Checks the config file without connecting to any node or running any command — every check
-that 'cronlock run' makes before it starts — and prints the nodes and the jobs with their next
-tick. A schedule with H is shown resolved, followed by the spec as written; a job with a
-jitter has its next tick's delay after the tick. Problems are printed one per line as
-FILE:LINE: FIELD: what is wrong and how to fix it. It also warns (without failing) about
-password and token variables that are not set (or a token variable that is empty) and programs
-not found on this host.
-
-Exit codes: 0 valid, 2 invalid (or bad usage).
-
-Flags:
-`
 
 // scheduleOf returns how validate shows a job's schedule — the spec with H resolved from the
 // job's name, followed by the spec as written when it had H — its next tick after now (with
@@ -56,12 +40,8 @@ func scheduleOf(name, spec string, jitter time.Duration, now time.Time) (schedul
 	return schedule, next, jit
 }
 
-// Validate runs `cronlock validate` with the command line args (after "validate").
-func Validate(_ context.Context, args []string, stdout, stderr io.Writer) error {
-	fs, cf := cli.FlagSet("validate")
-	if err := cli.ParseFlags(fs, validateUsage, args, stdout); err != nil {
-		return err
-	}
+// Validate runs `cronlock validate` on the config file that cf names.
+func Validate(cf cli.ConfigFlags, stdout, stderr io.Writer) error {
 	cfg, err := cf.Load("validate")
 	if err != nil {
 		return err
@@ -87,7 +67,7 @@ func Validate(_ context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	// The daemon's own start, which connects to nothing and starts nothing; variables that are
 	// not set here (warned about above) are taken as empty.
-	d := &daemon{cfg: &checked, flags: runFlags{set: map[string]bool{}, heartbeat: scheduler.DefaultHeartbeat}, status: web.NewJobStatus(), gate: newGate(), log: slog.New(slog.DiscardHandler),
+	d := &daemon{cfg: &checked, flags: Flags{Set: map[string]bool{}, Heartbeat: scheduler.DefaultHeartbeat}, status: web.NewJobStatus(), gate: newGate(), log: slog.New(slog.DiscardHandler),
 		lookupEnv: func(name string) (string, bool) { v, _ := os.LookupEnv(name); return v, true }}
 	err = d.start()
 	d.close()

@@ -5,15 +5,12 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
-	"net"
 	"os"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -22,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
+	"github.com/cronlock/cronlock/internal/ctxsleep"
 	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -29,87 +27,22 @@ import (
 	"github.com/cronlock/cronlock/scheduler"
 )
 
-const demoUsage = `Usage: cronlock demo [flags]
-
-Runs three replicas of one job ("report", every second by default) on three lock nodes and
-prints, for each tick, which replica ran it, which skipped it and why, the run's fencing token
-and how late it started. Halfway through, the replica running the current tick is cut off
-from every node (as a long pause or a partition would): its lease runs out, its job's context
-is cancelled with redlock.ErrLeaseLost, and the other replicas take the next ticks with higher
-tokens. At the end, through replicas that were never cut off, one replica pauses the job
-(every replica skips its ticks), another resumes it, one asks for a manual run, and the run
-history is read from the nodes. It
-ends with a summary and exits 0 when no tick ran twice.
-
-Without --nodes it starts three embedded Redis-protocol nodes (miniredis) in this process, so
-it needs no Redis installed.
-
-The output is the demo's table and its notes. The scheduler's own log lines (lost leases,
-failed renewals, skipped ticks) go to a file named at the end, or with -v to stderr.
-
-Flags:
-`
-
 // Config is the demo's command line (Parse).
 type Config struct {
-	nodes    []string
-	replicas int
-	duration time.Duration
-	every    time.Duration
-	work     time.Duration
-	ttl      time.Duration
-	verbose  bool // the scheduler's log lines go to stderr, not to a file
-}
-
-// Parse reads the demo's command line; its errors, but flag.ErrHelp (after the help is
-// written to stderr), are mistakes in the command line.
-func Parse(args []string, stderr io.Writer) (Config, error) {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, demoUsage); fs.PrintDefaults() }
-	var c Config
-	nodes := fs.String("nodes", "", "comma-separated host:port of real Redis nodes (default: three embedded nodes)")
-	fs.IntVar(&c.replicas, "replicas", 3, "replicas to run (2 to 9)")
-	fs.DurationVar(&c.duration, "duration", 12*time.Second, "how long to run")
-	fs.DurationVar(&c.every, "every", time.Second, "the job's period (@every, aligned to the Unix epoch)")
-	fs.DurationVar(&c.work, "work", 100*time.Millisecond, "how long one run works")
-	fs.DurationVar(&c.ttl, "ttl", time.Second, "the tick lock's TTL (renewed every TTL/3 while the job runs)")
-	fs.BoolVar(&c.verbose, "v", false, "write the scheduler's log lines to stderr (default: to a file named at the end)")
-	if err := fs.Parse(args); err != nil {
-		return c, err
-	}
-	if fs.NArg() > 0 {
-		return c, fmt.Errorf("demo takes no arguments, got %q", fs.Args())
-	}
-	if *nodes != "" {
-		c.nodes = strings.Split(*nodes, ",")
-		for _, a := range c.nodes {
-			host, port, err := net.SplitHostPort(a)
-			if n, perr := strconv.Atoi(port); err != nil || host == "" || perr != nil || n < 1 || n > 65535 {
-				return c, fmt.Errorf("--nodes: %q is not host:port (e.g. 10.0.0.1:6379)", a)
-			}
-		}
-	}
-	switch {
-	case c.replicas < 2 || c.replicas > 9:
-		return c, fmt.Errorf("--replicas %d: use 2 to 9", c.replicas)
-	case c.every < 10*time.Millisecond:
-		return c, fmt.Errorf("--every %v: use at least 10ms", c.every)
-	case c.work <= 0 || c.work >= c.every:
-		return c, fmt.Errorf("--work %v: must be positive and shorter than --every %v", c.work, c.every)
-	case c.ttl < 100*time.Millisecond:
-		return c, fmt.Errorf("--ttl %v: use at least 100ms", c.ttl)
-	case c.duration < 3*c.every:
-		return c, fmt.Errorf("--duration %v: use at least three periods (3 × --every = %v)", c.duration, 3*c.every)
-	}
-	return c, nil
+	Nodes    []string      // host:port of real Redis nodes; none: three embedded nodes
+	Replicas int           // 2 to 9
+	Duration time.Duration // how long the demo runs
+	Every    time.Duration // the job's period
+	Work     time.Duration // how long one run works
+	TTL      time.Duration // the tick lock's TTL
+	Verbose  bool          // the scheduler's log lines go to stderr, not to a file
 }
 
 // Run runs the demo on cfg, writing its table and annotations to stdout. The scheduler's log
 // lines go to stderr with -v; otherwise to a temporary file, whose path Run prints last.
 func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	logOut := stderr
-	if !cfg.verbose {
+	if !cfg.Verbose {
 		f, err := os.CreateTemp("", "cronlock-demo-*.log")
 		if err != nil {
 			return fmt.Errorf("the demo's log file: %w (or use -v to log to stderr)", err)
@@ -120,7 +53,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		}()
 		logOut = f
 	}
-	addrs := cfg.nodes
+	addrs := cfg.Nodes
 	if len(addrs) == 0 {
 		embedded, stop, err := startEmbeddedNodes(3)
 		if err != nil {
@@ -133,7 +66,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "nodes: %s\n", strings.Join(addrs, ", "))
 	}
 	prefix := "cronlock-demo-" + randomHex(4)
-	if len(cfg.nodes) > 0 {
+	if len(cfg.Nodes) > 0 {
 		// The replicas reach the nodes through the demo's proxies: check the user's addresses
 		// first, so that an error names them.
 		if err := pingNodes(ctx, addrs); err != nil {
@@ -142,7 +75,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		defer removeKeys(addrs, prefix, stdout)
 	}
 	fmt.Fprintf(stdout, "job: %q every %v (keys under %s), %d replicas, lock TTL %v, for %v\n\n",
-		"report", cfg.every, prefix, cfg.replicas, cfg.ttl, cfg.duration)
+		"report", cfg.Every, prefix, cfg.Replicas, cfg.TTL, cfg.Duration)
 
 	d := &demoRun{cfg: cfg, out: stdout, log: slog.New(slog.NewTextHandler(logOut, nil)), ticks: map[time.Time]*tickRow{}}
 	var replicas []*replica
@@ -151,7 +84,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 			r.close()
 		}
 	}()
-	for i := range cfg.replicas {
+	for i := range cfg.Replicas {
 		r, err := d.newReplica(fmt.Sprintf("r%d", i+1), addrs, prefix)
 		if err != nil {
 			return err
@@ -168,7 +101,7 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 		return fmt.Errorf("lock nodes unreachable: %w", err)
 	}
 
-	d.cutAt = time.Now().Add(cfg.duration / 2)
+	d.cutAt = time.Now().Add(cfg.Duration / 2)
 	for _, r := range replicas {
 		if err := r.sched.Start(); err != nil {
 			return err
@@ -178,10 +111,10 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	select {
 	case <-ctx.Done():
 		fmt.Fprintln(stdout, "interrupted: stopping")
-	case <-time.After(cfg.duration):
+	case <-time.After(cfg.Duration):
 		d.control(ctx)
 	}
-	stopCtx, cancel := context.WithTimeout(context.Background(), 2*cfg.ttl+time.Second)
+	stopCtx, cancel := context.WithTimeout(context.Background(), 2*cfg.TTL+time.Second)
 	defer cancel()
 	var stopErrs []error
 	for _, r := range replicas {
@@ -290,7 +223,7 @@ func (d *demoRun) newReplica(name string, addrs []string, prefix string) (*repli
 	// A node timeout independent of the TTL (redlock's default, TTL/50, is a few ms for the
 	// demo's short TTLs), but under a quarter of it so that every --ttl leaves validity.
 	r.locks, err = redlock.New(nodes, redlock.WithLabel(name), redlock.WithBootKey(prefix+":boot"),
-		redlock.WithNodeTimeout(min(100*time.Millisecond, d.cfg.ttl/4)))
+		redlock.WithNodeTimeout(min(100*time.Millisecond, d.cfg.TTL/4)))
 	if err != nil {
 		r.close()
 		return nil, err
@@ -303,9 +236,9 @@ func (d *demoRun) newReplica(name string, addrs []string, prefix string) (*repli
 	}
 	err = r.sched.Add(job.Job{
 		Name:    "report",
-		Spec:    fmt.Sprintf("@every %v", d.cfg.every),
+		Spec:    fmt.Sprintf("@every %v", d.cfg.Every),
 		Handler: d.work(r),
-		Options: job.Options{LockTTL: d.cfg.ttl, RenewEvery: d.cfg.ttl / 3, Overlap: job.Allow},
+		Options: job.Options{LockTTL: d.cfg.TTL, RenewEvery: d.cfg.TTL / 3, Overlap: job.Allow},
 	})
 	if err != nil {
 		r.close()
@@ -417,7 +350,7 @@ func (d *demoRun) work(r *replica) job.Handler {
 		}
 		d.mu.Unlock()
 		if !cut {
-			t := time.NewTimer(d.cfg.work)
+			t := time.NewTimer(d.cfg.Work)
 			defer t.Stop()
 			select {
 			case <-ctx.Done():
@@ -431,7 +364,7 @@ func (d *demoRun) work(r *replica) job.Handler {
 		d.mu.Unlock()
 		go func() {
 			defer d.cutting.Done()
-			r.cut(context.Background(), 3*d.cfg.ttl)
+			r.cut(context.Background(), 3*d.cfg.TTL)
 		}()
 		<-ctx.Done() // a job that would go on working, but watches its context
 		cause := context.Cause(ctx)
@@ -590,7 +523,7 @@ func (d *demoRun) control(ctx context.Context) {
 		return
 	}
 	say("%s pauses %q on every replica (cronlock pause): its ticks are skipped_paused", r(0).name, "report")
-	if !sleep(ctx, 2*d.cfg.every+d.cfg.every/2) {
+	if !ctxsleep.Sleep(ctx, 2*d.cfg.Every+d.cfg.Every/2) {
 		return
 	}
 	if err := r(1).sched.Resume(ctx, "report"); err != nil {
@@ -613,7 +546,7 @@ func (d *demoRun) control(ctx context.Context) {
 			say("the manual run is not in the history after %v", safetyLimit)
 			break
 		}
-		if !sleep(ctx, 20*time.Millisecond) {
+		if !ctxsleep.Sleep(ctx, 20*time.Millisecond) {
 			return
 		}
 		h, err = r(0).sched.History(ctx, "report", 6)
@@ -626,18 +559,6 @@ func (d *demoRun) control(ctx context.Context) {
 		return
 	}
 	history.Print(d.out, h)
-}
-
-// sleep waits d or until ctx ends, and reports whether d passed.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return false
-	case <-t.C:
-		return true
-	}
 }
 
 func randomHex(n int) string {

@@ -102,8 +102,8 @@ func DefaultReplica() string {
 	return fmt.Sprintf("%s-%d", host, os.Getpid())
 }
 
-// eachNode calls f for every client in parallel, each with ctx bounded by timeout, and waits.
-func eachNode(ctx context.Context, clients []redis.UniversalClient, timeout time.Duration, f func(ctx context.Context, i int, c redis.UniversalClient)) {
+// EachNode calls f for every client in parallel, each with ctx bounded by timeout, and waits.
+func EachNode(ctx context.Context, clients []redis.UniversalClient, timeout time.Duration, f func(ctx context.Context, i int, c redis.UniversalClient)) {
 	var wg sync.WaitGroup
 	for i, c := range clients {
 		wg.Go(func() {

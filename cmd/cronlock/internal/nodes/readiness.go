@@ -14,7 +14,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
-	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 )
 
 // Readiness answers /readyz: whether a quorum of nodes answers and is out of quarantine
@@ -114,15 +113,15 @@ func (r *Readiness) check(ctx context.Context) (usable int, states []nodeState) 
 		if slices.ContainsFunc(r.clients, isCluster) {
 			slots = r.slots()
 		}
-		eachNode(ctx, r.clients, readyTimeout, func(ctx context.Context, i int, c redis.UniversalClient) {
+		EachNode(ctx, r.clients, readyTimeout, func(ctx context.Context, i int, c redis.UniversalClient) {
 			var n nodeState
 			if cc, ok := c.(*redis.ClusterClient); ok {
 				n = probeCluster(ctx, cc, r.bootKey, slots)
 			} else {
-				q, err := readQuarantine(ctx, c, r.bootKey)
-				n.err, n.missing, n.marker = err, q.missing, q.value
-				if err == nil && q.remaining > 0 {
-					n.until = time.Now().Add(q.remaining)
+				q, err := ReadQuarantine(ctx, c, r.bootKey)
+				n.err, n.missing, n.marker = err, q.Missing, q.Value
+				if err == nil && q.Remaining > 0 {
+					n.until = time.Now().Add(q.Remaining)
 				}
 			}
 			n.addr = r.names[i]
@@ -138,15 +137,15 @@ func (r *Readiness) check(ctx context.Context) (usable int, states []nodeState) 
 	return usable, slices.Clone(r.states)
 }
 
-// Report answers /readyz and the console (web.Readiness): not ready while the daemon stops, or
+// Report answers /readyz and the console (the web package's Readiness): not ready while the daemon stops, or
 // while fewer than a quorum of nodes answer and are out of quarantine; one line per node, with
 // its address and error text only when details is set.
-func (r *Readiness) Report(ctx context.Context, details bool) web.Nodes {
+func (r *Readiness) Report(ctx context.Context, details bool) Status {
 	if r.stop.Load() {
-		return web.Nodes{Report: "not ready: stopping\n", Quorum: r.quorum}
+		return Status{Report: "not ready: stopping\n", Quorum: r.quorum}
 	}
 	usable, states := r.check(ctx)
-	out := web.Nodes{Ready: usable >= r.quorum, Usable: usable, Quorum: r.quorum}
+	out := Status{Ready: usable >= r.quorum, Usable: usable, Quorum: r.quorum}
 	var b strings.Builder
 	verdict := "ready"
 	if usable < r.quorum {
@@ -155,7 +154,7 @@ func (r *Readiness) Report(ctx context.Context, details bool) web.Nodes {
 	fmt.Fprintf(&b, "%s: %d of %d nodes answer and are out of quarantine, quorum %d\n", verdict, usable, len(r.clients), r.quorum)
 	for i, n := range states {
 		state, _, _ := strings.Cut(n.kind(), " ")
-		wn := web.Node{Name: fmt.Sprintf("nodes[%d]", i), State: state, Until: n.until}
+		wn := NodeState{Name: fmt.Sprintf("nodes[%d]", i), State: state, Until: n.until}
 		if details {
 			wn.Name = n.addr
 			fmt.Fprintln(&b, n)
@@ -166,6 +165,22 @@ func (r *Readiness) Report(ctx context.Context, details bool) web.Nodes {
 	}
 	out.Report = b.String()
 	return out
+}
+
+// Status is the lock nodes' state, as this replica last probed them.
+type Status struct {
+	Ready  bool   // this replica is ready: a quorum of nodes grants locks
+	Report string // /readyz's text
+	Usable int    // how many nodes grant locks
+	Quorum int
+	Nodes  []NodeState
+}
+
+// NodeState is one lock node's state.
+type NodeState struct {
+	Name  string    // its address with details, else "nodes[i]"
+	State string    // "ok", "down", "missing" (no boot marker) or "quarantined"
+	Until time.Time // the end of its quarantine, on this host's clock; zero when not in one
 }
 
 // probeEvery is how often the daemon probes its nodes.
@@ -218,26 +233,26 @@ func (r *Readiness) Watch(ctx context.Context, log *slog.Logger, cfg *config.Con
 	}
 }
 
-// quarantine is a node's boot marker, read against its clock.
-type quarantine struct {
-	missing   bool
-	value     string
-	remaining time.Duration // > 0 while in quarantine
-	nodeTime  time.Time
+// Quarantine is a node's boot marker, read against its clock.
+type Quarantine struct {
+	Missing   bool
+	Value     string
+	Remaining time.Duration // > 0 while in quarantine
+	NodeTime  time.Time
 }
 
-// readQuarantine reads a standalone node's boot marker (microseconds of the node's clock at
+// ReadQuarantine reads a standalone node's boot marker (microseconds of the node's clock at
 // which its quarantine ends) and its clock.
-func readQuarantine(ctx context.Context, c redis.UniversalClient, bootKey string) (quarantine, error) {
+func ReadQuarantine(ctx context.Context, c redis.UniversalClient, bootKey string) (Quarantine, error) {
 	qs, err := readMarkers(ctx, c, []string{bootKey})
 	if err != nil {
-		return quarantine{}, err
+		return Quarantine{}, err
 	}
 	return qs[0], nil
 }
 
 // readMarkers reads boot markers on one server, and its clock, in one round trip.
-func readMarkers(ctx context.Context, c redis.Cmdable, keys []string) ([]quarantine, error) {
+func readMarkers(ctx context.Context, c redis.Cmdable, keys []string) ([]Quarantine, error) {
 	pipe := c.Pipeline()
 	gets := make([]*redis.StringCmd, len(keys))
 	for i, k := range keys {
@@ -247,19 +262,19 @@ func readMarkers(ctx context.Context, c redis.Cmdable, keys []string) ([]quarant
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, err
 	}
-	qs := make([]quarantine, len(keys))
+	qs := make([]Quarantine, len(keys))
 	for i, get := range gets {
 		q := &qs[i]
-		q.nodeTime = tm.Val()
+		q.NodeTime = tm.Val()
 		v, err := get.Result()
 		if errors.Is(err, redis.Nil) {
-			q.missing = true
+			q.Missing = true
 			continue
 		}
-		q.value = strings.TrimSpace(v)
+		q.Value = strings.TrimSpace(v)
 		var until int64
-		if _, err := fmt.Sscan(q.value, &until); err == nil {
-			q.remaining = time.UnixMicro(until).Sub(q.nodeTime)
+		if _, err := fmt.Sscan(q.Value, &until); err == nil {
+			q.Remaining = time.UnixMicro(until).Sub(q.NodeTime)
 		}
 	}
 	return qs, nil

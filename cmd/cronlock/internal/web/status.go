@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -154,23 +155,7 @@ func (s *JobStatus) view(cfg *config.Config, entries []scheduler.Entry) []JobVie
 
 // Readiness answers /readyz and the console's line of nodes: the lock nodes' state, with their
 // addresses and errors only when details is set (the request carries the bearer token).
-type Readiness func(ctx context.Context, details bool) Nodes
-
-// Nodes is the lock nodes' state, as this replica last probed them.
-type Nodes struct {
-	Ready  bool   // this replica is ready: a quorum of nodes grants locks
-	Report string // /readyz's text
-	Usable int    // how many nodes grant locks
-	Quorum int
-	Nodes  []Node
-}
-
-// Node is one lock node's state.
-type Node struct {
-	Name  string    // its address with details, else "nodes[i]"
-	State string    // "ok", "down", "missing" (no boot marker) or "quarantined"
-	Until time.Time // the end of its quarantine, on this host's clock; zero when not in one
-}
+type Readiness func(ctx context.Context, details bool) nodes.Status
 
 // Handler serves /healthz, /readyz, /jobs and /metrics (the Prometheus exposition of the
 // daemon's OpenTelemetry metrics), and the control endpoints and status page (control.go), under

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -190,7 +191,7 @@ type pageData struct {
 	CSRF     string // the session's CSRF token, for every form
 	Name     string // the signed-in operator's name; the sign-in page: the name typed
 	Details  bool   // the request carries the token or a session: show error texts
-	Nodes    Nodes
+	Nodes    nodes.Status
 
 	Rows     []overviewRow       // the overview
 	Replicas []scheduler.Replica // the overview's replicas panel

@@ -1,4 +1,8 @@
-package nodes
+// Package lockkeys is `cronlock locks`: the lock keys of the config's jobs on every node (tick,
+// run, attempts, fence, pause, history and trigger keys), read by their type with SCAN, never
+// KEYS, and on a node that is a Redis Cluster on each of its primaries. It reads the jobs' key
+// layout from packages redlock and middleware, and writes nothing.
+package lockkeys
 
 import (
 	"cmp"
@@ -16,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 	"github.com/cronlock/cronlock/internal/redisglob"
 	"github.com/cronlock/cronlock/middleware"
 )
@@ -24,11 +29,11 @@ import (
 // every node, each node within timeout (cronlock locks). It fails when fewer than a quorum of
 // nodes answer.
 func Locks(ctx context.Context, cfg *config.Config, job string, timeout time.Duration, stdout io.Writer) error {
-	clients, err := Clients(cfg)
+	clients, err := nodes.Clients(cfg)
 	if err != nil {
 		return err
 	}
-	defer Close(clients)
+	defer nodes.Close(clients)
 
 	match := "{" + redisglob.Escape(cfg.Prefix) + ":*}:*"
 	if job != "" {
@@ -36,7 +41,7 @@ func Locks(ctx context.Context, cfg *config.Config, job string, timeout time.Dur
 	}
 	rows := make([][]keyRow, len(clients))
 	errs := make([]error, len(clients))
-	eachNode(ctx, clients, timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
+	nodes.EachNode(ctx, clients, timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
 		if cc, ok := c.(*redis.ClusterClient); ok {
 			rows[i], errs[i] = scanCluster(ctx, cc, cfg.Prefix, match)
 		} else {
@@ -75,7 +80,7 @@ func Locks(ctx context.Context, cfg *config.Config, job string, timeout time.Dur
 		fmt.Fprintln(tw, "JOB\tKEY\tNODE\tSTATE\tHOLDER\tTOKEN\tTTL\tVALUE")
 		for _, r := range all {
 			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.job, r.keyName(), cmp.Or(r.member, cfg.Nodes[r.node].Addr),
-				dash(r.state), dash(r.holder), dash(r.token), formatTTL(r.pttl), dash(r.value))
+				cmp.Or(r.state, "-"), cmp.Or(r.holder, "-"), cmp.Or(r.token, "-"), formatTTL(r.pttl), cmp.Or(r.value, "-"))
 		}
 		tw.Flush()
 	}
@@ -331,11 +336,4 @@ func formatTTL(d time.Duration) string {
 		return d.Round(time.Millisecond).String()
 	}
 	return d.Round(100 * time.Millisecond).String()
-}
-
-func dash(s string) string {
-	if s == "" {
-		return "-"
-	}
-	return s
 }

@@ -1,10 +1,17 @@
-package nodes
+// Package check is `cronlock check`: the health of every lock node — whether it answers and
+// how fast, its version, persistence, eviction policy, replicas, boot marker (quarantine) and
+// clock offset — each problem with a warning that says how to fix it. A node that is a Redis
+// Cluster is checked member by member, through package nodes' view of the Cluster. It writes
+// no key but the boot markers (Check with endQuarantine).
+package check
 
 import (
-	"bufio"
+	"cmp"
 	"context"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,6 +21,7 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/exitcode"
+	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 	"github.com/cronlock/cronlock/internal/hashslot"
 )
 
@@ -25,14 +33,14 @@ const maxClockOffset = 500 * time.Millisecond
 // ends every node's quarantine. source is the flag that named the nodes, in the fixes
 // ("--config FILE" or "--nodes a,b,c"). It fails when fewer than a quorum of nodes answer.
 func Check(ctx context.Context, cfg *config.Config, source string, endQuarantine bool, timeout time.Duration, stdout, stderr io.Writer) error {
-	clients, err := Clients(cfg)
+	clients, err := nodes.Clients(cfg)
 	if err != nil {
 		return err
 	}
-	defer Close(clients)
+	defer nodes.Close(clients)
 
 	if endQuarantine {
-		locks, err := LockClient(cfg, clients, DefaultReplica())
+		locks, err := nodes.LockClient(cfg, clients, nodes.DefaultReplica())
 		if err != nil {
 			return exitcode.Usage{Err: fmt.Errorf("%s: nodes: %w", cfg.File, err)}
 		}
@@ -51,7 +59,7 @@ func Check(ctx context.Context, cfg *config.Config, source string, endQuarantine
 	}
 
 	reports := make([]*nodeReport, len(clients))
-	eachNode(ctx, clients, timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
+	nodes.EachNode(ctx, clients, timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
 		node := cfg.Nodes[i]
 		if cc, ok := c.(*redis.ClusterClient); ok {
 			reports[i] = checkCluster(ctx, cc, node, cfg, source)
@@ -151,7 +159,7 @@ func checkNode(ctx context.Context, c *redis.Client, wantReplicas int, r *nodeRe
 	// One INFO (its default sections: server, persistence, replication…) for every check.
 	info, infoErr := infoSection(ctx, c, "default")
 	version := info["redis_version"]
-	r.add("version", "%s", dash(version))
+	r.add("version", "%s", cmp.Or(version, "-"))
 	if major, _, _ := strings.Cut(version, "."); version != "" {
 		if m, err := strconv.Atoi(major); err == nil && m < 5 {
 			r.warn("Redis %s is too old: cronlock's scripts read the node's TIME before writing, which needs Redis 5 or later. Fix: upgrade the node", version)
@@ -171,19 +179,7 @@ func infoSection(ctx context.Context, c *redis.Client, section string) (map[stri
 	if err != nil {
 		return nil, err
 	}
-	return parseInfo(s), nil
-}
-
-// parseInfo returns the fields of INFO or CLUSTER INFO's reply.
-func parseInfo(s string) map[string]string {
-	out := map[string]string{}
-	sc := bufio.NewScanner(strings.NewReader(s))
-	for sc.Scan() {
-		if k, v, ok := strings.Cut(strings.TrimSpace(sc.Text()), ":"); ok {
-			out[k] = v
-		}
-	}
-	return out
+	return nodes.ParseInfo(s), nil
 }
 
 // configGet returns one CONFIG GET parameter.
@@ -254,7 +250,7 @@ func checkReplication(info map[string]string, err error, want int, r *nodeReport
 		return
 	}
 	if role := info["role"]; role != "master" {
-		r.add("replicas", "none: the server is a replica (role %s)", dash(role))
+		r.add("replicas", "none: the server is a replica (role %s)", cmp.Or(role, "-"))
 		return
 	}
 	connected, _ := strconv.Atoi(info["connected_slaves"])
@@ -265,24 +261,24 @@ func checkReplication(info map[string]string, err error, want int, r *nodeReport
 }
 
 func checkQuarantine(ctx context.Context, c redis.UniversalClient, cfg *config.Config, source string, r *nodeReport) {
-	q, err := readQuarantine(ctx, c, cfg.BootKey)
+	q, err := nodes.ReadQuarantine(ctx, c, cfg.BootKey)
 	switch {
 	case err != nil:
 		r.add("quarantine", "unknown: %v", err)
 		r.warn("could not read the boot marker %s: %v", cfg.BootKey, err)
-	case q.missing:
+	case q.Missing:
 		r.add("quarantine", "no boot marker (%s)", cfg.BootKey)
 		r.warn("no boot marker %s: the node is new, or lost its memory; the first lock attempt starts its quarantine, and it refuses locks for max_ttl (%v). Fix, on first deployment only: cronlock check %s --end-quarantine", cfg.BootKey, cfg.MaxTTL, source)
-	case q.value == "0":
+	case q.Value == "0":
 		r.add("quarantine", "none: ended by an operator (%s is 0)", cfg.BootKey)
-	case q.remaining > 0:
-		r.add("quarantine", "IN QUARANTINE for %v more: refuses locks until then", q.remaining.Round(time.Millisecond))
-		r.warn("in quarantine for %v more (it was new, or restarted without its data): it refuses locks until then, and the other nodes must make the quorum. It ends by itself; on first deployment only, cronlock check %s --end-quarantine ends it now", q.remaining.Round(time.Millisecond), source)
-	case q.value != "" && q.remaining == 0 && !isDigits(q.value):
+	case q.Remaining > 0:
+		r.add("quarantine", "IN QUARANTINE for %v more: refuses locks until then", q.Remaining.Round(time.Millisecond))
+		r.warn("in quarantine for %v more (it was new, or restarted without its data): it refuses locks until then, and the other nodes must make the quorum. It ends by itself; on first deployment only, cronlock check %s --end-quarantine ends it now", q.Remaining.Round(time.Millisecond), source)
+	case q.Value != "" && q.Remaining == 0 && !isDigits(q.Value):
 		r.add("quarantine", "boot marker %s has an unexpected value", cfg.BootKey)
 		r.warn("boot marker %s does not hold a time: is the key used by something else? Fix: give cronlock its own boot_key", cfg.BootKey)
 	default:
-		r.add("quarantine", "none: ended %v ago", (-q.remaining).Round(time.Second))
+		r.add("quarantine", "none: ended %v ago", (-q.Remaining).Round(time.Second))
 	}
 }
 
@@ -316,4 +312,185 @@ func describeOffset(d time.Duration) string {
 		return fmt.Sprintf("%v behind", -d)
 	}
 	return "the same as"
+}
+
+// describe says what m is: "primary, slots 0-5460 (5461)", "replica of host:port".
+func describe(m nodes.Member) string {
+	if !m.Primary {
+		if m.Of == "" {
+			return "not in CLUSTER SHARDS (no slots)"
+		}
+		return "replica of " + m.Of
+	}
+	return fmt.Sprintf("primary, slots %s (%d)", formatRanges(m.Ranges), len(m.Slots()))
+}
+
+// formatRanges writes slot ranges as "0-5460, 10923-16383", the first few only.
+func formatRanges(ranges [][2]int) string {
+	const most = 4
+	var parts []string
+	for _, r := range ranges[:min(len(ranges), most)] {
+		if r[0] == r[1] {
+			parts = append(parts, fmt.Sprint(r[0]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", r[0], r[1]))
+		}
+	}
+	if len(ranges) > most {
+		parts = append(parts, fmt.Sprintf("… (%d ranges)", len(ranges)))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// toRanges groups ascending slots into ranges.
+func toRanges(slots []int) [][2]int {
+	var out [][2]int
+	for _, s := range slots {
+		if k := len(out) - 1; k >= 0 && out[k][1] == s-1 {
+			out[k][1] = s
+		} else {
+			out = append(out, [2]int{s, s})
+		}
+	}
+	return out
+}
+
+// checkCluster runs check on a Cluster node: its state (CLUSTER INFO), then every member as a
+// server, with each primary's boot markers summed up over the slots it serves. The node
+// answers when its cluster_state is ok and every primary answers.
+func checkCluster(ctx context.Context, cc *redis.ClusterClient, node config.Node, cfg *config.Config, source string) *nodeReport {
+	r := &nodeReport{addr: node.Name()}
+	v, err := nodes.ReadCluster(ctx, cc)
+	switch {
+	case v == nil:
+		r.err = err
+		r.add("answers", "no: %v", err)
+		r.warn("does not answer (%v). Fix: check the members' addresses and ports, the firewall, that redis-server runs with cluster-enabled yes, and the node's username and password_env", err)
+		return r
+	case err != nil:
+		r.err = err
+		r.add("answers", "yes, but %v", err)
+		r.warn("%v: a slot that no primary serves takes no lock on this node. Fix: CLUSTER INFO and CLUSTER NODES on a member show which; bring its primary back, or assign the slots", err)
+	default:
+		r.add("answers", "yes, cluster_state ok, %s of %d slots served", cmp.Or(v.Info["cluster_slots_ok"], "-"), hashslot.Count)
+	}
+	var mu sync.Mutex
+	reports := map[string]*nodeReport{}
+	var total slotCounts
+	v.EachMember(ctx, func(ctx context.Context, m nodes.Member, c *redis.Client) {
+		mr := &nodeReport{addr: "member " + m.Addr}
+		mr.add("role", "%s", describe(m))
+		checkNode(ctx, c, node.WaitForReplicas, mr, func(ctx context.Context, mr *nodeReport) {
+			if m.Primary {
+				counts := checkSlotQuarantine(ctx, c, m.Slots(), cfg, source, mr)
+				mu.Lock()
+				total.merge(counts)
+				mu.Unlock()
+			}
+		})
+		mu.Lock()
+		reports[m.Addr] = mr
+		mu.Unlock()
+	})
+	primaries, down := 0, 0
+	for _, addr := range v.Order {
+		mr := reports[addr]
+		if mr == nil {
+			continue // not known to go-redis yet
+		}
+		r.members = append(r.members, mr)
+		delete(reports, addr)
+		if v.Members[addr].Primary {
+			primaries++
+			if mr.err != nil {
+				down++
+			}
+		}
+	}
+	for _, addr := range slices.Sorted(maps.Keys(reports)) {
+		r.members = append(r.members, reports[addr])
+	}
+	r.add("members", "%d primaries (%d answer), %d replicas or others", primaries, primaries-down, len(r.members)-primaries)
+	if down > 0 && r.err == nil {
+		r.err = fmt.Errorf("%d of %d primaries do not answer", down, primaries)
+	}
+	if total.slots < hashslot.Count {
+		total.unserved = hashslot.Count - total.slots
+	}
+	r.add("quarantine", "%s", total)
+	return r
+}
+
+// slotCounts sums up the boot markers of some slots.
+type slotCounts struct {
+	slots       int
+	out         int           // out of quarantine
+	quarantined int           // in quarantine…
+	longest     time.Duration // …for up to this long
+	missing     []int         // the slots without a marker
+	unexpected  []int         // the slots whose marker holds no time
+	unserved    int           // slots no primary answered for (a Cluster's total only)
+}
+
+func (s *slotCounts) merge(o slotCounts) {
+	s.slots += o.slots
+	s.out += o.out
+	s.quarantined += o.quarantined
+	s.longest = max(s.longest, o.longest)
+	s.missing = append(s.missing, o.missing...)
+	s.unexpected = append(s.unexpected, o.unexpected...)
+}
+
+func (s slotCounts) String() string {
+	parts := []string{fmt.Sprintf("%d out of quarantine", s.out)}
+	if s.quarantined > 0 {
+		parts = append(parts, fmt.Sprintf("%d IN QUARANTINE for up to %v more", s.quarantined, s.longest.Round(time.Millisecond)))
+	}
+	if len(s.missing) > 0 {
+		slices.Sort(s.missing)
+		parts = append(parts, fmt.Sprintf("%d without boot marker (slots %s)", len(s.missing), formatRanges(toRanges(s.missing))))
+	}
+	if len(s.unexpected) > 0 {
+		parts = append(parts, fmt.Sprintf("%d with a marker that holds no time", len(s.unexpected)))
+	}
+	if s.unserved > 0 {
+		parts = append(parts, fmt.Sprintf("%d not read (no primary answered for them)", s.unserved))
+	}
+	return fmt.Sprintf("%d slots: %s", s.slots+s.unserved, strings.Join(parts, ", "))
+}
+
+// checkSlotQuarantine reads the boot markers of the slots a primary serves, adds their summary
+// to r with a warning for each kind of problem, and returns it.
+func checkSlotQuarantine(ctx context.Context, c *redis.Client, slots []int, cfg *config.Config, source string, r *nodeReport) slotCounts {
+	qs, err := nodes.SlotMarkers(ctx, c, cfg.BootKey, slots)
+	if err != nil {
+		r.add("quarantine", "unknown: %v", err)
+		r.warn("could not read the boot markers of its slots (%s…): %v", hashslot.Key(cfg.BootKey, slots[0]), err)
+		return slotCounts{}
+	}
+	s := slotCounts{slots: len(slots)}
+	for i, q := range qs {
+		switch {
+		case q.Missing:
+			s.missing = append(s.missing, slots[i])
+		case q.Remaining > 0:
+			s.quarantined++
+			s.longest = max(s.longest, q.Remaining)
+		case !isDigits(q.Value):
+			s.unexpected = append(s.unexpected, slots[i])
+		default:
+			s.out++
+		}
+	}
+	r.add("quarantine", "%s", s)
+	if n := len(s.missing); n > 0 {
+		r.warn("%d of its slots have no boot marker (slots %s): the member is new, or restarted without its data; a lock of such a slot starts the slot's quarantine, and this node refuses it for max_ttl (%v). Fix, on first deployment only: cronlock check %s --end-quarantine", n, formatRanges(toRanges(s.missing)), cfg.MaxTTL, source)
+	}
+	if s.quarantined > 0 {
+		r.warn("%d of its slots are in quarantine for up to %v more (the member was new, or restarted without its data): this node refuses their locks until then, and the other nodes must make the quorum. It ends by itself; on first deployment only, cronlock check %s --end-quarantine ends it now", s.quarantined, s.longest.Round(time.Millisecond), source)
+	}
+	if n := len(s.unexpected); n > 0 {
+		r.warn("%d boot markers of its slots (e.g. %s) do not hold a time: is the key used by something else? Fix: give cronlock its own boot_key", n, hashslot.Key(cfg.BootKey, s.unexpected[0]))
+	}
+	return s
 }
