@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 )
 
@@ -21,7 +21,7 @@ var (
 
 // Pause pauses the job named name cluster-wide: from the next tick on, every replica skips
 // its ticks (outcome skipped_paused, with reason in the logs, spans and metrics), until
-// Resume. The pause is the job's middleware.PauseKey, written to every lock node and
+// Resume. The pause is the job's layout.PauseKey, written to every lock node and
 // confirmed by a quorum; each tick's own acquisition is refused while it is there, so honouring
 // it costs no extra request, and it holds while a minority of nodes is down. A run under way
 // is not stopped. Pausing a paused job replaces its reason. The pause records who paused it
@@ -96,7 +96,7 @@ func (c *Control) Pause(ctx context.Context, name, reason string) error {
 		return fmt.Errorf("scheduler: pause %q: %w", name, err)
 	}
 	p := job.Pause{Reason: reason, Since: c.cfg.clock.Now(), By: by}
-	if _, err := c.locks.Broadcast(ctx, setScript, []string{middleware.PauseKey(c.cfg.prefix, name)}, middleware.PauseValue(p)); err != nil {
+	if _, err := c.locks.Broadcast(ctx, setScript, []string{layout.PauseKey(c.cfg.prefix, name)}, layout.PauseValue(p)); err != nil {
 		return fmt.Errorf("scheduler: pause %q: %w", name, err)
 	}
 	c.cfg.logger.Info("cronlock: job paused", "job", name, "reason", reason, "by", by, "replica", c.cfg.replica)
@@ -109,7 +109,7 @@ func (c *Control) Resume(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("scheduler: resume %q: %w", name, err)
 	}
-	if _, err := c.locks.Broadcast(ctx, delScript, []string{middleware.PauseKey(c.cfg.prefix, name)}); err != nil {
+	if _, err := c.locks.Broadcast(ctx, delScript, []string{layout.PauseKey(c.cfg.prefix, name)}); err != nil {
 		return fmt.Errorf("scheduler: resume %q: %w", name, err)
 	}
 	c.cfg.logger.Info("cronlock: job resumed", "job", name, "by", by, "replica", c.cfg.replica)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -255,7 +256,7 @@ func (s *Scheduler) recordAttempt(rec *recorder, err error) {
 // lives. With rescue, it writes r only on the nodes that still have the in-flight record. It
 // returns how many nodes wrote r.
 func (s *Scheduler) appendHistory(r Record, keep time.Duration, inFlight string, rescue bool) (int, error) {
-	key := middleware.HistoryKey(s.cfg.prefix, r.Job)
+	key := layout.HistoryKey(s.cfg.prefix, r.Job)
 	only := "0"
 	if rescue {
 		only = "1"
@@ -270,7 +271,7 @@ func (s *Scheduler) appendHistory(r Record, keep time.Duration, inFlight string,
 	if r.By != "" {
 		args = append(args, "by", r.By)
 	}
-	replies, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, key + ":" + r.runID(), inFlightKey(s.cfg.prefix, r.Job), outputKey(key)}, args...)
+	replies, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, layout.RecordMarkerKey(s.cfg.prefix, r.Job, r.runID()), layout.RunningKey(s.cfg.prefix, r.Job), layout.OutputKey(s.cfg.prefix, r.Job)}, args...)
 	wrote := 0
 	for _, w := range replies {
 		if w == int64(1) {
@@ -318,10 +319,10 @@ func (c *Control) history(ctx context.Context, name string, n int, withOutput bo
 	if n <= 0 {
 		return nil, fmt.Errorf("scheduler: history of %q: n %d: ask for at least 1 record", name, n)
 	}
-	key := middleware.HistoryKey(c.cfg.prefix, name)
+	key := layout.HistoryKey(c.cfg.prefix, name)
 	script, keys := readScript, []string{key}
 	if withOutput {
-		script, keys = readOutputScript, append(keys, outputKey(key))
+		script, keys = readOutputScript, append(keys, layout.OutputKey(c.cfg.prefix, name))
 	}
 	replies, err := c.locks.Broadcast(ctx, script, keys, n)
 	if replies == nil {
@@ -353,9 +354,6 @@ func (c *Control) history(ctx context.Context, name string, n int, withOutput bo
 	}
 	return out, nil
 }
-
-// outputKey is the key of the stream of a job's kept outputs, beside its history key.
-func outputKey(historyKey string) string { return historyKey + ":output" }
 
 // mergeHistory merges the nodes' replies to readScript (nil for a node that did not answer)
 // into the last n records, newest first (by tick, then start), each once. Where the nodes
@@ -473,7 +471,7 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 		return st, fmt.Errorf("%w: %q", ErrUnknownJob, name)
 	}
 	st.Entry = entries[i]
-	keys := []string{middleware.PauseKey(s.cfg.prefix, name), middleware.HistoryKey(s.cfg.prefix, name), inFlightKey(s.cfg.prefix, name)}
+	keys := []string{layout.PauseKey(s.cfg.prefix, name), layout.HistoryKey(s.cfg.prefix, name), layout.RunningKey(s.cfg.prefix, name)}
 	replies, err := s.locks.Broadcast(ctx, statusScript, keys, max(s.cfg.historySize, 1))
 	if err != nil {
 		return st, fmt.Errorf("scheduler: status of %q: %w", name, err)
@@ -512,7 +510,7 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 // Paused returns the pause of the job named name, nil if it is not paused (the pause key is
 // on fewer than a quorum of the nodes).
 func (c *Control) Paused(ctx context.Context, name string) (*job.Pause, error) {
-	replies, err := c.locks.Broadcast(ctx, getScript, []string{middleware.PauseKey(c.cfg.prefix, name)})
+	replies, err := c.locks.Broadcast(ctx, getScript, []string{layout.PauseKey(c.cfg.prefix, name)})
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: status of %q: %w", name, err)
 	}
@@ -532,6 +530,6 @@ func (c *Control) pause(replies []any) *job.Pause {
 	if votes < c.locks.Quorum() {
 		return nil
 	}
-	p := middleware.ParsePause(value)
+	p := layout.ParsePause(value)
 	return &p
 }

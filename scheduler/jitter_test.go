@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -97,7 +98,7 @@ func TestJitterSpreadsTicksTheSameOnEveryReplica(t *testing.T) {
 	for _, e := range events {
 		ran[e.Job]++
 		assert.True(t, e.Planned.Equal(tick.Add(delays[e.Job])), "the run's PlannedStart: %v", e)
-		assert.True(t, c.doneOnQuorum(t, middleware.TickKey("cronlock", e.Job, tick)), "the done marker is the instant's: %v", e)
+		assert.True(t, c.doneOnQuorum(t, layout.TickKey("cronlock", e.Job, tick)), "the done marker is the instant's: %v", e)
 	}
 	starts.mu.Lock()
 	defer starts.mu.Unlock()
