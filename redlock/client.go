@@ -202,9 +202,6 @@ func nodeName(n Node, i int) string {
 // Quorum returns the number of nodes that must agree.
 func (c *Client) Quorum() int { return c.quorum }
 
-// Nodes returns the number of nodes.
-func (c *Client) Nodes() int { return len(c.nodes) }
-
 // Close ends the Client's work, bounded by its node timeouts, and returns nil:
 //
 //   - Acquire calls waiting in their backoff return at once, with an error matching

@@ -229,7 +229,7 @@
 //	quarantine                   WithBootKey, DefaultBootKey, WithMaxTTL, DefaultMaxTTL,
 //	                             Client.MaxTTL, WithoutQuarantine, Client.EndQuarantine
 //	cluster and replicated nodes WithClusterNodes, WithWaitForReplicas, WithNodeReplicas
-//	sizing                       Client.Nodes, Client.Quorum, Client.NodeTimeout
+//	sizing                       Client.Quorum, Client.NodeTimeout
 //	state beside the locks       Client.Broadcast (a script on every node, to a quorum),
 //	                             Client.Subscribe (Notifications: a wake-up per publish),
 //	                             RefuseWhile (Refusal)

@@ -64,9 +64,9 @@ func (s *Scheduler) known(name string) error {
 // replicas (Replicas), on the lock nodes, without running them: an admin tool's view of a
 // cluster of schedulers. It needs no handlers, and it knows no job list: a name that no
 // scheduler runs is paused or triggered for nothing. Give it the options of the schedulers it
-// controls that matter to it (WithPrefix, WithHistorySize, WithMaxClockSkew; WithReplica and
-// WithLogger for its own log lines). The Scheduler's methods of the same names do the same,
-// for its registered jobs only.
+// controls that matter to it (WithPrefix, WithMaxClockSkew, WithClock; WithReplica and
+// WithLogger for its own log lines); NewControl refuses the others. The Scheduler's methods of
+// the same names do the same, for its registered jobs only.
 //
 // Its methods are safe for concurrent use.
 type Control struct {
@@ -74,14 +74,26 @@ type Control struct {
 	cfg   config
 }
 
-// NewControl returns a Control over the lock nodes of locks, with the schedulers' options.
+// NewControl returns a Control over the lock nodes of locks, with the options of the
+// schedulers it controls that matter to it: WithPrefix, WithMaxClockSkew, WithClock,
+// WithReplica and WithLogger. Any other option is an error naming it, since a Control runs no
+// jobs and would ignore it.
 func NewControl(locks *redlock.Client, opts ...Option) (*Control, error) {
-	if locks == nil {
-		return nil, errors.New("scheduler: the redlock client is nil: give one made by redlock.New over the lock nodes")
-	}
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if unused := cfg.notForControl(); len(unused) > 0 {
+		return nil, fmt.Errorf("scheduler: NewControl: a Control runs no jobs and would ignore %s: drop it (a Control takes WithPrefix, WithMaxClockSkew, WithClock, WithReplica and WithLogger)",
+			strings.Join(unused, ", "))
+	}
+	return newControl(locks, cfg)
+}
+
+// newControl returns a Control over the lock nodes of locks with cfg.
+func newControl(locks *redlock.Client, cfg config) (*Control, error) {
+	if locks == nil {
+		return nil, errors.New("scheduler: the redlock client is nil: give one made by redlock.New over the lock nodes")
 	}
 	return &Control{locks: locks, cfg: cfg}, nil
 }

@@ -114,11 +114,14 @@ type entry struct {
 // New returns a Scheduler that guards ticks with locks taken from locks. Add jobs, then
 // Start it; Stop it to release everything.
 func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
-	ctl, err := NewControl(locks, opts...)
+	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg := ctl.cfg
+	ctl, err := newControl(locks, cfg)
+	if err != nil {
+		return nil, err
+	}
 	s := &Scheduler{
 		locks:   locks,
 		cfg:     cfg,
