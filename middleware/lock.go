@@ -12,6 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -146,7 +147,7 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 			}
 			r := *run
 			r.FencingToken = l.Token()
-			if n := l.Acquisitions(); n > 0 {
+			if n := lockseam.Acquisitions(l); n > 0 {
 				r.Attempt = int(n)
 				if r.Attempt > cfg.MaxAttempts {
 					return cfg.refuseAttempt(l, &r, p)
@@ -231,7 +232,7 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 		if !run.Deadline.IsZero() {
 			ttl += max(run.Deadline.Sub(c.Clock.Now()), 0)
 		}
-		opts = append(opts, redlock.CountAcquisitions(layout.AttemptsKey(c.Prefix, run.Job, run.Tick), ttl))
+		opts = append(opts, lockseam.CountAcquisitions(layout.AttemptsKey(c.Prefix, run.Job, run.Tick), ttl).(redlock.AcquireOption))
 	}
 	var (
 		b        backoff.BackOff
@@ -283,7 +284,7 @@ func (c LockConfig) acquire(ctx context.Context, locks *redlock.Client, run *job
 				// Ask the run under way to stop, once per run found, and wait for its release
 				// within the window, asking every node (the run key may be a leftover on the
 				// primary, as below).
-				if revoked == nil || !revoked.Same(*ae.Holder) {
+				if revoked == nil || !lockseam.SameHold(*revoked, *ae.Holder) {
 					revoked = ae.Holder
 					c.replace(ctx, locks, run, *ae.Holder, p)
 				}
@@ -360,7 +361,7 @@ func lockTraceparent(md string) string {
 // lease ends at its next renewal, and the revocation is announced on the prefix's replace channel for its
 // scheduler to stop it at once.
 func (c LockConfig) replace(ctx context.Context, locks *redlock.Client, run *job.Run, h redlock.Holder, p *lockProbe) {
-	marked, err := locks.Revoke(ctx, h, redlock.Announce(layout.ReplaceChannel(c.Prefix), run.Job))
+	marked, err := lockseam.Revoke(locks, ctx, h, layout.ReplaceChannel(c.Prefix), run.Job)
 	p.replacing(h, marked, err)
 	if err != nil {
 		c.Logger.Warn("cronlock: could not ask the run under way to stop; this tick waits for it until its window closes",

@@ -37,7 +37,7 @@ type budget struct {
 // budgets are the library packages' budgets. Lower a limit when a change removes names;
 // never raise one above its target.
 var budgets = []budget{
-	{dir: "redlock", target: 60, limit: 107},
+	{dir: "redlock", target: 60, limit: 97},
 	{dir: "middleware", target: 30, limit: 47},
 	{dir: "scheduler", target: 45, limit: 77},
 	{dir: "job", target: 30, limit: 36},
