@@ -57,7 +57,7 @@
 //	retries                      Retry, RetryPolicy, DefaultRetryBackOff,
 //	                             ErrNoAttemptsLeft
 //	observing                    Metrics (MetricsOption, WithMeterProvider, ZeroRuns), Trace
-//	                             (TraceOption, WithTracerProvider), TraceID, Outcome and the
+//	                             (TraceOption, WithTracerProvider), Outcome and the
 //	                             Outcome constants (OutcomeRan, OutcomeFailed, …), ErrNoRun
 //	testing with a fake clock    Clock, Timer, SystemClock
 package middleware

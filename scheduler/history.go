@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
@@ -193,7 +194,7 @@ func record(next job.Handler) job.Handler {
 			rec.token, rec.attempt = run.FencingToken, max(run.Attempt, 1)
 		}
 		rec.ran = true
-		rec.traceID, rec.start = middleware.TraceID(ctx), time.Now()
+		rec.traceID, rec.start = traceID(ctx), time.Now()
 		rec.lease, _ = redlock.LeaseFrom(ctx)
 		rec.owner.startInFlight(rec)
 		rec.running.Store(true)
@@ -532,4 +533,15 @@ func (c *Control) pause(replies []any) *job.Pause {
 	}
 	p := layout.ParsePause(value)
 	return &p
+}
+
+// traceID returns the id of the trace that ctx's span belongs to (32 hex digits), or "" when
+// ctx carries no valid span — e.g. the handler's context under middleware.Trace: the tick's
+// trace.
+func traceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
 }
