@@ -58,6 +58,7 @@
 //	                             ErrNoAttemptsLeft
 //	observing                    Metrics (MetricsOption, WithMeterProvider, ZeroRuns), Trace
 //	                             (TraceOption, WithTracerProvider), Outcome and the
-//	                             Outcome constants (OutcomeRan, OutcomeFailed, …), ErrNoRun
+//	                             Outcome constants (OutcomeRan, OutcomeFailed, …), ErrNoRun,
+//	                             ErrInterrupted
 //	testing with a fake clock    Clock, Timer, SystemClock
 package middleware
