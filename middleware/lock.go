@@ -121,7 +121,7 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // except a manual run's, which is kept as done either way, and is not stopped by a pause.
 // A handler that returned nil succeeded, whatever happened to the lease afterwards: Lock
 // returns nil, so the run is never tried again, and the tick is kept as done for cfg.KeepDone
-// — where the lock was lost, on every node that no newer holder took (redlock's MarkDone,
+// — where the lock was lost, on every node that no newer holder took (redlock's mark-done script,
 // with the run's fencing token). A newer holder found there ran the tick a second time: it
 // is logged at Warn as a detected duplicate, and recorded as the event
 // "cronlock.duplicate.detected" on the tick's span.
@@ -522,19 +522,19 @@ func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error, p *lo
 // took it, after its release (rerr) could not keep it done on a quorum, and reports each
 // newer holder as a duplicate run.
 func (c LockConfig) markDone(l *redlock.Lock, run *job.Run, rerr error, p *lockProbe) {
-	done, err := l.MarkDone(context.Background(), c.KeepDone)
-	for _, h := range done.Newer {
+	marked, newer, err := lockseam.MarkDone(l, context.Background(), c.KeepDone)
+	for _, h := range newer.([]redlock.Holder) {
 		c.Logger.Warn("cronlock: duplicate run detected: another holder took the tick while this run was going on",
 			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "holder", h.Label, "holder_token", h.Token, "holder_done", h.Done)
 		p.duplicate(h)
 	}
 	if err != nil {
 		c.Logger.Warn("cronlock: tick ran, but could not be marked done on a quorum; its lock expires after its TTL",
-			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", done.Marked, "err", errors.Join(rerr, err))
+			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", marked, "err", errors.Join(rerr, err))
 		return
 	}
 	c.Logger.Warn("cronlock: tick ran past its lock, which was lost; it is marked done where no other holder took it",
-		"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", done.Marked, "release", rerr)
+		"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", marked, "release", rerr)
 }
 
 // release closes the lease, keeping the tick as done or not, and logs a release that failed

@@ -223,7 +223,7 @@
 //	                             Lease.Err, Lease.Lock, Lease.Close, LeaseFrom; ErrLeaseLost,
 //	                             ErrLeaseClosed, ErrLockLost, ErrRevoked
 //	nested holds                 WithHold, Lock.Depth (a lease's context nests too)
-//	done markers                 Lock.MarkDone (Done), ReleaseOption: KeepDone
+//	done markers                 ReleaseOption: KeepDone
 //	quarantine                   WithBootKey, DefaultBootKey, WithMaxTTL, DefaultMaxTTL,
 //	                             Client.MaxTTL, WithoutQuarantine, Client.EndQuarantine
 //	cluster and replicated nodes WithClusterNodes, WithWaitForReplicas, WithNodeReplicas

@@ -112,8 +112,8 @@ type Holder struct {
 	Done bool
 	// TTL is the time the key had left on that node.
 	TTL time.Duration
-	// Token is the node's fencing counter when the holder took the key there, as MarkDone
-	// reports it (see Done.Newer); zero in an AcquireError.
+	// Token is the node's fencing counter when the holder took the key there, as marking a
+	// lost lock's work done reports it; zero in an AcquireError.
 	Token uint64
 	// value is the holder's lock value, which Acquire compares from attempt to attempt;
 	// never shown.

@@ -16,4 +16,8 @@ func init() {
 	lockseam.SameHold = func(a, b any) bool { return a.(Holder).same(b.(Holder)) }
 	lockseam.CountAcquisitions = func(key string, ttl time.Duration) any { return countAcquisitions(key, ttl) }
 	lockseam.Acquisitions = func(l any) uint64 { return l.(*Lock).acquisitions }
+	lockseam.MarkDone = func(l any, ctx context.Context, keep time.Duration) (int, any, error) {
+		d, err := l.(*Lock).markDone(ctx, keep)
+		return d.marked, d.newer, err
+	}
 }

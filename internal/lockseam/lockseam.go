@@ -1,7 +1,7 @@
 // Package lockseam gives cronlock's own packages the parts of package redlock that they need
 // and a user of redlock does not: checking a lock TTL before any lock is taken (scheduler),
-// revoking a holder and counting a key's acquisitions across the cluster (the lock
-// middleware). Keeping them here keeps redlock's exported API to what users call.
+// revoking a holder, counting a key's acquisitions across the cluster and marking a lost
+// lock's work done (the lock middleware). Keeping them here keeps redlock's exported API to what users call.
 //
 // Package redlock sets the variables in an init function, with its unexported functions.
 // This package cannot import redlock (redlock imports it), so the client, holder, lock and
@@ -38,4 +38,13 @@ var (
 	// Acquisitions returns the number of acquisitions counted under the CountAcquisitions key
 	// the *redlock.Lock was acquired with, this one included; 0 without that option.
 	Acquisitions func(lock any) uint64
+
+	// MarkDone keeps the *redlock.Lock's primary key as a done marker for keep on every node
+	// where no other holder took it, and releases its other keys where they are its own: for
+	// work that completed after the lock may have been lost. It returns the number of nodes
+	// that keep the marker and, as a []redlock.Holder, the holders found with a fencing token
+	// above the lock's (each took the key while the work was going on: it ran twice). It
+	// fails with an error matching redlock.ErrLockLost when other holders keep the marker off
+	// a quorum, or redlock.ErrQuorumUnavailable; the lock counts as released afterwards.
+	MarkDone func(lock any, ctx context.Context, keep time.Duration) (marked int, newer any, err error)
 )
