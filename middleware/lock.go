@@ -36,11 +36,12 @@ type LockConfig struct {
 	// runs of the job are ever running at once; with job.Allow only the tick key is taken.
 	Overlap job.Overlap
 	// MaxAttempts bounds the runs of one tick across the cluster: every replica's attempts
-	// count ({prefix:job}:attempts:<unix ms>, taken with the tick's lock), and job.Run.Attempt is the tick's
-	// attempt number across the cluster. An attempt beyond it is not run: the tick is kept as
-	// done, and Lock fails with ErrNoAttemptsLeft (permanent: Retry stops). The scheduler sets
-	// it to the job's Retries + 1. Default 0: not counted (one round trip less per run), and
-	// job.Run.Attempt is left as Retry set it. Manual runs are not counted.
+	// count ({prefix:job}:attempts:<unix ms>, taken with the tick's lock), and
+	// job.Run.Attempt is the tick's attempt number across the cluster. An attempt beyond it
+	// is not run: the tick is kept as done, and Lock fails with ErrNoAttemptsLeft (permanent:
+	// Retry stops). The scheduler sets it to the job's Retries + 1. Default 0: not counted
+	// (one round trip less per run), and job.Run.Attempt is left as Retry set it. Manual runs
+	// are not counted.
 	MaxAttempts int
 	// KeepDone is how long a tick whose run succeeded is kept as done, so that replicas that
 	// come late (clock skew, retries) see it done instead of running it again. Default 1 min.
@@ -121,8 +122,8 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // except a manual run's, which is kept as done either way, and is not stopped by a pause.
 // A handler that returned nil succeeded, whatever happened to the lease afterwards: Lock
 // returns nil, so the run is never tried again, and the tick is kept as done for cfg.KeepDone
-// — where the lock was lost, on every node that no newer holder took (redlock's mark-done script,
-// with the run's fencing token). A newer holder found there ran the tick a second time: it
+// — where the lock was lost, on every node that no newer holder took (redlock's mark-done
+// script, with the run's fencing token). A newer holder found there ran the tick a second time: it
 // is logged at Warn as a detected duplicate, and recorded as the event
 // "cronlock.duplicate.detected" on the tick's span.
 // Once cfg.Stop is closed, no handler starts (see LockConfig.Stop).
