@@ -13,6 +13,10 @@ deps:
 # docscheck: every qualified Go name the docs give in backticks (redlock.X, Client.MaxTTL…)
 # exists in the code. funclen: no function of redlock, middleware or scheduler over 60 lines
 # without a "// long: why" line in its doc comment.
+# apicount: each library package's exported count (top-level names plus exported methods)
+# beside its target (redlock 60, middleware 30, scheduler 45, job 30). The targets are not all
+# met yet: it fails above a ratchet limit, the lower of the target and the count when its table
+# (internal/apicount/main.go) was last lowered, so the surface can shrink but never grow.
 lint:
 	@test -z "$$(gofmt -l .)" || { echo "gofmt needed:"; gofmt -l .; exit 1; }
 	go vet ./... ./bench/...
@@ -25,6 +29,7 @@ lint:
 		|| { echo "examples must use only the public API, so that each can be copied out of the repo"; exit 1; }
 	go run ./internal/docscheck
 	go run ./internal/funclen
+	go run ./internal/apicount
 
 # The monitoring files: deploy/prometheus/alerts.yml checked and unit-tested by promtool, and
 # every query of deploy/grafana/cronlock.json parsed by promtool (scripts/promcheck.sh).

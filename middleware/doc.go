@@ -49,23 +49,16 @@
 //
 // # API at a glance
 //
-// The keys' functions name what a job leaves on the lock nodes, for tools that read them
-// (cronlock locks) and for tests; the middleware and package scheduler are their one owner.
-//
 //	Task                         Identifiers
 //	---------------------------  ------------------------------------------------------------
 //	composing                    Middleware, Chain, FromJobWrapper, ToJobWrapper
-//	the cluster lock             Lock, LockConfig, DefaultPrefix, DefaultKeepDone,
-//	                             SkippedMarker, Limiter (NewLimiter)
+//	the cluster lock             Lock, LockConfig, DefaultPrefix, Limiter (NewLimiter)
 //	bounding a run               Timeout, ErrTimeout, Recover, ErrPanic, PanicError
-//	retries                      Retry, RetryPolicy, DefaultRetryBackOff, FullJitter,
+//	retries                      Retry, RetryPolicy, DefaultRetryBackOff,
 //	                             ErrNoAttemptsLeft
 //	observing                    Metrics (MetricsOption, WithMeterProvider, ZeroRuns), Trace
-//	                             (TraceOption, WithTracerProvider), TraceID, Outcome and the
-//	                             Outcome constants (OutcomeRan, OutcomeFailed, …), ErrNoRun
-//	pauses                       PauseValue, ParsePause
-//	the jobs' keys               TickKey, RunKey, AttemptsKey, PauseKey,
-//	                             HistoryKey, TriggersKey, TriggerKey, ReplaceChannel,
-//	                             ReplicasKey
+//	                             (TraceOption, WithTracerProvider), Outcome and the
+//	                             Outcome constants (OutcomeRan, OutcomeFailed, …), ErrNoRun,
+//	                             ErrInterrupted
 //	testing with a fake clock    Clock, Timer, SystemClock
 package middleware

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -63,12 +64,12 @@ func TestLockASucceededRunIsDoneAfterItsLeaseWasLost(t *testing.T) {
 	lc := ns.client(t)
 	logs := &records{}
 	lock := middleware.Lock(lc, middleware.LockConfig{Prefix: "p", TTL: 3 * time.Second, RenewEvery: 20 * time.Millisecond, Logger: slog.New(logs)})
-	tickKey := middleware.TickKey("p", "lost-ok", tick)
+	tickKey := layout.TickKey("p", "lost-ok", tick)
 	calls := 0
 	h := middleware.Retry(middleware.RetryPolicy{Retries: 2, BackOff: noWait})(lock(func(ctx context.Context) error {
 		calls++
-		ns.expire(t, tickKey, middleware.RunKey("p", "lost-ok")) // the lock expires while the work goes on (a pause, a slow node)
-		<-ctx.Done()                                             // the next renewal finds it lost
+		ns.expire(t, tickKey, layout.RunKey("p", "lost-ok")) // the lock expires while the work goes on (a pause, a slow node)
+		<-ctx.Done()                                         // the next renewal finds it lost
 		require.ErrorIs(t, context.Cause(ctx), redlock.ErrLeaseLost)
 		return nil // and the work completes
 	}))
@@ -90,12 +91,12 @@ func TestLockASucceededRunReportsANewerHolder(t *testing.T) {
 	tm := newTelemetry(t)
 	logs := &records{}
 	lock := middleware.Lock(lc, middleware.LockConfig{Prefix: "p", TTL: 3 * time.Second, RenewEvery: 20 * time.Millisecond, Logger: slog.New(logs)})
-	tickKey := middleware.TickKey("p", "dup", tick)
+	tickKey := layout.TickKey("p", "dup", tick)
 	var second *redlock.Lock
 	calls := 0
 	h := middleware.Retry(middleware.RetryPolicy{Retries: 2, BackOff: noWait})(tm.wrap(lock)(func(ctx context.Context) error {
 		calls++
-		ns.expire(t, tickKey, middleware.RunKey("p", "dup"))
+		ns.expire(t, tickKey, layout.RunKey("p", "dup"))
 		var err error // another replica takes the tick, as the scheduler's Lock does
 		second, err = other.TryAcquire(context.Background(), tickKey, 10*time.Second, redlock.Label("r2"))
 		require.NoError(t, err)

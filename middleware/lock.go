@@ -11,6 +11,8 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -18,42 +20,13 @@ import (
 // DefaultPrefix is the default prefix of lock keys.
 const DefaultPrefix = "cronlock"
 
-// DefaultKeepDone is the default LockConfig.KeepDone: how long a tick that ran is kept as done.
-const DefaultKeepDone = time.Minute
-
-// TickKey returns the lock key of one tick of a job: {prefix:name}:tick:<unix ms>. The hash
-// tag {prefix:name} keeps every key of a job in one Redis Cluster slot.
-func TickKey(prefix, name string, tick time.Time) string {
-	return "{" + prefix + ":" + name + "}:tick:" + strconv.FormatInt(tick.UnixMilli(), 10)
-}
-
-// RunKey returns the key that a running run of a job holds when its Overlap is Forbid:
-// {prefix:name}:run.
-func RunKey(prefix, name string) string { return "{" + prefix + ":" + name + "}:run" }
-
-// TriggerKey returns the lock key of a manual run of a job, in place of the tick key:
-// {prefix:name}:trigger:<id>. It is kept as done after the run, whatever its outcome: a
-// manual run runs once.
-func TriggerKey(prefix, name, id string) string { return "{" + prefix + ":" + name + "}:trigger:" + id }
-
-// TriggersKey returns the key of the queue of manual runs asked for (scheduler.Trigger) of
-// every job under prefix: {prefix}:triggers. One queue per prefix lets a replica look for new
-// requests with one request per node, whatever its number of jobs.
-func TriggersKey(prefix string) string { return "{" + prefix + "}:triggers" }
-
-// ReplicasKey returns the key of the replicas' heartbeats under prefix: {prefix}:replicas, a
-// hash of each scheduler's name to what it last reported (scheduler.Replicas).
-func ReplicasKey(prefix string) string { return "{" + prefix + "}:replicas" }
-
-// AttemptsKey returns the key that counts the runs of one tick across the cluster
-// (LockConfig.MaxAttempts): {prefix:name}:attempts:<unix ms>.
-func AttemptsKey(prefix, name string, tick time.Time) string {
-	return "{" + prefix + ":" + name + "}:attempts:" + strconv.FormatInt(tick.UnixMilli(), 10)
-}
+// defaultKeepDone is the default LockConfig.KeepDone: how long a tick that ran is kept as done.
+const defaultKeepDone = time.Minute
 
 // LockConfig configures Lock. The zero value of each field means its default.
 type LockConfig struct {
-	// Prefix starts every key (TickKey, RunKey, and so the job's fence counter). Default "cronlock".
+	// Prefix starts every key of the job ({prefix:job}:tick:<unix ms>, {prefix:job}:run, and so
+	// the job's fence counter {prefix:job}:fence). Default "cronlock".
 	Prefix string
 	// TTL of the tick's lock. Default job.DefaultLockTTL (30s).
 	TTL time.Duration
@@ -63,11 +36,12 @@ type LockConfig struct {
 	// runs of the job are ever running at once; with job.Allow only the tick key is taken.
 	Overlap job.Overlap
 	// MaxAttempts bounds the runs of one tick across the cluster: every replica's attempts
-	// count (AttemptsKey, taken with the tick's lock), and job.Run.Attempt is the tick's
-	// attempt number across the cluster. An attempt beyond it is not run: the tick is kept as
-	// done, and Lock fails with ErrNoAttemptsLeft (permanent: Retry stops). The scheduler sets
-	// it to the job's Retries + 1. Default 0: not counted (one round trip less per run), and
-	// job.Run.Attempt is left as Retry set it. Manual runs are not counted.
+	// count ({prefix:job}:attempts:<unix ms>, taken with the tick's lock), and
+	// job.Run.Attempt is the tick's attempt number across the cluster. An attempt beyond it
+	// is not run: the tick is kept as done, and Lock fails with ErrNoAttemptsLeft (permanent:
+	// Retry stops). The scheduler sets it to the job's Retries + 1. Default 0: not counted
+	// (one round trip less per run), and job.Run.Attempt is left as Retry set it. Manual runs
+	// are not counted.
 	MaxAttempts int
 	// KeepDone is how long a tick whose run succeeded is kept as done, so that replicas that
 	// come late (clock skew, retries) see it done instead of running it again. Default 1 min.
@@ -107,7 +81,7 @@ func (c LockConfig) withDefaults() LockConfig {
 		c.RenewEvery = c.TTL / 3
 	}
 	if c.KeepDone == 0 {
-		c.KeepDone = DefaultKeepDone
+		c.KeepDone = defaultKeepDone
 	}
 	if c.BackOff == nil {
 		c.BackOff = redlock.DefaultBackOff
@@ -133,10 +107,10 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // Lock runs the handler only on the one replica that takes the tick's lock, under the lock's
 // lease.
 //
-// The lock is the tick key (TriggerKey for a manual run, job.Run.Trigger), with the job's run
+// The lock is the tick key (a manual run's own key for job.Run.Trigger), with the job's run
 // key too when Overlap is Forbid. A tick held by
 // another replica, already done, or (Forbid) whose previous run still runs, and every tick
-// while the job's PauseKey is on a quorum of the nodes, is skipped with a final
+// while the job's pause key is on a quorum of the nodes, is skipped with a final
 // *job.SkipError; refusals that may have split the vote, and run keys that may be leftovers
 // of a failed attempt or of a release that missed a node, are looked at again first (the
 // latter on every node; docs/scheduler.md). Unavailable nodes are
@@ -148,8 +122,8 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // except a manual run's, which is kept as done either way, and is not stopped by a pause.
 // A handler that returned nil succeeded, whatever happened to the lease afterwards: Lock
 // returns nil, so the run is never tried again, and the tick is kept as done for cfg.KeepDone
-// — where the lock was lost, on every node that no newer holder took (redlock's MarkDone,
-// with the run's fencing token). A newer holder found there ran the tick a second time: it
+// — where the lock was lost, on every node that no newer holder took (redlock's mark-done
+// script, with the run's fencing token). A newer holder found there ran the tick a second time: it
 // is logged at Warn as a detected duplicate, and recorded as the event
 // "cronlock.duplicate.detected" on the tick's span.
 // Once cfg.Stop is closed, no handler starts (see LockConfig.Stop).
@@ -174,7 +148,7 @@ func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 			}
 			r := *run
 			r.FencingToken = l.Token()
-			if n := l.Acquisitions(); n > 0 {
+			if n := lockseam.Acquisitions(l); n > 0 {
 				r.Attempt = int(n)
 				if r.Attempt > cfg.MaxAttempts {
 					return cfg.refuseAttempt(l, &r, p)
@@ -280,9 +254,9 @@ const (
 // newClaim prepares the acquisition of run's tick.
 func (c LockConfig) newClaim(locks *redlock.Client, run *job.Run, p *lockProbe) claim {
 	cl := claim{c: c, locks: locks, run: run, p: p, last: new(redlock.Attempt),
-		tickKey: TickKey(c.Prefix, run.Job, run.Tick), runKey: RunKey(c.Prefix, run.Job)}
+		tickKey: layout.TickKey(c.Prefix, run.Job, run.Tick), runKey: layout.RunKey(c.Prefix, run.Job)}
 	if run.Trigger != "" {
-		cl.tickKey = TriggerKey(c.Prefix, run.Job, run.Trigger) // an operator's run: a pause does not stop it
+		cl.tickKey = layout.TriggerKey(c.Prefix, run.Job, run.Trigger) // an operator's run: a pause does not stop it
 	}
 	if p != nil {
 		p.tickKey = cl.tickKey
@@ -297,7 +271,7 @@ func (cl *claim) options(opts []redlock.AcquireOption) []redlock.AcquireOption {
 	// one per job, shared by its ticks and manual runs, so tokens increase from run to run.
 	opts = append(opts, redlock.ResolveSplits(maxSplitRetries))
 	if run.Trigger == "" {
-		opts = append(opts, redlock.RefuseWhile(PauseKey(c.Prefix, run.Job)))
+		opts = append(opts, redlock.RefuseWhile(layout.PauseKey(c.Prefix, run.Job)))
 	}
 	if run.Replica != "" {
 		opts = append(opts, redlock.Label(run.Replica))
@@ -321,7 +295,7 @@ func (cl *claim) options(opts []redlock.AcquireOption) []redlock.AcquireOption {
 		if !run.Deadline.IsZero() {
 			ttl += max(run.Deadline.Sub(c.Clock.Now()), 0)
 		}
-		opts = append(opts, redlock.CountAcquisitions(AttemptsKey(c.Prefix, run.Job, run.Tick), ttl))
+		opts = append(opts, lockseam.CountAcquisitions(layout.AttemptsKey(c.Prefix, run.Job, run.Tick), ttl).(redlock.AcquireOption))
 	}
 	last, p := cl.last, cl.p // not cl: the claim stays on the stack
 	return append(opts, redlock.OnAttempt(func(a redlock.Attempt) { *last = a; p.attempt(a) }))
@@ -429,7 +403,7 @@ func (cl *claim) skips(ctx context.Context, se *job.SkipError, done bool) bool {
 // wait for its release within the window, asking every node (the run key may be a leftover on
 // the primary).
 func (cl *claim) askToStop(ctx context.Context, h *redlock.Holder) {
-	if cl.revoked == nil || !cl.revoked.Same(*h) {
+	if cl.revoked == nil || !lockseam.SameHold(*cl.revoked, *h) {
 		cl.revoked = h
 		cl.c.replace(ctx, cl.locks, cl.run, *h, cl.p)
 	}
@@ -457,11 +431,6 @@ func (cl *claim) wait(ctx context.Context, err error) error {
 	}
 	return nil
 }
-
-// ReplaceChannel is the Pub/Sub channel on which a tick of an Overlap Replace job announces
-// that it asked the run under way to stop: {prefix}:replace. The scheduler listens to it, and
-// looks at once whether one of its runs was asked (see redlock.Revoke).
-func ReplaceChannel(prefix string) string { return "{" + prefix + "}:replace" }
 
 // replaces reports whether run's tick replaces the run under way: a scheduled tick of an
 // Overlap Replace job (manual runs and backfilled ticks wait instead).
@@ -493,10 +462,10 @@ func lockTraceparent(md string) string {
 }
 
 // replace asks the run that holds the job's run key (h) to stop: its lock is revoked, so its
-// lease ends at its next renewal, and the revocation is announced on ReplaceChannel for its
+// lease ends at its next renewal, and the revocation is announced on the prefix's replace channel for its
 // scheduler to stop it at once.
 func (c LockConfig) replace(ctx context.Context, locks *redlock.Client, run *job.Run, h redlock.Holder, p *lockProbe) {
-	marked, err := locks.Revoke(ctx, h, redlock.Announce(ReplaceChannel(c.Prefix), run.Job))
+	marked, err := lockseam.Revoke(locks, ctx, h, layout.ReplaceChannel(c.Prefix), run.Job)
 	p.replacing(h, marked, err)
 	if err != nil {
 		c.Logger.Warn("cronlock: could not ask the run under way to stop; this tick waits for it until its window closes",
@@ -520,17 +489,12 @@ func (c LockConfig) refuseAttempt(l *redlock.Lock, run *job.Run, p *lockProbe) e
 	return backoff.Permanent(err)
 }
 
-// SkippedMarker is the metadata of a tick kept as done because it was skipped while a previous
-// run of its job was running (Overlap Forbid): replicas that come later find it done, with
-// this metadata, and skip it too (skipped_overlap) instead of running it late.
-const SkippedMarker = "cronlock:skipped:overlap"
-
-// markSkipped keeps the tick as done with SkippedMarker, so that replicas whose clocks are
+// markSkipped keeps the tick as done with layout.SkippedMarker, so that replicas whose clocks are
 // behind do not run it late — a late run would hold the run key when this replica's next
 // tick comes, and skip that one in turn. Best effort: if the tick is taken meanwhile, the
 // taker decides.
 func (c LockConfig) markSkipped(ctx context.Context, locks *redlock.Client, run *job.Run, tickKey string) {
-	opts := []redlock.AcquireOption{redlock.Metadata(SkippedMarker)}
+	opts := []redlock.AcquireOption{redlock.Metadata(layout.SkippedMarker)}
 	if run.Replica != "" {
 		opts = append(opts, redlock.Label(run.Replica))
 	}
@@ -551,14 +515,14 @@ func (c LockConfig) markSkipped(ctx context.Context, locks *redlock.Client, run 
 func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
 	se := &job.SkipError{Reason: job.SkipHeld, Err: err}
 	if ae.Refusal != nil {
-		p := ParsePause(ae.Refusal.Value)
+		p := layout.ParsePause(ae.Refusal.Value)
 		se.Reason, se.Pause = job.SkipPaused, &p
 		return se
 	}
 	if h := ae.Holder; h != nil {
 		se.Holder = &job.Holder{Key: h.Key, Label: h.Label, Metadata: h.Metadata, Done: h.Done}
 		switch {
-		case h.Done && h.Metadata == SkippedMarker:
+		case h.Done && h.Metadata == layout.SkippedMarker:
 			se.Reason = job.SkipOverlap
 		case h.Done:
 			se.Reason = job.SkipDone
@@ -662,19 +626,19 @@ func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error, p *lo
 // took it, after its release (rerr) could not keep it done on a quorum, and reports each
 // newer holder as a duplicate run.
 func (c LockConfig) markDone(l *redlock.Lock, run *job.Run, rerr error, p *lockProbe) {
-	done, err := l.MarkDone(context.Background(), c.KeepDone)
-	for _, h := range done.Newer {
+	marked, newer, err := lockseam.MarkDone(l, context.Background(), c.KeepDone)
+	for _, h := range newer.([]redlock.Holder) {
 		c.Logger.Warn("cronlock: duplicate run detected: another holder took the tick while this run was going on",
 			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "holder", h.Label, "holder_token", h.Token, "holder_done", h.Done)
 		p.duplicate(h)
 	}
 	if err != nil {
 		c.Logger.Warn("cronlock: tick ran, but could not be marked done on a quorum; its lock expires after its TTL",
-			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", done.Marked, "err", errors.Join(rerr, err))
+			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", marked, "err", errors.Join(rerr, err))
 		return
 	}
 	c.Logger.Warn("cronlock: tick ran past its lock, which was lost; it is marked done where no other holder took it",
-		"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", done.Marked, "release", rerr)
+		"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", marked, "release", rerr)
 }
 
 // release closes the lease, keeping the tick as done or not, and logs a release that failed

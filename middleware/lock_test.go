@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/locktest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -67,8 +68,8 @@ func TestLockRunsOnceAndKeepsTheTickDone(t *testing.T) {
 	require.NoError(t, h(runAs("r1", "once", time.Time{})))
 	assert.NotZero(t, token)
 	require.NoError(t, lc.Close()) // waits for the requests still in flight to the last node
-	assert.GreaterOrEqual(t, ns.count(t, middleware.TickKey("p", "once", tick)), 2, "kept as done on a quorum")
-	assert.Zero(t, ns.count(t, middleware.RunKey("p", "once")), "run key released")
+	assert.GreaterOrEqual(t, ns.count(t, layout.TickKey("p", "once", tick)), 2, "kept as done on a quorum")
+	assert.Zero(t, ns.count(t, layout.RunKey("p", "once")), "run key released")
 	assert.GreaterOrEqual(t, ns.count(t, "{p:once}:fence"), 2, "the job's own fence counter (redlock's default for its tag)")
 
 	lc2 := ns.client(t)
@@ -104,7 +105,7 @@ func TestLockSkipsAHeldTickAndAnOverlap(t *testing.T) {
 	assert.Equal(t, middleware.OutcomeSkippedOverlap, middleware.Outcome(err), "%v", err)
 	se, _ := errors.AsType[*job.SkipError](err)
 	assert.Equal(t, "holder", se.Holder.Label)
-	assert.Equal(t, middleware.RunKey(middleware.DefaultPrefix, "busy"), se.Holder.Key)
+	assert.Equal(t, layout.RunKey(middleware.DefaultPrefix, "busy"), se.Holder.Key)
 	close(release)
 	require.NoError(t, <-done)
 
@@ -113,7 +114,7 @@ func TestLockSkipsAHeldTickAndAnOverlap(t *testing.T) {
 	assert.Equal(t, middleware.OutcomeSkippedOverlap, middleware.Outcome(err), "%v", err)
 	se, _ = errors.AsType[*job.SkipError](err)
 	assert.True(t, se.Holder.Done)
-	assert.Equal(t, middleware.SkippedMarker, se.Holder.Metadata)
+	assert.Equal(t, layout.SkippedMarker, se.Holder.Metadata)
 
 	// With Allow, a tick runs while another runs.
 	allow := middleware.Lock(lc, middleware.LockConfig{Overlap: job.Allow})
@@ -138,7 +139,7 @@ func TestLockRunsPastARunKeyLeftOnOneNode(t *testing.T) {
 	lc := ns.client(t)
 	lock := middleware.Lock(lc, middleware.LockConfig{Prefix: "p"})
 	ctx := context.Background()
-	runKey := middleware.RunKey("p", "left")
+	runKey := layout.RunKey("p", "left")
 	leave := func(i int) {
 		require.NoError(t, ns.Servers[i].Client().HSet(ctx, runKey, "v", "gone-value", "l", "gone").Err())
 	}
@@ -175,7 +176,7 @@ func TestLockReleasesOnFailureAndPanic(t *testing.T) {
 	ns := startNodes(t, 3, false)
 	lc := ns.client(t)
 	lock := middleware.Lock(lc, middleware.LockConfig{})
-	tickKey, runKey := middleware.TickKey("cronlock", "f", tick), middleware.RunKey("cronlock", "f")
+	tickKey, runKey := layout.TickKey("cronlock", "f", tick), layout.RunKey("cronlock", "f")
 	fail := errors.New("failed")
 	assert.Equal(t, fail, lock(func(context.Context) error { return fail })(runAs("r", "f", time.Time{})))
 	// A panic goes through Lock (no Recover inside), after the lock was released.
@@ -280,8 +281,8 @@ func TestLockQuorumUnavailable(t *testing.T) {
 
 func TestKeys(t *testing.T) {
 	at := time.UnixMilli(1_700_000_000_123)
-	assert.Equal(t, "{cronlock:report}:tick:1700000000123", middleware.TickKey("cronlock", "report", at))
-	assert.Equal(t, "{cronlock:report}:run", middleware.RunKey("cronlock", "report"))
+	assert.Equal(t, "{cronlock:report}:tick:1700000000123", layout.TickKey("cronlock", "report", at))
+	assert.Equal(t, "{cronlock:report}:run", layout.RunKey("cronlock", "report"))
 }
 
 // inFlight counts the acquire scripts the nodes ran, alone or in pipelines (the acquire

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -166,7 +167,7 @@ func attemptResult(err error, tickKey string) string {
 			return resultHeld
 		}
 		switch h := ae.Holder; {
-		case h.Done && h.Metadata == SkippedMarker:
+		case h.Done && h.Metadata == layout.SkippedMarker:
 			return resultOverlap
 		case h.Done:
 			return resultDone

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -35,7 +36,7 @@ func TestTraceparentRoundTrip(t *testing.T) {
 
 	for _, bad := range []string{
 		"",
-		SkippedMarker,
+		layout.SkippedMarker,
 		"01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",  // unknown version
 		"00-00000000000000000000000000000000-00f067aa0ba902b7-01",  // zero trace id
 		"00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",  // zero span id
@@ -49,7 +50,7 @@ func TestTraceparentRoundTrip(t *testing.T) {
 }
 
 func TestAttemptResult(t *testing.T) {
-	tickKey := TickKey("p", "j", time.UnixMilli(0))
+	tickKey := layout.TickKey("p", "j", time.UnixMilli(0))
 	refused := func(h *redlock.Holder) error {
 		return fmt.Errorf("wrapped: %w", &redlock.AcquireError{Key: tickKey, Reason: redlock.ErrNotAcquired, Holder: h})
 	}
@@ -61,8 +62,8 @@ func TestAttemptResult(t *testing.T) {
 		{refused(nil), resultHeld},
 		{refused(&redlock.Holder{Key: tickKey, Label: "r1"}), resultHeld},
 		{refused(&redlock.Holder{Key: tickKey, Done: true}), resultDone},
-		{refused(&redlock.Holder{Key: tickKey, Done: true, Metadata: SkippedMarker}), resultOverlap},
-		{refused(&redlock.Holder{Key: RunKey("p", "j")}), resultOverlap},
+		{refused(&redlock.Holder{Key: tickKey, Done: true, Metadata: layout.SkippedMarker}), resultOverlap},
+		{refused(&redlock.Holder{Key: layout.RunKey("p", "j")}), resultOverlap},
 		{&redlock.AcquireError{Reason: redlock.ErrQuorumUnavailable}, resultUnavailable},
 		{context.Canceled, resultError},
 	} {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -48,11 +49,11 @@ func ExampleOutcome() {
 
 func TestPauseValueRoundTrip(t *testing.T) {
 	p := job.Pause{Reason: "migration", Since: time.UnixMilli(1700000000123), By: "r1"}
-	got := middleware.ParsePause(middleware.PauseValue(p))
+	got := layout.ParsePause(layout.PauseValue(p))
 	if got.Reason != p.Reason || !got.Since.Equal(p.Since) || got.By != p.By {
 		t.Fatalf("round trip: got %+v, want %+v", got, p)
 	}
-	if got := middleware.ParsePause("set by hand"); got.Reason != "set by hand" {
+	if got := layout.ParsePause("set by hand"); got.Reason != "set by hand" {
 		t.Fatalf("a plain value is the reason: got %+v", got)
 	}
 }

@@ -31,19 +31,17 @@ type RetryPolicy struct {
 // DefaultRetryBackOff returns a fresh retry schedule: exponential from 1s, doubling up to
 // 1 minute, with full jitter (each wait is uniform in [0, step]).
 func DefaultRetryBackOff() backoff.BackOff {
-	return FullJitter(backoff.NewExponentialBackOff(
+	return &fullJitter{b: backoff.NewExponentialBackOff(
 		backoff.WithInitialInterval(time.Second),
 		backoff.WithMultiplier(2),
 		backoff.WithMaxInterval(time.Minute),
 		backoff.WithRandomizationFactor(0),
 		backoff.WithMaxElapsedTime(0),
-	))
+	)}
 }
 
-// FullJitter returns a schedule whose every wait is drawn uniformly from [0, w], where w is
-// the wait b gives.
-func FullJitter(b backoff.BackOff) backoff.BackOff { return &fullJitter{b: b} }
-
+// fullJitter is a schedule whose every wait is drawn uniformly from [0, w], where w is the
+// wait b gives.
 type fullJitter struct{ b backoff.BackOff }
 
 func (j *fullJitter) NextBackOff() time.Duration {

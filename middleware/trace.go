@@ -175,13 +175,3 @@ func parseTraceparent(s string) (sc trace.SpanContext, ok bool) {
 	sc = trace.NewSpanContext(trace.SpanContextConfig{TraceID: tid, SpanID: sid, TraceFlags: trace.TraceFlags(flags[0]), Remote: true})
 	return sc, sc.IsValid()
 }
-
-// TraceID returns the id of the trace that ctx's span belongs to (32 hex digits), or "" when
-// ctx carries no valid span — e.g. the handler's context under Trace: the tick's trace.
-func TraceID(ctx context.Context) string {
-	sc := trace.SpanContextFromContext(ctx)
-	if !sc.IsValid() {
-		return ""
-	}
-	return sc.TraceID().String()
-}

@@ -141,7 +141,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if err := ctx.Err(); err != nil {
 		return nil, fmt.Errorf("redlock: lock %s: %w", quote(key), err)
 	}
-	if err := c.CheckTTL(ttl); err != nil {
+	if err := c.checkTTL(ttl); err != nil {
 		return nil, err
 	}
 	if ac.replicas < 0 {

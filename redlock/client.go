@@ -202,9 +202,6 @@ func nodeName(n Node, i int) string {
 // Quorum returns the number of nodes that must agree.
 func (c *Client) Quorum() int { return c.quorum }
 
-// Nodes returns the number of nodes.
-func (c *Client) Nodes() int { return len(c.nodes) }
-
 // Close ends the Client's work, bounded by its node timeouts, and returns nil:
 //
 //   - Acquire calls waiting in their backoff return at once, with an error matching
@@ -267,10 +264,10 @@ type reply struct {
 	node    int
 	outcome outcome
 	token   uint64
-	count   uint64 // the acquisition counter's value (CountAcquisitions)
+	count   uint64 // the acquisition counter's value (countAcquisitions)
 	holder  *Holder
 	refusal *Refusal
-	revoked bool // an extension refused because the lock was revoked there (Revoke)
+	revoked bool // an extension refused because the lock was revoked there (revoke)
 	value   any  // Broadcast's reply
 	err     error
 }
@@ -504,11 +501,11 @@ func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
 	return max(ttl/50, 5*time.Millisecond)
 }
 
-// CheckTTL reports whether the client accepts ttl for a lock, as a *TTLError or nil, without
+// checkTTL reports whether the client accepts ttl for a lock, as a *ttlError or nil, without
 // any I/O.
-func (c *Client) CheckTTL(ttl time.Duration) error {
+func (c *Client) checkTTL(ttl time.Duration) error {
 	bad := func(format string, args ...any) error {
-		return &TTLError{TTL: ttl, Problem: fmt.Sprintf(format, args...)}
+		return &ttlError{TTL: ttl, Problem: fmt.Sprintf(format, args...)}
 	}
 	if ttl <= 0 {
 		return bad("is not positive: give e.g. 30s")

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/redlock"
 )
 
@@ -100,7 +101,7 @@ func TestBadAcquireIsRefused(t *testing.T) {
 		assert.Contains(t, err.Error(), tc.want)
 		if tc.key != "" && tc.opts == nil {
 			assert.ErrorIs(t, err, redlock.ErrInvalidTTL)
-			assert.Equal(t, err, c.CheckTTL(tc.ttl))
+			assert.Equal(t, err, lockseam.CheckTTL(c, tc.ttl))
 		} else {
 			assert.NotErrorIs(t, err, redlock.ErrInvalidTTL)
 		}
@@ -118,7 +119,7 @@ func TestAccessors(t *testing.T) {
 	assert.Equal(t, redlock.DefaultMaxTTL, c.MaxTTL())
 	assert.Equal(t, 200*time.Millisecond, c.NodeTimeout(10*time.Second))
 	assert.Equal(t, 5*time.Millisecond, c.NodeTimeout(100*time.Millisecond))
-	assert.NoError(t, c.CheckTTL(time.Second))
+	assert.NoError(t, lockseam.CheckTTL(c, time.Second))
 
 	c2, err := redlock.New([]redlock.Node{rc}, redlock.WithMaxTTL(time.Hour), redlock.WithNodeTimeout(time.Second))
 	require.NoError(t, err)

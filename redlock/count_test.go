@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -19,11 +20,11 @@ func TestCountAcquisitions(t *testing.T) {
 	a, b := c.client(t), c.client(t)
 	ctx := ctxT(t)
 	key := redistest.Key(t)
-	counter := redlock.CountAcquisitions(key+":count", time.Minute)
+	counter := lockseam.CountAcquisitions(key+":count", time.Minute).(redlock.AcquireOption)
 	for i, lc := range []*redlock.Client{a, b, a} {
 		l, err := lc.TryAcquire(ctx, key, 10*time.Second, counter)
 		require.NoError(t, err)
-		assert.Equal(t, uint64(i+1), l.Acquisitions())
+		assert.Equal(t, uint64(i+1), lockseam.Acquisitions(l))
 		_, err = b.TryAcquire(ctx, key, 10*time.Second, counter)
 		require.ErrorIs(t, err, redlock.ErrNotAcquired, "a refusal does not count")
 		require.NoError(t, l.Release(ctx))
@@ -32,16 +33,16 @@ func TestCountAcquisitions(t *testing.T) {
 	}
 	l, err := b.TryAcquire(ctx, key, 10*time.Second, counter)
 	require.NoError(t, err)
-	assert.Equal(t, uint64(4), l.Acquisitions())
+	assert.Equal(t, uint64(4), lockseam.Acquisitions(l))
 	ttl, err := c.servers[0].Client().PTTL(ctx, key+":count").Result()
 	require.NoError(t, err)
 	assert.Greater(t, ttl, 10*time.Second, "the count lives for its ttl")
 	l, err = b.TryAcquire(ctx, key+":other", 10*time.Second)
 	require.NoError(t, err)
-	assert.Zero(t, l.Acquisitions(), "not counted without the option")
+	assert.Zero(t, lockseam.Acquisitions(l), "not counted without the option")
 
-	_, err = a.TryAcquire(ctx, key, time.Second, redlock.CountAcquisitions(key+":count", 0))
+	_, err = a.TryAcquire(ctx, key, time.Second, lockseam.CountAcquisitions(key+":count", 0).(redlock.AcquireOption))
 	require.ErrorContains(t, err, "give a positive ttl")
-	_, err = a.TryAcquire(ctx, key, time.Second, redlock.CountAcquisitions(key, time.Minute))
+	_, err = a.TryAcquire(ctx, key, time.Second, lockseam.CountAcquisitions(key, time.Minute).(redlock.AcquireOption))
 	require.ErrorContains(t, err, "give a key of its own")
 }

@@ -213,23 +213,21 @@
 //	                             Lock.Key, Lock.Value, Lock.TTL, Lock.ValidUntil
 //	one acquisition's options    AcquireOption: Label, Metadata, Also,
 //	                             ResolveSplits, StartBefore, AskEveryNode, WakeOnRelease,
-//	                             WaitForReplicas, CountAcquisitions (Lock.Acquisitions),
-//	                             OnAttempt (Attempt, Refusal)
+//	                             WaitForReplicas, OnAttempt (Attempt, Refusal)
 //	why it failed                ErrNotAcquired (AcquireError, Holder), ErrQuorumUnavailable
 //	                             (QuorumError, NodeError), ErrInvalidKey, ErrInvalidTTL
-//	                             (TTLError, Client.CheckTTL), ErrNotReplicated, ErrClientClosed
+//	                             ErrNotReplicated, ErrClientClosed
 //	fencing tokens               Lock.Token, FenceKey, DefaultFenceKey
 //	leases                       Lock.Lease, LeaseOption: RenewEvery, MaxHold, MaxRenewals,
 //	                             OnRenew (Renewal); Lease.Context, Lease.Deadline, Lease.Done,
 //	                             Lease.Err, Lease.Lock, Lease.Close, LeaseFrom; ErrLeaseLost,
-//	                             ErrLeaseClosed, ErrLockLost
-//	asking a holder to give up   Client.Revoke (RevokeOption: Announce), Holder.Same, ErrRevoked
+//	                             ErrLeaseClosed, ErrLockLost, ErrRevoked
 //	nested holds                 WithHold, Lock.Depth (a lease's context nests too)
-//	done markers                 Lock.MarkDone (Done), ReleaseOption: KeepDone
+//	done markers                 ReleaseOption: KeepDone
 //	quarantine                   WithBootKey, DefaultBootKey, WithMaxTTL, DefaultMaxTTL,
 //	                             Client.MaxTTL, WithoutQuarantine, Client.EndQuarantine
 //	cluster and replicated nodes WithClusterNodes, WithWaitForReplicas, WithNodeReplicas
-//	sizing                       Client.Nodes, Client.Quorum, Client.NodeTimeout
+//	sizing                       Client.Quorum, Client.NodeTimeout
 //	state beside the locks       Client.Broadcast (a script on every node, to a quorum),
 //	                             Client.Subscribe (Notifications: a wake-up per publish),
 //	                             RefuseWhile (Refusal)

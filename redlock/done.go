@@ -16,39 +16,39 @@ var (
 	markDoneScript = newScript(markDoneSrc)
 )
 
-// Done is what MarkDone left on the nodes.
-type Done struct {
-	// Marked is the number of nodes that keep the lock's done marker.
-	Marked int
-	// Newer lists the holders that MarkDone found with a fencing token above this lock's,
+// markedDone is what markDone left on the nodes.
+type markedDone struct {
+	// marked is the number of nodes that keep the lock's done marker.
+	marked int
+	// newer lists the holders that markDone found with a fencing token above this lock's,
 	// one per node: each took the primary key after this lock was acquired, while its work
 	// was still going on, so the work the lock guards ran twice. A holder with a lower token
 	// on its node is left alone too but not listed: it may be older (a leftover), or newer on
 	// a node whose counter lagged; a newer holder of a quorum is above this lock's token on
 	// at least one node.
-	Newer []Holder
+	newer []Holder
 }
 
-// MarkDone keeps the lock's primary key as a done marker for keep (as Release with KeepDone
+// markDone keeps the lock's primary key as a done marker for keep (as Release with KeepDone
 // does) on every node where no other holder took it — where the key is ours, or absent
 // because it expired — and releases the other keys where they are ours. It is for work that
 // completed after the lock may have been lost (a lease that gave up, a process paused past
 // the TTL): the completed work must not run again, and its marker must not cover the run of a
-// newer holder either. Those holders are left alone, and reported in Done.Newer.
+// newer holder either. Those holders are left alone, and reported in markedDone.newer.
 //
 // It asks every node, in parallel, and waits for each until the node timeout. It fails with an
 // error matching ErrLockLost when other holders keep the marker off a quorum, or
-// ErrQuorumUnavailable when too many nodes failed; Done then says what was marked. The lock
+// ErrQuorumUnavailable when too many nodes failed; markedDone then says what was marked. The lock
 // counts as released afterwards (Release fails; a late reply of its acquisition is kept done
 // too). keep must be positive.
-func (l *Lock) MarkDone(ctx context.Context, keep time.Duration) (Done, error) {
+func (l *Lock) markDone(ctx context.Context, keep time.Duration) (markedDone, error) {
 	if keep <= 0 {
-		return Done{}, fmt.Errorf("redlock: MarkDone(%v): keep must be positive: give how long the done marker lives", keep)
+		return markedDone{}, fmt.Errorf("redlock: mark done (%v): keep must be positive: give how long the done marker lives", keep)
 	}
 	c := l.c
 	ms := formatMillis(keep)
 	l.markReleased(ms)
-	var done Done
+	var done markedDone
 	t := tally{n: len(c.nodes), quorum: c.quorum}
 	f := &fan{call: markDoneScript.call(l.keys, l.valueArg, ms, l.label), replicas: l.replicas,
 		parse: func(node int, cmd *redis.Cmd) reply {
@@ -75,11 +75,11 @@ func (l *Lock) MarkDone(ctx context.Context, keep time.Duration) (Done, error) {
 	_, err := c.fanout(context.WithoutCancel(ctx), f, c.all(), c.nodeTimeout(l.ttl), func(r reply) bool {
 		t.add(c, r)
 		if r.holder != nil && r.holder.Token > l.token {
-			done.Newer = append(done.Newer, *r.holder)
+			done.newer = append(done.newer, *r.holder)
 		}
 		return false
 	})
-	done.Marked = t.ok
+	done.marked = t.ok
 	if err != nil {
 		return done, err
 	}

@@ -1,6 +1,7 @@
 package redlock_test
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -8,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -32,12 +34,12 @@ func TestMarkDoneLeavesANewerHolderAlone(t *testing.T) {
 	require.NoError(t, n(3).Client().HSet(ctx, key, "v", "new", "l", "new-one", "f", newer).Err())
 	require.NoError(t, n(4).Client().HSet(ctx, key, "v", "other", "l", "other-one", "f", lower).Err())
 
-	done, err := l.MarkDone(ctx, time.Minute)
+	marked, holders, err := markDone(ctx, l, time.Minute)
 	require.NoError(t, err, "a quorum (3 of 5) is marked")
-	assert.Equal(t, 3, done.Marked)
-	require.Len(t, done.Newer, 1)
-	assert.Equal(t, "new-one", done.Newer[0].Label)
-	assert.Equal(t, l.Token()+1, done.Newer[0].Token)
+	assert.Equal(t, 3, marked)
+	require.Len(t, holders, 1)
+	assert.Equal(t, "new-one", holders[0].Label)
+	assert.Equal(t, l.Token()+1, holders[0].Token)
 	for i, want := range []string{l.Value(), l.Value(), l.Value(), "new", "other"} {
 		h, err := n(i).Client().HGetAll(ctx, key).Result()
 		require.NoError(t, err)
@@ -74,14 +76,21 @@ func TestMarkDoneBehindNewerHoldersOnAQuorum(t *testing.T) {
 	node2 := c.servers[2].Client()
 	require.Eventually(t, func() bool { return node2.Exists(ctx, key).Val() == 1 }, 10*time.Second, time.Millisecond)
 	require.NoError(t, node2.Del(ctx, key).Err())
-	done, err := l.MarkDone(ctx, time.Minute)
+	marked, newer, err := markDone(ctx, l, time.Minute)
 	require.ErrorIs(t, err, redlock.ErrLockLost)
-	assert.Equal(t, 1, done.Marked)
+	assert.Equal(t, 1, marked)
 	// Tokens are node counters: the newer holder is above ours on at least one of its nodes.
-	require.NotEmpty(t, done.Newer)
-	for _, h := range done.Newer {
+	require.NotEmpty(t, newer)
+	for _, h := range newer {
 		assert.Greater(t, h.Token, l.Token())
 	}
-	_, err = l.MarkDone(ctx, 0)
+	_, _, err = markDone(ctx, l, 0)
 	require.ErrorContains(t, err, "keep must be positive")
+}
+
+// markDone marks l done through the seam that the lock middleware uses.
+func markDone(ctx context.Context, l *redlock.Lock, keep time.Duration) (int, []redlock.Holder, error) {
+	marked, newer, err := lockseam.MarkDone(l, ctx, keep)
+	holders, _ := newer.([]redlock.Holder)
+	return marked, holders, err
 }

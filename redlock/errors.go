@@ -28,7 +28,7 @@ var (
 	// Close woke; it is also the cause with which Close cancels the contexts of the leases it
 	// ends.
 	ErrClientClosed = errors.New("redlock: client closed")
-	// ErrInvalidTTL is matched by a *TTLError: a lock TTL the client refuses.
+	// ErrInvalidTTL matches the refusal of a lock TTL, before any node is asked.
 	ErrInvalidTTL = errors.New("redlock: invalid TTL")
 	// ErrInvalidKey means a key cannot be a lock's: it is one of the client's own keys (a boot
 	// marker or a fence counter), refused before any node is asked, or a node found a value of
@@ -40,18 +40,18 @@ var (
 	ErrNotReplicated = errors.New("redlock: not replicated: the node's replicas did not acknowledge it")
 )
 
-// TTLError is the refusal of a lock TTL, before any node is asked (see Client.CheckTTL). It
-// matches ErrInvalidTTL.
-type TTLError struct {
+// ttlError is the refusal of a lock TTL, before any node is asked (checkTTL). It matches
+// ErrInvalidTTL.
+type ttlError struct {
 	TTL time.Duration
 	// Problem says what is wrong and how to fix it.
 	Problem string
 }
 
-func (e *TTLError) Error() string { return fmt.Sprintf("redlock: TTL %v %s", e.TTL, e.Problem) }
+func (e *ttlError) Error() string { return fmt.Sprintf("redlock: TTL %v %s", e.TTL, e.Problem) }
 
 // Is reports whether target is ErrInvalidTTL.
-func (e *TTLError) Is(target error) bool { return target == ErrInvalidTTL }
+func (e *ttlError) Is(target error) bool { return target == ErrInvalidTTL }
 
 // outcome is what one node answered to one request.
 type outcome int
@@ -112,17 +112,17 @@ type Holder struct {
 	Done bool
 	// TTL is the time the key had left on that node.
 	TTL time.Duration
-	// Token is the node's fencing counter when the holder took the key there, as MarkDone
-	// reports it (see Done.Newer); zero in an AcquireError.
+	// Token is the node's fencing counter when the holder took the key there, as marking a
+	// lost lock's work done reports it; zero in an AcquireError.
 	Token uint64
 	// value is the holder's lock value, which Acquire compares from attempt to attempt;
 	// never shown.
 	value string
 }
 
-// Same reports whether h and o describe one hold of one key: the same key, taken by the same
+// same reports whether h and o describe one hold of one key: the same key, taken by the same
 // acquisition (its lock value, which a Holder never shows).
-func (h Holder) Same(o Holder) bool { return h.Key == o.Key && h.value == o.value }
+func (h Holder) same(o Holder) bool { return h.Key == o.Key && h.value == o.value }
 
 // Refusal is a node's refusal of a lock because a RefuseWhile key exists on it.
 type Refusal struct {

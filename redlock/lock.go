@@ -21,7 +21,7 @@ type Lock struct {
 	label    string
 	ttl      time.Duration
 	token    uint64
-	// acquisitions is the acquisition's number with CountAcquisitions; 0 without.
+	// acquisitions is the acquisition's number with countAcquisitions; 0 without.
 	acquisitions uint64
 	late         *lateOKs // the acquisition's replies still to come; nil for a nested hold
 	replicas     []int    // by node (nil: none), WaitForReplicas
@@ -73,10 +73,6 @@ func (l *Lock) Value() string { return l.value }
 // every earlier holder of the same key. Overlapping acquisitions sharing the fence key may get
 // equal tokens, or the later a lower one (see the package documentation).
 func (l *Lock) Token() uint64 { return l.token }
-
-// Acquisitions returns the number of acquisitions counted under the CountAcquisitions key this
-// lock was acquired with, this one included (1 for the first); 0 without that option.
-func (l *Lock) Acquisitions() uint64 { return l.acquisitions }
 
 // TTL returns the TTL the lock was acquired with; Extend renews it for as long again.
 func (l *Lock) TTL() time.Duration { return l.ttl }
@@ -141,7 +137,7 @@ func newValue() string {
 // succeeds only when a quorum of nodes still holds the lock for us: otherwise the error
 // matches ErrLockLost (not ours on too many nodes) or ErrQuorumUnavailable (too many nodes
 // failed), and the validity is unchanged. It fails with an error matching ErrRevoked (and
-// ErrLockLost) as soon as one node answers that the lock was revoked (Revoke), even when
+// ErrLockLost) as soon as one node answers that the lock was revoked (revoke), even when
 // a quorum extended it.
 func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 	c := l.c

@@ -291,8 +291,8 @@ type acquireConfig struct {
 	ownReplicas bool // WaitForReplicas was given
 	refuse      []string
 	everyNode   bool
-	counter     string        // CountAcquisitions
-	counterTTL  time.Duration // CountAcquisitions
+	counter     string        // countAcquisitions
+	counterTTL  time.Duration // countAcquisitions
 }
 
 // Also takes these keys together with the primary key, atomically on each node: the lock is
@@ -302,14 +302,14 @@ func Also(keys ...string) AcquireOption {
 	return func(c *acquireConfig) { c.also = append(c.also, keys...) }
 }
 
-// CountAcquisitions counts the successful acquisitions made with this option and counter key,
-// across every client: Lock.Acquisitions returns the count, this acquisition included. Use it
+// countAcquisitions counts the successful acquisitions made with this option and counter key,
+// across every client: the lock's acquisitions field holds the count, this acquisition included. Use it
 // to bound the attempts at one piece of work wherever they are made (a cron tick's retries
 // across replicas). The count is kept on the nodes under key for ttl after each acquisition,
 // and written back to a quorum before the acquisition succeeds (one more round trip), so the
 // next acquisition sees it however the quorums differ. Only acquisitions that succeed count.
 // Where a node is a Redis Cluster, key must share the lock key's hash tag.
-func CountAcquisitions(key string, ttl time.Duration) AcquireOption {
+func countAcquisitions(key string, ttl time.Duration) AcquireOption {
 	return func(c *acquireConfig) { c.counter, c.counterTTL = key, ttl }
 }
 

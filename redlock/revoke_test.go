@@ -8,6 +8,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/redlock"
 )
 
@@ -35,7 +36,7 @@ func TestRevokeEndsTheHoldersLease(t *testing.T) {
 
 	h := refusedHolder(t, other, "job:tick:2", redlock.Also("job:run"))
 	require.Equal(t, "job:run", h.Key)
-	marked, err := other.Revoke(ctx, h)
+	marked, err := lockseam.Revoke(other, ctx, h, "", "")
 	require.NoError(t, err)
 	require.Equal(t, 3, marked)
 
@@ -67,7 +68,7 @@ func TestRevokedLeaseIsLostAtItsNextRenewal(t *testing.T) {
 	lease, err := l.Lease(ctx, redlock.RenewEvery(100*time.Millisecond))
 	require.NoError(t, err)
 	defer func() { _ = lease.Close(ctx) }()
-	_, err = other.Revoke(ctx, refusedHolder(t, other, "k"))
+	_, err = lockseam.Revoke(other, ctx, refusedHolder(t, other, "k"), "", "")
 	require.NoError(t, err)
 	select {
 	case <-lease.Done():
@@ -91,7 +92,7 @@ func TestRevokeAnnounceAndNothingToRevoke(t *testing.T) {
 	l, err := holder.TryAcquire(ctx, "k", 10*time.Second)
 	require.NoError(t, err)
 	h := refusedHolder(t, other, "k")
-	_, err = other.Revoke(ctx, h, redlock.Announce("revoked", "k"))
+	_, err = lockseam.Revoke(other, ctx, h, "revoked", "k")
 	require.NoError(t, err)
 	select {
 	case <-heard.C():
@@ -101,15 +102,15 @@ func TestRevokeAnnounceAndNothingToRevoke(t *testing.T) {
 
 	require.NoError(t, l.Release(ctx, redlock.KeepDone(time.Minute)))
 	require.NoError(t, holder.Close()) // waits for the release's requests to the last node
-	marked, err := other.Revoke(ctx, h)
+	marked, err := lockseam.Revoke(other, ctx, h, "", "")
 	require.NoError(t, err)
 	require.Zero(t, marked, "a released lock was revoked")
 	done := refusedHolder(t, other, "k")
 	require.True(t, done.Done)
-	marked, err = other.Revoke(ctx, done)
+	marked, err = lockseam.Revoke(other, ctx, done, "", "")
 	require.NoError(t, err)
 	require.Zero(t, marked, "a done marker was revoked")
 
-	_, err = other.Revoke(ctx, redlock.Holder{Key: "k"})
+	_, err = lockseam.Revoke(other, ctx, redlock.Holder{Key: "k"}, "", "")
 	require.ErrorContains(t, err, "no lock value")
 }

@@ -11,7 +11,7 @@ import (
 type tally struct {
 	n, quorum                        int
 	ok, refused, quarantined, failed int
-	revoked                          int // refusals because the lock was revoked (Revoke)
+	revoked                          int // refusals because the lock was revoked (revoke)
 	oks                              []reply
 	few                              [5]reply // oks' room for up to 5 nodes
 	refusedNodes                     []int

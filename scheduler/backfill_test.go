@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -104,7 +105,7 @@ func TestBackfillRunsEachTickOnceAcrossReplicas(t *testing.T) {
 
 	for _, srv := range c.Servers { // the done markers and attempt counts expire; the history stays
 		for tick := from; !tick.After(to); tick = tick.Add(time.Minute) {
-			require.NoError(t, srv.Client().Del(ctx, middleware.TickKey("cronlock", "bf", tick), middleware.AttemptsKey("cronlock", "bf", tick)).Err())
+			require.NoError(t, srv.Client().Del(ctx, layout.TickKey("cronlock", "bf", tick), layout.AttemptsKey("cronlock", "bf", tick)).Err())
 		}
 	}
 	again, err := rs[1].Backfill(ctx, "bf", from, to, scheduler.BackfillOptions{})

@@ -10,10 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/locktest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -26,7 +26,7 @@ func jobOnMember(ctx context.Context, t *testing.T, c *redistest.Cluster, m int,
 	t.Helper()
 	for n := 0; ; n++ {
 		name := fmt.Sprintf("%s%d", prefix, n)
-		on, err := c.MemberOf(ctx, middleware.RunKey("cronlock", name))
+		on, err := c.MemberOf(ctx, layout.RunKey("cronlock", name))
 		require.NoError(t, err)
 		if on == m {
 			return name

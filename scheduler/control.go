@@ -8,8 +8,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 )
 
@@ -21,7 +21,7 @@ var (
 
 // Pause pauses the job named name cluster-wide: from the next tick on, every replica skips
 // its ticks (outcome skipped_paused, with reason in the logs, spans and metrics), until
-// Resume. The pause is the job's middleware.PauseKey, written to every lock node and
+// Resume. The pause is the job's layout.PauseKey, written to every lock node and
 // confirmed by a quorum; each tick's own acquisition is refused while it is there, so honouring
 // it costs no extra request, and it holds while a minority of nodes is down. A run under way
 // is not stopped. Pausing a paused job replaces its reason. The pause records who paused it
@@ -64,9 +64,9 @@ func (s *Scheduler) known(name string) error {
 // replicas (Replicas), on the lock nodes, without running them: an admin tool's view of a
 // cluster of schedulers. It needs no handlers, and it knows no job list: a name that no
 // scheduler runs is paused or triggered for nothing. Give it the options of the schedulers it
-// controls that matter to it (WithPrefix, WithHistorySize, WithMaxClockSkew; WithReplica and
-// WithLogger for its own log lines). The Scheduler's methods of the same names do the same,
-// for its registered jobs only.
+// controls that matter to it (WithPrefix, WithMaxClockSkew, WithClock; WithReplica and
+// WithLogger for its own log lines); NewControl refuses the others. The Scheduler's methods of
+// the same names do the same, for its registered jobs only.
 //
 // Its methods are safe for concurrent use.
 type Control struct {
@@ -74,14 +74,26 @@ type Control struct {
 	cfg   config
 }
 
-// NewControl returns a Control over the lock nodes of locks, with the schedulers' options.
+// NewControl returns a Control over the lock nodes of locks, with the options of the
+// schedulers it controls that matter to it: WithPrefix, WithMaxClockSkew, WithClock,
+// WithReplica and WithLogger. Any other option is an error naming it, since a Control runs no
+// jobs and would ignore it.
 func NewControl(locks *redlock.Client, opts ...Option) (*Control, error) {
-	if locks == nil {
-		return nil, errors.New("scheduler: the redlock client is nil: give one made by redlock.New over the lock nodes")
-	}
 	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
+	}
+	if unused := cfg.notForControl(); len(unused) > 0 {
+		return nil, fmt.Errorf("scheduler: NewControl: a Control runs no jobs and would ignore %s: drop it (a Control takes WithPrefix, WithMaxClockSkew, WithClock, WithReplica and WithLogger)",
+			strings.Join(unused, ", "))
+	}
+	return newControl(locks, cfg)
+}
+
+// newControl returns a Control over the lock nodes of locks with cfg.
+func newControl(locks *redlock.Client, cfg config) (*Control, error) {
+	if locks == nil {
+		return nil, errors.New("scheduler: the redlock client is nil: give one made by redlock.New over the lock nodes")
 	}
 	return &Control{locks: locks, cfg: cfg}, nil
 }
@@ -96,7 +108,7 @@ func (c *Control) Pause(ctx context.Context, name, reason string) error {
 		return fmt.Errorf("scheduler: pause %q: %w", name, err)
 	}
 	p := job.Pause{Reason: reason, Since: c.cfg.clock.Now(), By: by}
-	if _, err := c.locks.Broadcast(ctx, setScript, []string{middleware.PauseKey(c.cfg.prefix, name)}, middleware.PauseValue(p)); err != nil {
+	if _, err := c.locks.Broadcast(ctx, setScript, []string{layout.PauseKey(c.cfg.prefix, name)}, layout.PauseValue(p)); err != nil {
 		return fmt.Errorf("scheduler: pause %q: %w", name, err)
 	}
 	c.cfg.logger.Info("cronlock: job paused", "job", name, "reason", reason, "by", by, "replica", c.cfg.replica)
@@ -109,7 +121,7 @@ func (c *Control) Resume(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("scheduler: resume %q: %w", name, err)
 	}
-	if _, err := c.locks.Broadcast(ctx, delScript, []string{middleware.PauseKey(c.cfg.prefix, name)}); err != nil {
+	if _, err := c.locks.Broadcast(ctx, delScript, []string{layout.PauseKey(c.cfg.prefix, name)}); err != nil {
 		return fmt.Errorf("scheduler: resume %q: %w", name, err)
 	}
 	c.cfg.logger.Info("cronlock: job resumed", "job", name, "by", by, "replica", c.cfg.replica)

@@ -1,12 +1,14 @@
 package scheduler_test
 
 import (
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -52,4 +54,20 @@ func TestControlNeedsNoHandlers(t *testing.T) {
 
 	_, err = scheduler.NewControl(nil)
 	require.ErrorContains(t, err, "redlock client is nil")
+}
+
+// NewControl refuses the options that only a running Scheduler uses, naming them, instead of
+// ignoring them.
+func TestNewControlRefusesSchedulerOptions(t *testing.T) {
+	c := newCluster(t, 3, false)
+	locks := c.client(t, false)
+	_, err := scheduler.NewControl(locks, scheduler.WithPrefix("p"), scheduler.WithHistorySize(5),
+		scheduler.WithLocation(time.FixedZone("X", 3600)))
+	require.Error(t, err)
+	assert.ErrorContains(t, err, "would ignore WithLocation, WithHistorySize: drop it")
+	_, err = scheduler.NewControl(locks, scheduler.WithTickRetention(time.Hour))
+	assert.ErrorContains(t, err, "WithTickRetention")
+	_, err = scheduler.NewControl(locks, scheduler.WithPrefix("p"), scheduler.WithMaxClockSkew(2*time.Second),
+		scheduler.WithClock(clocktest.NewFake(time.Now())), scheduler.WithReplica("admin"), scheduler.WithLogger(slog.Default()))
+	assert.NoError(t, err)
 }

@@ -118,7 +118,8 @@
 //	                             (DefaultHistorySize), WithTriggerPoll (DefaultTriggerPoll),
 //	                             WithRescueEvery (DefaultRescueEvery), WithHeartbeat
 //	                             (DefaultHeartbeat), WithVersion
-//	specs                        ParseSpec, SpecError, Every (EverySchedule)
+//	specs                        ParseSpec, ResolveSpec (H forms), SpecError, Every
+//	                             (EverySchedule)
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status, its
 //	                             runs in flight InFlight), Scheduler.Replica,
 //	                             Scheduler.RegisterGauges

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -150,7 +151,7 @@ func TestLeaseLossCancelsBeforeTakeover(t *testing.T) {
 	require.ErrorIs(t, oA.Err, redlock.ErrLeaseLost)
 
 	// b starts once the tick's lock has expired on the nodes (a could not release it).
-	tickKey := middleware.TickKey("cronlock", "cut", evA.Tick)
+	tickKey := layout.TickKey("cronlock", "cut", evA.Tick)
 	require.Eventually(t, func() bool { return c.exists(t, tickKey) == 0 }, waitLimit, time.Millisecond)
 	b := newScheduler(t, c.client(t, false), scheduler.WithClock(clock), scheduler.WithReplica("b"), scheduler.WithMiddleware(led.observe()))
 	// a's lost run counts as the tick's first attempt: b's job has a retry to give.

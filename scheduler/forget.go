@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/cronlock/cronlock/internal/redisglob"
-	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/internal/layout"
 )
 
 // ErrJobRunning: Forget found a lock of the job held on a node: a run of it is going on.
@@ -18,7 +18,7 @@ var ErrJobRunning = errors.New("scheduler: the job is running")
 var (
 	// Looks at every key of one job on one node (ARGV[1]: their SCAN MATCH pattern; KEYS[1], the
 	// job's run key, names the job's hash slot). A lock of the job held there (a hash whose state
-	// is not "done", as redlock writes them; not the hash of runs in flight, {…}:running)
+	// is not done, as redlock writes them; not the hash of runs in flight, layout.RunningKey)
 	// refuses: {1, key}. Otherwise, when ARGV[2] is "delete", every key of the job is deleted:
 	// {0, keys deleted}.
 	forgetScript = redis.NewScript(`
@@ -27,7 +27,7 @@ repeat
   local r = redis.call('SCAN', cursor, 'MATCH', ARGV[1], 'COUNT', 1000)
   cursor = r[1]
   for _, k in ipairs(r[2]) do
-    if redis.call('TYPE', k).ok == 'hash' and string.sub(k, -9) ~= '}:running' and redis.call('HGET', k, 's') ~= 'done' then
+    if redis.call('TYPE', k).ok == 'hash' and string.sub(k, -` + strconv.Itoa(len(layout.RunningSuffix)) + `) ~= '` + layout.RunningSuffix + `' and redis.call('HGET', k, '` + layout.FieldState + `') ~= '` + layout.StateDone + `' then
       return {1, k}
     end
     found[#found + 1] = k
@@ -82,8 +82,8 @@ func (c *Control) Forget(ctx context.Context, name string) error {
 	if name == "" {
 		return errors.New("scheduler: forget: the job name is empty: give the name of a job that no scheduler runs any more")
 	}
-	keys := []string{middleware.RunKey(c.cfg.prefix, name)}
-	match := "{" + redisglob.Escape(c.cfg.prefix) + ":" + redisglob.Escape(name) + "}:*"
+	keys := []string{layout.RunKey(c.cfg.prefix, name)}
+	match := layout.JobMatch(c.cfg.prefix, name)
 	deleted := 0
 	for _, phase := range []string{"check", "delete"} {
 		replies, err := c.locks.Broadcast(ctx, forgetScript, keys, match, phase)
@@ -106,7 +106,7 @@ func (c *Control) Forget(ctx context.Context, name string) error {
 			return fmt.Errorf("scheduler: forget %q: %s: %w", name, what, err)
 		}
 	}
-	if _, err := c.locks.Broadcast(ctx, forgetTriggersScript, []string{middleware.TriggersKey(c.cfg.prefix)}, name); err != nil {
+	if _, err := c.locks.Broadcast(ctx, forgetTriggersScript, []string{layout.TriggersKey(c.cfg.prefix)}, name); err != nil {
 		return fmt.Errorf("scheduler: forget %q: its waiting manual runs: %w", name, err)
 	}
 	c.cfg.logger.Info("cronlock: job forgotten", "job", name, "keys_deleted", deleted, "replica", c.cfg.replica)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -65,7 +66,7 @@ func TestForgetRemovesWhatAJobLeft(t *testing.T) {
 		}
 	}
 	for _, srv := range c.Servers { // a request queued by an older version, without who asked
-		require.NoError(t, srv.Client().ZAdd(ctx, middleware.TriggersKey(middleware.DefaultPrefix), redis.Z{Score: float64(time.Now().UnixMilli()), Member: "1-00 gone"}).Err())
+		require.NoError(t, srv.Client().ZAdd(ctx, layout.TriggersKey(middleware.DefaultPrefix), redis.Z{Score: float64(time.Now().UnixMilli()), Member: "1-00 gone"}).Err())
 	}
 	kept := c.keysOf(t, keptKeys)
 
@@ -78,7 +79,7 @@ func TestForgetRemovesWhatAJobLeft(t *testing.T) {
 	}
 	assert.Equal(t, kept, c.keysOf(t, keptKeys), "kept's keys are untouched")
 	for i, srv := range c.Servers {
-		queue, err := srv.Client().ZRange(ctx, middleware.TriggersKey(middleware.DefaultPrefix), 0, -1).Result()
+		queue, err := srv.Client().ZRange(ctx, layout.TriggersKey(middleware.DefaultPrefix), 0, -1).Result()
 		require.NoError(t, err)
 		require.Len(t, queue, 1, "node %d: %v", i, queue)
 		assert.True(t, strings.HasSuffix(queue[0], " kept admin"), "node %d: %v", i, queue)

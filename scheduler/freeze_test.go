@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/middleware"
 )
 
@@ -43,7 +44,7 @@ func TestFrozenAfterItsRunTheTickIsNotRunAgain(t *testing.T) {
 			}
 			first := waitLedger(t, ledger.Client(), "ledger", "the first run", func(record) bool { return true })
 			frozen := workers[first.Replica] // stopped itself as its handler returned
-			tickKey := middleware.TickKey(middleware.DefaultPrefix, "frozen", first.Tick)
+			tickKey := layout.TickKey(middleware.DefaultPrefix, "frozen", first.Tick)
 			if !assert.Eventually(t, func() bool { return c.exists(t, tickKey) == 0 }, waitLimit, 5*time.Millisecond, "the frozen run's lock to expire") {
 				// Seen once under load in CI: say which worker ran, and what each did.
 				t.Logf("ledger: %+v", readLedger(t, ledger.Client(), "ledger"))

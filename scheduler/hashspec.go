@@ -3,10 +3,11 @@ package scheduler
 import (
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"strconv"
 	"strings"
 	"unicode"
+
+	"github.com/cronlock/cronlock/internal/tickmath"
 )
 
 // fieldBounds are the values each field of a 6-field spec takes (robfig/cron's bounds).
@@ -65,7 +66,7 @@ func ResolveSpec(spec, name string) (string, error) {
 			if !strings.HasPrefix(part, "H") {
 				continue
 			}
-			v, err := resolveH(part, k, hash64(name, fieldNames[k], strconv.Itoa(p)))
+			v, err := resolveH(part, k, tickmath.Hash(name, fieldNames[k], strconv.Itoa(p)))
 			if err != nil {
 				where := fmt.Sprintf("field %d (%s) %q", i+1, fieldNames[k], field)
 				if part != field {
@@ -119,27 +120,4 @@ func resolveH(part string, k int, h uint64) (string, error) {
 		return fmt.Sprintf("%d-%d/%d", lo+int(h%uint64(n)), hi, n), nil
 	}
 	return "", errors.New("is not an H form: use H, H(a-b), H/n or H(a-b)/n")
-}
-
-// hash64 hashes its parts (FNV-1a, each part followed by a zero byte, then a 64-bit
-// finalizer so that names differing in one letter land far apart). It is the same on every
-// replica and in every release: H values (ResolveSpec) and jitter delays (JitterDelay) derive
-// from it, so changing it would move every user's jobs.
-func hash64(parts ...string) uint64 {
-	f := fnv.New64a()
-	for _, p := range parts {
-		f.Write([]byte(p))
-		f.Write([]byte{0})
-	}
-	return mix64(f.Sum64())
-}
-
-// mix64 is the splitmix64 finalizer.
-func mix64(x uint64) uint64 {
-	x ^= x >> 30
-	x *= 0xbf58476d1ce4e5b9
-	x ^= x >> 27
-	x *= 0x94d049bb133111eb
-	x ^= x >> 31
-	return x
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -66,9 +67,9 @@ func TestResolveSpecIsPinned(t *testing.T) {
 		assert.Equal(t, got, again, "deterministic")
 	}
 	tick := time.Unix(1767225600, 0) // 2026-01-01T00:00:00Z
-	assert.Equal(t, 109006*time.Millisecond, scheduler.JitterDelay("backup", tick, 10*time.Minute), "JitterDelay is pinned too")
-	assert.Equal(t, scheduler.JitterDelay("backup", tick, 10*time.Minute), scheduler.JitterDelay("backup", tick, 10*time.Minute))
-	assert.Zero(t, scheduler.JitterDelay("backup", tick, 0))
+	assert.Equal(t, 109006*time.Millisecond, tickmath.JitterDelay("backup", tick, 10*time.Minute), "JitterDelay is pinned too")
+	assert.Equal(t, tickmath.JitterDelay("backup", tick, 10*time.Minute), tickmath.JitterDelay("backup", tick, 10*time.Minute))
+	assert.Zero(t, tickmath.JitterDelay("backup", tick, 0))
 }
 
 // Every form: H, H(a-b), H/n, H(a-b)/n, H in a list, beside names and a time zone; specs

@@ -12,7 +12,9 @@ import (
 	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -192,7 +194,7 @@ func record(next job.Handler) job.Handler {
 			rec.token, rec.attempt = run.FencingToken, max(run.Attempt, 1)
 		}
 		rec.ran = true
-		rec.traceID, rec.start = middleware.TraceID(ctx), time.Now()
+		rec.traceID, rec.start = traceID(ctx), time.Now()
 		rec.lease, _ = redlock.LeaseFrom(ctx)
 		rec.owner.startInFlight(rec)
 		rec.running.Store(true)
@@ -255,7 +257,7 @@ func (s *Scheduler) recordAttempt(rec *recorder, err error) {
 // lives. With rescue, it writes r only on the nodes that still have the in-flight record. It
 // returns how many nodes wrote r.
 func (s *Scheduler) appendHistory(r Record, keep time.Duration, inFlight string, rescue bool) (int, error) {
-	key := middleware.HistoryKey(s.cfg.prefix, r.Job)
+	key := layout.HistoryKey(s.cfg.prefix, r.Job)
 	only := "0"
 	if rescue {
 		only = "1"
@@ -270,7 +272,7 @@ func (s *Scheduler) appendHistory(r Record, keep time.Duration, inFlight string,
 	if r.By != "" {
 		args = append(args, "by", r.By)
 	}
-	replies, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, key + ":" + r.runID(), inFlightKey(s.cfg.prefix, r.Job), outputKey(key)}, args...)
+	replies, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, layout.RecordMarkerKey(s.cfg.prefix, r.Job, r.runID()), layout.RunningKey(s.cfg.prefix, r.Job), layout.OutputKey(s.cfg.prefix, r.Job)}, args...)
 	wrote := 0
 	for _, w := range replies {
 		if w == int64(1) {
@@ -318,10 +320,10 @@ func (c *Control) history(ctx context.Context, name string, n int, withOutput bo
 	if n <= 0 {
 		return nil, fmt.Errorf("scheduler: history of %q: n %d: ask for at least 1 record", name, n)
 	}
-	key := middleware.HistoryKey(c.cfg.prefix, name)
+	key := layout.HistoryKey(c.cfg.prefix, name)
 	script, keys := readScript, []string{key}
 	if withOutput {
-		script, keys = readOutputScript, append(keys, outputKey(key))
+		script, keys = readOutputScript, append(keys, layout.OutputKey(c.cfg.prefix, name))
 	}
 	// A run's record is appended when the run ends, after the records of later ticks that
 	// ended first, so a node's n entries written last need not be its n newest ticks: read
@@ -356,9 +358,6 @@ func (c *Control) history(ctx context.Context, name string, n int, withOutput bo
 	}
 	return out, nil
 }
-
-// outputKey is the key of the stream of a job's kept outputs, beside its history key.
-func outputKey(historyKey string) string { return historyKey + ":output" }
 
 // mergeHistory merges the nodes' replies to readScript (nil for a node that did not answer)
 // into the last n records, newest first (by tick, then start), each once. Where the nodes
@@ -476,7 +475,7 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 		return st, fmt.Errorf("%w: %q", ErrUnknownJob, name)
 	}
 	st.Entry = entries[i]
-	keys := []string{middleware.PauseKey(s.cfg.prefix, name), middleware.HistoryKey(s.cfg.prefix, name), inFlightKey(s.cfg.prefix, name)}
+	keys := []string{layout.PauseKey(s.cfg.prefix, name), layout.HistoryKey(s.cfg.prefix, name), layout.RunningKey(s.cfg.prefix, name)}
 	replies, err := s.locks.Broadcast(ctx, statusScript, keys, max(s.cfg.historySize, 1))
 	if err != nil {
 		return st, fmt.Errorf("scheduler: status of %q: %w", name, err)
@@ -515,7 +514,7 @@ func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
 // Paused returns the pause of the job named name, nil if it is not paused (the pause key is
 // on fewer than a quorum of the nodes).
 func (c *Control) Paused(ctx context.Context, name string) (*job.Pause, error) {
-	replies, err := c.locks.Broadcast(ctx, getScript, []string{middleware.PauseKey(c.cfg.prefix, name)})
+	replies, err := c.locks.Broadcast(ctx, getScript, []string{layout.PauseKey(c.cfg.prefix, name)})
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: status of %q: %w", name, err)
 	}
@@ -535,6 +534,17 @@ func (c *Control) pause(replies []any) *job.Pause {
 	if votes < c.locks.Quorum() {
 		return nil
 	}
-	p := middleware.ParsePause(value)
+	p := layout.ParsePause(value)
 	return &p
+}
+
+// traceID returns the id of the trace that ctx's span belongs to (32 hex digits), or "" when
+// ctx carries no valid span — e.g. the handler's context under middleware.Trace: the tick's
+// trace.
+func traceID(ctx context.Context) string {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return ""
+	}
+	return sc.TraceID().String()
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -152,7 +153,7 @@ func TestHistoryIsCapped(t *testing.T) {
 		require.NoError(t, s.Stop(ctx))
 	}
 	for _, s := range c.Servers {
-		n, err := s.Client().XLen(ctx, middleware.HistoryKey("cronlock", "ctl")).Result()
+		n, err := s.Client().XLen(ctx, layout.HistoryKey("cronlock", "ctl")).Result()
 		require.NoError(t, err)
 		assert.Equal(t, int64(5), n, "records on %s", s.Addr())
 	}
@@ -251,7 +252,7 @@ func TestHistoryKeepsOutput(t *testing.T) {
 	got := []string{h[0].Output, h[1].Output}
 	assert.ElementsMatch(t, []string{"", "second\n"}, got, "a run that kept nothing, and the last call of a run")
 	for _, srv := range c.Servers {
-		assert.Equal(t, int64(1), srv.Client().XLen(ctx, middleware.HistoryKey("cronlock", "j")+":output").Val(), "outputs capped with the records on %s", srv.Addr())
+		assert.Equal(t, int64(1), srv.Client().XLen(ctx, layout.HistoryKey("cronlock", "j")+":output").Val(), "outputs capped with the records on %s", srv.Addr())
 	}
 }
 

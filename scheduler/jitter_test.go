@@ -14,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -56,7 +58,7 @@ func TestJitterSpreadsTicksTheSameOnEveryReplica(t *testing.T) {
 			scheduler.WithMiddleware(led.observe()))
 		for i := range jobs {
 			name := fmt.Sprintf("spread-%02d", i)
-			delays[name] = scheduler.JitterDelay(name, tick, jitter)
+			delays[name] = tickmath.JitterDelay(name, tick, jitter)
 			require.NoError(t, s.Add(job.Job{Name: name, Spec: "*/20 * * * * *", Options: job.Options{Jitter: jitter},
 				Handler: led.handler(starts.work(clock))}))
 		}
@@ -85,7 +87,7 @@ func TestJitterSpreadsTicksTheSameOnEveryReplica(t *testing.T) {
 	outcomes, events := led.snapshot()
 	buckets := map[int64]bool{}
 	for _, o := range outcomes {
-		want := tick.Add(scheduler.JitterDelay(o.Job, o.Tick, jitter))
+		want := tick.Add(tickmath.JitterDelay(o.Job, o.Tick, jitter))
 		assert.True(t, o.Tick.Equal(tick), "Run.Tick is the scheduled instant: %v", o)
 		assert.True(t, o.Planned.Equal(want), "%s on %s: planned start %v, JitterDelay says %v", o.Job, o.Replica, o.Planned, want)
 		assert.Contains(t, []string{middleware.OutcomeRan, middleware.OutcomeSkippedHeld, middleware.OutcomeSkippedDone}, o.Outcome, "%v", o)
@@ -97,7 +99,7 @@ func TestJitterSpreadsTicksTheSameOnEveryReplica(t *testing.T) {
 	for _, e := range events {
 		ran[e.Job]++
 		assert.True(t, e.Planned.Equal(tick.Add(delays[e.Job])), "the run's PlannedStart: %v", e)
-		assert.True(t, c.doneOnQuorum(t, middleware.TickKey("cronlock", e.Job, tick)), "the done marker is the instant's: %v", e)
+		assert.True(t, c.doneOnQuorum(t, layout.TickKey("cronlock", e.Job, tick)), "the done marker is the instant's: %v", e)
 	}
 	starts.mu.Lock()
 	defer starts.mu.Unlock()
@@ -123,13 +125,13 @@ func TestJitterDelayBeforeTheStart(t *testing.T) {
 	next := tick.Add(time.Minute)
 	// Three names whose delays of tick are in 5-12s, 14-20s and 22-28s, and whose delays of
 	// the next tick are not zero: the test stands between instants and starts.
-	delay := func(name string) time.Duration { return scheduler.JitterDelay(name, tick, jitter) }
+	delay := func(name string) time.Duration { return tickmath.JitterDelay(name, tick, jitter) }
 	names := make([]string, 3)
 	for i := 0; (names[0] == "" || names[1] == "" || names[2] == "") && i < 10000; i++ {
 		name := fmt.Sprintf("delayed-%d", i)
 		d := delay(name)
 		for k, r := range [][2]time.Duration{{5 * time.Second, 12 * time.Second}, {14 * time.Second, 20 * time.Second}, {22 * time.Second, 28 * time.Second}} {
-			if names[k] == "" && d > r[0] && d < r[1] && scheduler.JitterDelay(name, next, jitter) > 0 {
+			if names[k] == "" && d > r[0] && d < r[1] && tickmath.JitterDelay(name, next, jitter) > 0 {
 				names[k] = name
 			}
 		}
@@ -244,7 +246,7 @@ func TestJitteredTickIsTracedAndRecorded(t *testing.T) {
 	require.NoError(t, s.Add(job.Job{Name: "traced", Spec: "@every 1m", Options: job.Options{Jitter: 30 * time.Second}, Handler: nop}))
 	require.NoError(t, s.Start())
 	tick := time.Date(2025, 1, 1, 0, 1, 0, 0, time.UTC)
-	at := tick.Add(scheduler.JitterDelay("traced", tick, 30*time.Second))
+	at := tick.Add(tickmath.JitterDelay("traced", tick, 30*time.Second))
 	require.Greater(t, at, tick, "the tick is delayed")
 	require.True(t, advance(t, clock, 1).Equal(at), "the loop waits for the delayed start")
 	ctx := ctxT(t)

@@ -289,6 +289,31 @@ func (cfg *config) finish() error {
 	return nil
 }
 
+// notForControl names the options given that set what only a Scheduler uses (NewControl).
+func (cfg *config) notForControl() []string {
+	d := defaultConfig()
+	var names []string
+	for _, o := range []struct {
+		set  bool
+		name string
+	}{
+		{len(cfg.middleware) > 0, "WithMiddleware"},
+		{cfg.loc != d.loc, "WithLocation"},
+		{cfg.retentionSet, "WithTickRetention"},
+		{cfg.lockConc != d.lockConc, "WithLockConcurrency"},
+		{cfg.historySize != d.historySize, "WithHistorySize"},
+		{cfg.triggerPoll != d.triggerPoll, "WithTriggerPoll"},
+		{cfg.rescueEvery != d.rescueEvery, "WithRescueEvery"},
+		{cfg.heartbeat != d.heartbeat, "WithHeartbeat"},
+		{cfg.version != d.version, "WithVersion"},
+	} {
+		if o.set {
+			names = append(names, o.name)
+		}
+	}
+	return names
+}
+
 // newConfig applies opts to the defaults and checks the result.
 func newConfig(opts []Option) (config, error) {
 	cfg := defaultConfig()

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/middleware"
 )
@@ -213,7 +214,7 @@ func TestStoppedWorkerLosesItsLeaseBeforeTakeover(t *testing.T) {
 	a := startWorker(t, bin, "a", append(args, "-work", "1m")...)
 	started := waitLedger(t, ledger.Client(), "ledger:started", "a's run to start", func(r record) bool { return r.Replica == "a" })
 	a.signal(t, syscall.SIGSTOP)
-	tickKey := middleware.TickKey(middleware.DefaultPrefix, "frozen", started.Tick)
+	tickKey := layout.TickKey(middleware.DefaultPrefix, "frozen", started.Tick)
 	require.Eventually(t, func() bool { return c.exists(t, tickKey) == 0 }, waitLimit, 5*time.Millisecond, "a's lock to expire")
 
 	b := startWorker(t, bin, "b", append(args, "-work", "10ms")...)

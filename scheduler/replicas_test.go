@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -155,7 +156,7 @@ func TestReplicas(t *testing.T) {
 	require.NoError(t, rs[1].Stop(ctxT(t)))
 	waitReplicas(t, ctl, "r1 gone", func(m map[string]scheduler.Replica) bool { _, ok := m["r1"]; return !ok && len(m) == 2 })
 	for _, s := range c.Servers {
-		v, err := s.Client().HGet(context.Background(), middleware.ReplicasKey(middleware.DefaultPrefix), "r1").Result()
+		v, err := s.Client().HGet(context.Background(), layout.ReplicasKey(middleware.DefaultPrefix), "r1").Result()
 		require.NoError(t, err)
 		assert.Contains(t, v, `"stopped":true`, "on every node")
 	}
@@ -226,7 +227,7 @@ func TestReplicasStoppedWhileANodeWasAway(t *testing.T) {
 	c.Proxies[0].Blackhole(true)
 	_ = s.Stop(ctxT(t)) // the away node's answer is missing: an error is logged, the others have it
 	c.Proxies[0].Blackhole(false)
-	v, err := c.Servers[0].Client().HGet(context.Background(), middleware.ReplicasKey(middleware.DefaultPrefix), "r0").Result()
+	v, err := c.Servers[0].Client().HGet(context.Background(), layout.ReplicasKey(middleware.DefaultPrefix), "r0").Result()
 	require.NoError(t, err)
 	require.NotContains(t, v, "stopped", "the away node kept the heartbeat")
 

@@ -11,19 +11,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 )
 
 // DefaultRescueEvery is the default of WithRescueEvery.
 const DefaultRescueEvery = 10 * time.Second
-
-// inFlightKey is the hash of a job's runs in flight: {prefix:name}:running, one field per
-// attempt (its record's run id), written when the attempt's handler starts and removed with
-// the attempt's history record.
-func inFlightKey(prefix, name string) string {
-	return "{" + prefix + ":" + name + "}:running"
-}
 
 // inFlight is what the nodes know of an attempt under way: enough to record it interrupted
 // if its holder vanishes, and its lock, to tell whether it did.
@@ -46,7 +40,7 @@ var (
 	setFieldScript = redis.NewScript(`return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])`)
 	getAllScript   = redis.NewScript(`return redis.call('HGETALL', KEYS[1])`)
 	// Returns 1 where the lock KEYS[1] has the value ARGV[1] (held, or kept done), else 0.
-	holdsScript = redis.NewScript(`if redis.call('HGET', KEYS[1], 'v') == ARGV[1] then return 1 end return 0`)
+	holdsScript = redis.NewScript(`if redis.call('HGET', KEYS[1], '` + layout.FieldValue + `') == ARGV[1] then return 1 end return 0`)
 )
 
 // Running returns the attempts of the job named name under way on any replica, oldest first,
@@ -54,7 +48,7 @@ var (
 // returns an error matching redlock.ErrQuorumUnavailable if fewer than a quorum of nodes
 // answered.
 func (c *Control) Running(ctx context.Context, name string) ([]InFlight, error) {
-	replies, err := c.locks.Broadcast(ctx, getAllScript, []string{inFlightKey(c.cfg.prefix, name)})
+	replies, err := c.locks.Broadcast(ctx, getAllScript, []string{layout.RunningKey(c.cfg.prefix, name)})
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: runs in flight of %q: %w", name, err)
 	}
@@ -112,7 +106,7 @@ func (s *Scheduler) startInFlight(rec *recorder) {
 	rec.inFlight, rec.inFlightDone = field, done
 	go func() {
 		defer close(done)
-		if _, err := s.locks.Broadcast(context.Background(), setFieldScript, []string{inFlightKey(s.cfg.prefix, run.Job)}, field, value); err != nil {
+		if _, err := s.locks.Broadcast(context.Background(), setFieldScript, []string{layout.RunningKey(s.cfg.prefix, run.Job)}, field, value); err != nil {
 			s.cfg.logger.Warn("cronlock: could not record the run in flight; if its replica vanishes, it is not recorded interrupted",
 				"job", run.Job, "tick", run.Tick, "attempt", attempt, "err", err)
 		}
@@ -147,7 +141,7 @@ func (s *Scheduler) rescueRuns() {
 func (s *Scheduler) rescue(ctx context.Context, prev map[string]bool) map[string]bool {
 	next := map[string]bool{}
 	for _, e := range s.Entries() {
-		replies, err := s.locks.Broadcast(ctx, getAllScript, []string{inFlightKey(s.cfg.prefix, e.Name)})
+		replies, err := s.locks.Broadcast(ctx, getAllScript, []string{layout.RunningKey(s.cfg.prefix, e.Name)})
 		if err != nil {
 			continue // fewer than a quorum answered: look again next time
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -63,5 +64,5 @@ func TestRetriesBoundATickAcrossReplicas(t *testing.T) {
 	for _, o := range outcomes[1:] {
 		assert.Equal(t, middleware.OutcomeSkippedDone, o.Outcome, "%v", o)
 	}
-	assert.True(t, c.doneOnQuorum(t, middleware.TickKey("cronlock", "broken", tick)))
+	assert.True(t, c.doneOnQuorum(t, layout.TickKey("cronlock", "broken", tick)))
 }

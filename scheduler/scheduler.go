@@ -13,6 +13,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -114,11 +115,14 @@ type entry struct {
 // New returns a Scheduler that guards ticks with locks taken from locks. Add jobs, then
 // Start it; Stop it to release everything.
 func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
-	ctl, err := NewControl(locks, opts...)
+	cfg, err := newConfig(opts)
 	if err != nil {
 		return nil, err
 	}
-	cfg := ctl.cfg
+	ctl, err := newControl(locks, cfg)
+	if err != nil {
+		return nil, err
+	}
 	s := &Scheduler{
 		locks:   locks,
 		cfg:     cfg,
@@ -199,7 +203,7 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 			Problem: fmt.Sprintf("%q never fires: no matching time in the next five years (a date such as 30 February?)", j.Spec)}
 	}
 	j.Options = j.Options.WithDefaults()
-	if err := s.locks.CheckTTL(j.LockTTL); err != nil {
+	if err := lockseam.CheckTTL(s.locks, j.LockTTL); err != nil {
 		return nil, &job.InvalidError{Job: j.Name, Field: "Options.LockTTL", Problem: err.Error(), Err: err}
 	}
 	o := j.Options

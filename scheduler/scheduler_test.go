@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -200,11 +201,11 @@ func TestTickRunsWithItsFacts(t *testing.T) {
 	assert.Equal(t, 1, ev.Attempt)
 	assert.NotZero(t, ev.Token)
 	led.waitOutcome(t, "ran", func(o outcome) bool { return o.Outcome == middleware.OutcomeRan })
-	tickKey := middleware.TickKey("test", "facts", tick)
+	tickKey := layout.TickKey("test", "facts", tick)
 	assert.Equal(t, "{test:facts}:tick:1735689660000", tickKey)
 	// Release returns once a quorum confirmed; the last node follows.
 	require.Eventually(t, func() bool { return c.doneOnQuorum(t, tickKey) }, waitLimit, time.Millisecond, "kept as done: %q", c.states(t, tickKey))
-	require.Eventually(t, func() bool { return c.exists(t, middleware.RunKey("test", "facts")) == 0 }, waitLimit, time.Millisecond, "the run key is released")
+	require.Eventually(t, func() bool { return c.exists(t, layout.RunKey("test", "facts")) == 0 }, waitLimit, time.Millisecond, "the run key is released")
 
 	// The next tick gets a larger token.
 	advance(t, clock, 1)
@@ -228,7 +229,7 @@ func TestOverlapForbidSkipsWhilePreviousRuns(t *testing.T) {
 	})}))
 	require.NoError(t, s.Start())
 	first := advance(t, clock, 1)
-	require.Eventually(t, func() bool { return c.exists(t, middleware.RunKey("cronlock", "slow")) >= 2 }, waitLimit, time.Millisecond)
+	require.Eventually(t, func() bool { return c.exists(t, layout.RunKey("cronlock", "slow")) >= 2 }, waitLimit, time.Millisecond)
 	second := advance(t, clock, 1)
 	o := led.waitOutcome(t, "second tick skipped", func(o outcome) bool { return o.Tick.Equal(second) })
 	assert.Equal(t, middleware.OutcomeSkippedOverlap, o.Outcome)
@@ -280,7 +281,7 @@ func TestOverlapAllowRunsTicksConcurrently(t *testing.T) {
 		assert.Equal(t, middleware.OutcomeRan, o.Outcome)
 	}
 	assert.EqualValues(t, 2, most.Load(), "the two runs overlapped")
-	assert.Zero(t, c.exists(t, middleware.RunKey("cronlock", "slow")), "Allow takes no run key")
+	assert.Zero(t, c.exists(t, layout.RunKey("cronlock", "slow")), "Allow takes no run key")
 }
 
 // A failed run releases the tick, and is retried within the tick's window; the tick runs once
@@ -347,7 +348,7 @@ func TestPanicIsRecoveredAndReleases(t *testing.T) {
 	assert.Equal(t, "boom", pe.Value)
 	assert.Contains(t, string(pe.Stack), "scheduler_test.go")
 	require.Eventually(t, func() bool {
-		return c.exists(t, middleware.TickKey("cronlock", "boom", first)) == 0 && c.exists(t, middleware.RunKey("cronlock", "boom")) == 0
+		return c.exists(t, layout.TickKey("cronlock", "boom", first)) == 0 && c.exists(t, layout.RunKey("cronlock", "boom")) == 0
 	}, waitLimit, time.Millisecond, "released, not kept as done")
 
 	second := advance(t, clock, 1)
@@ -385,8 +386,8 @@ func TestStopDrainsRunningJobs(t *testing.T) {
 	assert.NoError(t, events[0].CtxErr, "the job was not cancelled")
 	require.Len(t, outcomes, 1)
 	assert.Equal(t, middleware.OutcomeRan, outcomes[0].Outcome)
-	assert.True(t, c.doneOnQuorum(t, middleware.TickKey("cronlock", "drain", tick)), "kept as done")
-	assert.Zero(t, c.exists(t, middleware.RunKey("cronlock", "drain")))
+	assert.True(t, c.doneOnQuorum(t, layout.TickKey("cronlock", "drain", tick)), "kept as done")
+	assert.Zero(t, c.exists(t, layout.RunKey("cronlock", "drain")))
 	assert.ErrorIs(t, s.Add(job.Job{Name: "late", Spec: "@hourly", Handler: nop}), scheduler.ErrStopped)
 	require.NoError(t, s.Stop(context.Background()), "Stop again")
 }
@@ -421,8 +422,8 @@ func TestStopCancelsJobsWhenItsContextEnds(t *testing.T) {
 	o := led.waitOutcome(t, "outcome", func(outcome) bool { return true })
 	assert.Equal(t, middleware.OutcomeStopped, o.Outcome, "cut short by Stop, not failed")
 	assert.ErrorIs(t, o.Err, job.ErrStopped)
-	assert.Zero(t, c.exists(t, middleware.TickKey("cronlock", "stubborn", tick)), "released")
-	assert.Zero(t, c.exists(t, middleware.RunKey("cronlock", "stubborn")))
+	assert.Zero(t, c.exists(t, layout.TickKey("cronlock", "stubborn", tick)), "released")
+	assert.Zero(t, c.exists(t, layout.RunKey("cronlock", "stubborn")))
 }
 
 // A job longer than its lock's TTL keeps the lock by renewal: another replica that comes for

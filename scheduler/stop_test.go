@@ -17,6 +17,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/locktest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -91,7 +92,7 @@ func TestStopStartsNoHandlerAfterItIsCalled(t *testing.T) {
 	for _, name := range stopped[:min(len(stopped), 20)] {
 		// Released on a quorum (a node that missed the release keeps the lock until its TTL),
 		// and kept as done nowhere: another replica may still run it.
-		states := c.states(t, middleware.TickKey("cronlock", name, tick))
+		states := c.states(t, layout.TickKey("cronlock", name, tick))
 		assert.NotContains(t, states, "done", name)
 		gone := 0
 		for _, st := range states {

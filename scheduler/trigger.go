@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -20,14 +21,15 @@ import (
 // DefaultTriggerPoll is the default of WithTriggerPoll.
 const DefaultTriggerPoll = time.Second
 
-// Scripts of the queue of manual runs (middleware.TriggersKey): a sorted set of
+// Scripts of the queue of manual runs (layout.TriggersKey): a sorted set of
 // "<id> <job> <by>" members (by: who asked, see WithOperator; it may hold spaces, an id and a
 // job name cannot) scored by the Unix milliseconds they were asked at.
 var (
-	// Adds the request, and announces it on KEYS[1]..':asked' (a hint: replicas poll too).
+	// Adds the request, and announces it on the channel ARGV[3] (layout.TriggersChannel; a
+	// hint: replicas poll too).
 	enqueueScript = redis.NewScript(`
 local n = redis.call('ZADD', KEYS[1], ARGV[1], ARGV[2])
-redis.call('PUBLISH', KEYS[1] .. ':asked', ARGV[2])
+redis.call('PUBLISH', ARGV[3], ARGV[2])
 return n`)
 	// Drops the requests asked for before ARGV[1] (ms), whose window has closed, and returns
 	// the others with their scores.
@@ -40,7 +42,7 @@ return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')`)
 // Trigger asks for one manual run of the job named name, now, and returns its id. The run
 // happens once across the cluster: some running replica with the job starts it — this one at
 // once, the others when the nodes announce it (Pub/Sub), or at their next look at the queue
-// (WithTriggerPoll, default every second) — under the lock TriggerKey(id) instead of a
+// (WithTriggerPoll, default every second) — under the lock key {prefix:job}:trigger:<id> instead of a
 // tick key, with job.Run.Trigger set to the id (and Tick to when it was asked) and job.Run.By
 // to who asked: the operator named by ctx (WithOperator), else this replica. The job's
 // Overlap applies: with Forbid, the run waits until no other run of the job is running. A
@@ -77,7 +79,7 @@ func (c *Control) Trigger(ctx context.Context, name string) (string, error) {
 	_, _ = rand.Read(b[:]) // never fails
 	asked := c.cfg.clock.Now().UnixMilli()
 	id := strconv.FormatInt(asked, 10) + "-" + hex.EncodeToString(b[:])
-	_, err = c.locks.Broadcast(ctx, enqueueScript, []string{middleware.TriggersKey(c.cfg.prefix)}, asked, id+" "+name+" "+by)
+	_, err = c.locks.Broadcast(ctx, enqueueScript, []string{layout.TriggersKey(c.cfg.prefix)}, asked, id+" "+name+" "+by, layout.TriggersChannel(c.cfg.prefix))
 	if err != nil {
 		return "", fmt.Errorf("scheduler: trigger %q: %w", name, err)
 	}
@@ -91,9 +93,9 @@ func (c *Control) Trigger(ctx context.Context, name string) (string, error) {
 func (s *Scheduler) pollTriggers() {
 	defer close(s.pollDone)
 	ctx := s.stopping // its requests end with Stop
-	asked := s.locks.Subscribe(ctx, middleware.TriggersKey(s.cfg.prefix)+":asked")
+	asked := s.locks.Subscribe(ctx, layout.TriggersChannel(s.cfg.prefix))
 	defer asked.Close()
-	replacing := s.locks.Subscribe(ctx, middleware.ReplaceChannel(s.cfg.prefix))
+	replacing := s.locks.Subscribe(ctx, layout.ReplaceChannel(s.cfg.prefix))
 	defer replacing.Close()
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -142,7 +144,7 @@ func (s *Scheduler) window() time.Duration { return s.cfg.retention - 2*s.cfg.ma
 // not running here yet.
 func (s *Scheduler) startTriggers(ctx context.Context) {
 	now := s.cfg.clock.Now()
-	replies, _ := s.locks.Broadcast(ctx, pendingScript, []string{middleware.TriggersKey(s.cfg.prefix)},
+	replies, _ := s.locks.Broadcast(ctx, pendingScript, []string{layout.TriggersKey(s.cfg.prefix)},
 		now.Add(-s.window()).UnixMilli())
 	asked := map[string]int64{}
 	for _, r := range replies {
@@ -176,7 +178,7 @@ func (s *Scheduler) startTriggers(ctx context.Context) {
 			case middleware.OutcomeSkippedOverlap, middleware.OutcomeSkippedHeld, middleware.OutcomeQuorumUnavailable, middleware.OutcomeStopped:
 				// Not run yet (or run elsewhere, whose replica dequeues it): look again later.
 			default:
-				_, _ = s.locks.Broadcast(context.Background(), dequeueScript, []string{middleware.TriggersKey(s.cfg.prefix)}, member)
+				_, _ = s.locks.Broadcast(context.Background(), dequeueScript, []string{layout.TriggersKey(s.cfg.prefix)}, member)
 			}
 			s.mu.Lock()
 			delete(s.triggered, member)

@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -69,7 +70,7 @@ func TestTriggersRunExactlyOnce(t *testing.T) {
 		}
 		return len(ran) == n
 	})
-	require.Eventually(t, func() bool { return c.exists(t, middleware.TriggersKey("cronlock")) == 0 }, waitLimit, 10*time.Millisecond)
+	require.Eventually(t, func() bool { return c.exists(t, layout.TriggersKey("cronlock")) == 0 }, waitLimit, 10*time.Millisecond)
 	stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	for _, s := range rs {
@@ -116,8 +117,8 @@ func TestTriggerRunsElsewhereWhilePaused(t *testing.T) {
 	assert.Less(t, ev.Start.Sub(asked), time.Second, "started within a second")
 	o := led.waitOutcome(t, "its outcome", func(o outcome) bool { return o.Outcome != "" })
 	assert.Equal(t, middleware.OutcomeFailed, o.Outcome)
-	require.Eventually(t, func() bool { return c.exists(t, middleware.TriggersKey("cronlock")) == 0 }, waitLimit, 10*time.Millisecond)
-	assert.True(t, c.doneOnQuorum(t, middleware.TriggerKey("cronlock", "manual", id)), "a failed manual run is kept as done")
+	require.Eventually(t, func() bool { return c.exists(t, layout.TriggersKey("cronlock")) == 0 }, waitLimit, 10*time.Millisecond)
+	assert.True(t, c.doneOnQuorum(t, layout.TriggerKey("cronlock", "manual", id)), "a failed manual run is kept as done")
 	require.NoError(t, runner.Stop(ctx))
 	_, events := led.snapshot()
 	assert.Len(t, events, 1, "run once, not retried")
@@ -196,8 +197,8 @@ func TestTriggerIsAnnounced(t *testing.T) {
 	ctx := ctxT(t)
 	// The runner's first look at the queue (at start) and its subscription come first.
 	require.Eventually(t, func() bool {
-		n, err := c.Servers[0].Client().PubSubNumSub(ctx, middleware.TriggersKey("cronlock")+":asked").Result()
-		return err == nil && n[middleware.TriggersKey("cronlock")+":asked"] == 1
+		n, err := c.Servers[0].Client().PubSubNumSub(ctx, layout.TriggersKey("cronlock")+":asked").Result()
+		return err == nil && n[layout.TriggersKey("cronlock")+":asked"] == 1
 	}, waitLimit, 10*time.Millisecond)
 	id, err := asker.Trigger(ctx, "hinted")
 	require.NoError(t, err)

@@ -18,6 +18,7 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/hashslot"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/middleware"
 )
@@ -60,7 +61,7 @@ func TestClusterNodes(t *testing.T) {
 	const every = 500 * time.Millisecond
 	cfg := writeFile(t, dir, "c.yaml", clustersConfig(clusters)+tickLedgerJob(every, ledger))
 	ctx := context.Background()
-	slot := hashslot.Of(middleware.RunKey("cronlock", "ledger"))
+	slot := hashslot.Of(layout.RunKey("cronlock", "ledger"))
 	jobMember := clusters[0].Member(slot) // the member of cluster 0 that serves the job's keys
 	jobAddr := clusters[0].Members()[jobMember].Addr()
 	otherAddr := clusters[0].Members()[1-jobMember].Addr()

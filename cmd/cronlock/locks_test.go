@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -36,7 +37,7 @@ func TestLocksReadsEachKeyByItsType(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, s.Add(job.Job{Name: "j", Spec: "@every 100ms", Handler: func(context.Context) error { return nil }}))
 	require.NoError(t, s.Start())
-	history := middleware.HistoryKey(middleware.DefaultPrefix, "j")
+	history := layout.HistoryKey(middleware.DefaultPrefix, "j")
 	proctest.Eventually(t, "two runs in the history", func() bool { return node.Client().XLen(ctx, history).Val() >= 2 })
 	require.NoError(t, s.Pause(ctx, "j", "disk full"))
 	require.NoError(t, s.Stop(ctx))

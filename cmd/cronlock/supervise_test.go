@@ -19,6 +19,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
 	"github.com/cronlock/cronlock/internal/faultproxy"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/middleware"
 )
@@ -319,7 +320,7 @@ jobs:
 			require.Len(t, readTickLedger(t, ledger), 1, "the command ended before its daemon was frozen")
 
 			proctest.Eventually(t, "the command's end, its daemon frozen", func() bool { return len(readTickLedger(t, ledger)) == 2 })
-			key := middleware.TickKey(middleware.DefaultPrefix, "once", time.UnixMilli(first.tick))
+			key := layout.TickKey(middleware.DefaultPrefix, "once", time.UnixMilli(first.tick))
 			proctest.Eventually(t, "the run's lock to expire on every node", func() bool {
 				for _, n := range nodes {
 					if n.Client().Exists(context.Background(), key).Val() != 0 {

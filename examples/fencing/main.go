@@ -218,10 +218,11 @@ func run(out io.Writer, dsn string) error {
 	<-paused
 	say("replica-a is cut off from the lock nodes")
 	cut.set(true)
-	// Wait until its lock expired on the nodes; b then takes the tick over.
+	// Wait until its lock expired on the nodes; b then takes the tick over. A tick's lock key
+	// is {prefix:job}:tick:<unix ms> (package scheduler's doc).
 	var tickKey string
 	for _, e := range a.Entries() {
-		tickKey = middleware.TickKey(middleware.DefaultPrefix, e.Name, e.Prev)
+		tickKey = fmt.Sprintf("{%s:%s}:tick:%d", middleware.DefaultPrefix, e.Name, e.Prev.UnixMilli())
 	}
 	for expired := false; !expired; {
 		time.Sleep(20 * time.Millisecond)

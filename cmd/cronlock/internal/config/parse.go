@@ -20,6 +20,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -988,7 +989,7 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 			case sched.Next(time.Now()).IsZero():
 				p.fail(e.val.Line, path+".schedule", "%q never fires: no matching time in the next five years (a date such as 30 February?)", s)
 			default:
-				if gap := scheduler.ShortestGap(sched, time.Now()); gap < minInterval {
+				if gap := tickmath.ShortestGap(sched, time.Now()); gap < minInterval {
 					p.fail(e.val.Line, path+".schedule", "%q fires %v apart, more often than min_interval %v: each tick starts a process on some host; give a slower schedule, or lower min_interval (e.g. min_interval: %v)", s, gap, minInterval, gap)
 				}
 			}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
+	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -31,7 +32,7 @@ func scheduleOf(name, spec string, jitter time.Duration, now time.Time) (schedul
 		tick := s.Next(now)
 		next = tick.UTC().Format(time.RFC3339Nano)
 		if jitter > 0 {
-			next += fmt.Sprintf(" +%v", scheduler.JitterDelay(name, tick, jitter).Round(time.Millisecond))
+			next += fmt.Sprintf(" +%v", tickmath.JitterDelay(name, tick, jitter).Round(time.Millisecond))
 		}
 	}
 	if jitter > 0 {

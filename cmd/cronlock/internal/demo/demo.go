@@ -21,6 +21,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
 	"github.com/cronlock/cronlock/internal/ctxsleep"
 	"github.com/cronlock/cronlock/internal/faultproxy"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -151,7 +152,7 @@ func removeKeys(addrs []string, prefix string, out io.Writer) {
 	var errs []error
 	for _, a := range addrs {
 		c := redis.NewClient(&redis.Options{Addr: a, MaxRetries: -1})
-		for _, pattern := range []string{"{" + prefix + ":*", "{" + prefix + "}:*", prefix + ":*"} {
+		for _, pattern := range []string{layout.JobMatch(prefix, ""), layout.PrefixMatch(prefix), prefix + ":*"} {
 			it := c.Scan(ctx, 0, pattern, 100).Iterator()
 			for it.Next(ctx) {
 				n, err := c.Del(ctx, it.Val()).Result()

@@ -21,8 +21,7 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
-	"github.com/cronlock/cronlock/internal/redisglob"
-	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/internal/layout"
 )
 
 // Locks prints the lock keys of cfg's jobs (of the job named job only, when it is not "") on
@@ -35,10 +34,7 @@ func Locks(ctx context.Context, cfg *config.Config, job string, timeout time.Dur
 	}
 	defer nodes.Close(clients)
 
-	match := "{" + redisglob.Escape(cfg.Prefix) + ":*}:*"
-	if job != "" {
-		match = "{" + redisglob.Escape(cfg.Prefix) + ":" + redisglob.Escape(job) + "}:*"
-	}
+	match := layout.JobMatch(cfg.Prefix, job)
 	rows := make([][]keyRow, len(clients))
 	errs := make([]error, len(clients))
 	nodes.EachNode(ctx, clients, timeout, func(ctx context.Context, i int, c redis.UniversalClient) {
@@ -60,7 +56,7 @@ func Locks(ctx context.Context, cfg *config.Config, job string, timeout time.Dur
 			continue
 		}
 		answered++
-		listed := slices.DeleteFunc(rows[i], func(r keyRow) bool { return r.kind == "marker" })
+		listed := slices.DeleteFunc(rows[i], func(r keyRow) bool { return r.Kind == layout.KindMarker })
 		if markers := len(rows[i]) - len(listed); markers > 0 {
 			status = append(status, fmt.Sprintf("%s (%d keys; %d history markers not listed)", n.Name(), len(listed), markers))
 		} else {
@@ -70,8 +66,8 @@ func Locks(ctx context.Context, cfg *config.Config, job string, timeout time.Dur
 	}
 	fmt.Fprintf(stdout, "keys %s on %d nodes (quorum %d): %s\n", match, len(clients), cfg.Quorum(), strings.Join(status, ", "))
 	slices.SortFunc(all, func(a, b keyRow) int {
-		return cmp.Or(strings.Compare(a.job, b.job), cmp.Compare(a.kindOrder(), b.kindOrder()),
-			a.tick.Compare(b.tick), strings.Compare(a.rest, b.rest), cmp.Compare(a.node, b.node))
+		return cmp.Or(strings.Compare(a.Job, b.Job), cmp.Compare(a.kindOrder(), b.kindOrder()),
+			a.Tick.Compare(b.Tick), strings.Compare(a.Rest, b.Rest), cmp.Compare(a.node, b.node))
 	})
 	if len(all) == 0 {
 		fmt.Fprintln(stdout, "no lock keys")
@@ -79,7 +75,7 @@ func Locks(ctx context.Context, cfg *config.Config, job string, timeout time.Dur
 		tw := tabwriter.NewWriter(stdout, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "JOB\tKEY\tNODE\tSTATE\tHOLDER\tTOKEN\tTTL\tVALUE")
 		for _, r := range all {
-			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.job, r.keyName(), cmp.Or(r.member, cfg.Nodes[r.node].Addr),
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Job, r.keyName(), cmp.Or(r.member, cfg.Nodes[r.node].Addr),
 				cmp.Or(r.state, "-"), cmp.Or(r.holder, "-"), cmp.Or(r.token, "-"), formatTTL(r.pttl), cmp.Or(r.value, "-"))
 		}
 		tw.Flush()
@@ -92,11 +88,8 @@ func Locks(ctx context.Context, cfg *config.Config, job string, timeout time.Dur
 
 // keyRow is one lock key on one node.
 type keyRow struct {
-	key    string
-	job    string
-	kind   string    // one of kinds, "marker" for a history marker, or "" for other keys
-	tick   time.Time // for tick keys
-	rest   string    // the key after the job's hash tag
+	key string
+	layout.Key
 	node   int
 	member string // the Cluster member the key is on ("" on a standalone node)
 	state  string // held, done, skipped; paused; N records; N attempts; the type of another key
@@ -107,26 +100,25 @@ type keyRow struct {
 }
 
 // kinds are the kinds of keys in the order locks lists them.
-var kinds = []string{"run", "tick", "attempts", "trigger", "fence", "paused", "history", "output", "running"}
+var kinds = []layout.Kind{layout.KindRun, layout.KindTick, layout.KindAttempts, layout.KindTrigger, layout.KindFence,
+	layout.KindPaused, layout.KindHistory, layout.KindOutput, layout.KindRunning}
 
 func (r keyRow) kindOrder() int {
-	if i := slices.Index(kinds, r.kind); i >= 0 {
+	if i := slices.Index(kinds, r.Kind); i >= 0 {
 		return i
 	}
 	return len(kinds)
 }
 
 func (r keyRow) keyName() string {
-	switch r.kind {
-	case "tick":
-		return "tick " + r.tick.UTC().Format(time.RFC3339Nano)
-	case "attempts":
-		return "attempts " + r.tick.UTC().Format(time.RFC3339Nano)
-	case "trigger":
-		return "trigger " + strings.TrimPrefix(r.rest, "trigger:")
-	case "run", "fence", "paused", "history", "running":
-		return r.kind
-	case "output":
+	switch r.Kind {
+	case layout.KindTick, layout.KindAttempts:
+		return string(r.Kind) + " " + r.Tick.UTC().Format(time.RFC3339Nano)
+	case layout.KindTrigger:
+		return "trigger " + r.Trigger
+	case layout.KindRun, layout.KindFence, layout.KindPaused, layout.KindHistory, layout.KindRunning:
+		return string(r.Kind)
+	case layout.KindOutput:
 		return "history output"
 	}
 	return r.key
@@ -171,7 +163,7 @@ func scanLocks(ctx context.Context, c *redis.Client, prefix, match string) ([]ke
 			}
 		}
 		for i, k := range batch {
-			r := parseLockKey(prefix, k)
+			r := keyRow{key: k, Key: layout.ParseKey(prefix, k), pttl: -2}
 			if r.read(types[i].Val(), reads[i]) {
 				rows = append(rows, r)
 			}
@@ -218,7 +210,7 @@ func (r *keyRow) read(typ string, rd keyRead) bool {
 		if h, err = rd.hash.Result(); err == nil && len(h) == 0 {
 			return false
 		}
-		if r.kind == "running" {
+		if r.Kind == layout.KindRunning {
 			r.state = fmt.Sprintf("%d in flight", len(h))
 		} else {
 			r.readLock(h)
@@ -228,16 +220,16 @@ func (r *keyRow) read(typ string, rd keyRead) bool {
 		if v, err = rd.str.Result(); errors.Is(err, redis.Nil) {
 			return false
 		}
-		switch r.kind {
-		case "fence":
+		switch r.Kind {
+		case layout.KindFence:
 			r.token = v
-		case "attempts":
+		case layout.KindAttempts:
 			r.state = v + " attempts"
 			if v == "1" {
 				r.state = "1 attempt"
 			}
-		case "paused":
-			p := middleware.ParsePause(v)
+		case layout.KindPaused:
+			p := layout.ParsePause(v)
 			r.state, r.holder, r.value = "paused", p.By, strconv.Quote(p.Reason)
 		default:
 			r.state = typ
@@ -258,19 +250,20 @@ func (r *keyRow) read(typ string, rd keyRead) bool {
 
 // readLock fills r from h, a lock's hash.
 func (r *keyRow) readLock(h map[string]string) {
-	r.holder, r.token = h["l"], h["f"]
+	l := layout.ParseLock(h)
+	r.holder, r.token = l.Label, l.Token
 	switch {
-	case h["s"] == "done" && h["m"] == middleware.SkippedMarker:
+	case l.Skipped():
 		r.state = "skipped"
-	case h["s"] == "done":
+	case l.Done:
 		r.state = "done"
 	default:
 		r.state = "held"
-		if n, _ := strconv.Atoi(h["n"]); n > 0 {
-			r.state = fmt.Sprintf("held (+%d nested)", n)
+		if l.Nested > 0 {
+			r.state = fmt.Sprintf("held (+%d nested)", l.Nested)
 		}
 	}
-	if v := h["v"]; v != "" {
+	if v := l.Value; v != "" {
 		r.value = v[:min(len(v), ValuePrefix)] + "…"
 	}
 }
@@ -295,35 +288,6 @@ func scanCluster(ctx context.Context, cc *redis.ClusterClient, prefix, match str
 		return nil
 	})
 	return rows, err
-}
-
-// parseLockKey splits {prefix:job}:rest.
-func parseLockKey(prefix, key string) keyRow {
-	r := keyRow{key: key, pttl: -2}
-	head := "{" + prefix + ":"
-	end := strings.Index(key, "}:")
-	if !strings.HasPrefix(key, head) || end < len(head) {
-		return r
-	}
-	r.job, r.rest = key[len(head):end], key[end+2:]
-	switch {
-	case r.rest == "run", r.rest == "fence", r.rest == "paused", r.rest == "history", r.rest == "running":
-		r.kind = r.rest
-	case r.rest == "history:output":
-		r.kind = "output"
-	case strings.HasPrefix(r.rest, "history:"):
-		r.kind = "marker"
-	case strings.HasPrefix(r.rest, "trigger:"):
-		r.kind = "trigger"
-	default:
-		for _, kind := range []string{"tick", "attempts"} {
-			ms, ok := strings.CutPrefix(r.rest, kind+":")
-			if n, err := strconv.ParseInt(ms, 10, 64); ok && err == nil {
-				r.kind, r.tick = kind, time.UnixMilli(n)
-			}
-		}
-	}
-	return r
 }
 
 func formatTTL(d time.Duration) string {

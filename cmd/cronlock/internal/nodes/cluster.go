@@ -17,7 +17,7 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/internal/hashslot"
-	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/internal/layout"
 )
 
 // A lock node that is a Redis Cluster keeps one boot marker per hash slot (redlock.SlotBootKey),
@@ -192,7 +192,7 @@ func SlotMarkers(ctx context.Context, c *redis.Client, bootKey string, slots []i
 func jobSlots(cfg *config.Config) []int {
 	var slots []int
 	for _, j := range cfg.Jobs {
-		slots = append(slots, hashslot.Of(middleware.RunKey(cfg.Prefix, j.Name)))
+		slots = append(slots, hashslot.Of(layout.RunKey(cfg.Prefix, j.Name)))
 	}
 	slices.Sort(slots)
 	return slices.Compact(slots)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
+	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -366,7 +367,7 @@ func (c *control) jobPage(w http.ResponseWriter, r *http.Request) {
 		for t := j.Next; !t.IsZero() && len(d.Ticks) < nextTicks; t = sched.Next(t) {
 			tk := tick{UTC: t.UTC().Format("2006-01-02 15:04:05 MST"), Zone: t.In(j.Zone).Format("2006-01-02 15:04:05 MST"), In: relative(d.Now, t)}
 			if j.Jitter > 0 {
-				tk.Start = t.Add(scheduler.JitterDelay(j.Name, t, j.Jitter)).UTC().Format("2006-01-02 15:04:05.000 MST")
+				tk.Start = t.Add(tickmath.JitterDelay(j.Name, t, j.Jitter)).UTC().Format("2006-01-02 15:04:05.000 MST")
 			}
 			d.Ticks = append(d.Ticks, tk)
 		}
