@@ -133,5 +133,5 @@
 //	a run's output               KeepOutput (MaxOutput), read by HistoryWithOutput
 //	running past ticks           Scheduler.Backfill (BackfillOptions, BackfillSummary,
 //	                             DefaultBackfillMax)
-//	testing with a fake clock    WithClock, Clock, Timer
+//	testing with a fake clock    WithClock, Clock (its timers: middleware.Timer)
 package scheduler

@@ -19,9 +19,6 @@ import (
 // demand; every replica's clock must read about the same time (see WithMaxClockSkew).
 type Clock = middleware.Clock
 
-// Timer is a timer made by a Clock.
-type Timer = middleware.Timer
-
 // Option configures a Scheduler. Each option documents its default.
 type Option func(*config) error
 

@@ -349,7 +349,7 @@ func (s *Scheduler) loop() {
 		s.mu.Lock()
 		now := s.cfg.clock.Now()
 		s.fireDue(now)
-		var timer Timer
+		var timer middleware.Timer
 		var fire <-chan time.Time
 		if len(s.queue) > 0 {
 			timer = s.cfg.clock.NewTimer(s.queue[0].at.Sub(now))
