@@ -4,11 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/cronlock/cronlock/internal/jitter"
 	"github.com/cronlock/cronlock/job"
 )
 
@@ -31,28 +31,8 @@ type RetryPolicy struct {
 // DefaultRetryBackOff returns a fresh retry schedule: exponential from 1s, doubling up to
 // 1 minute, with full jitter (each wait is uniform in [0, step]).
 func DefaultRetryBackOff() backoff.BackOff {
-	return &fullJitter{b: backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(time.Second),
-		backoff.WithMultiplier(2),
-		backoff.WithMaxInterval(time.Minute),
-		backoff.WithRandomizationFactor(0),
-		backoff.WithMaxElapsedTime(0),
-	)}
+	return jitter.Exponential(time.Second, time.Minute)
 }
-
-// fullJitter is a schedule whose every wait is drawn uniformly from [0, w], where w is the
-// wait b gives.
-type fullJitter struct{ b backoff.BackOff }
-
-func (j *fullJitter) NextBackOff() time.Duration {
-	d := j.b.NextBackOff()
-	if d <= 0 {
-		return d
-	}
-	return rand.N(d + 1)
-}
-
-func (j *fullJitter) Reset() { j.b.Reset() }
 
 // Retry calls the handler again when it fails, up to p.Retries times, waiting on p.BackOff
 // between attempts. Each attempt gets a copy of the job.Run with Attempt set (1 for the first).

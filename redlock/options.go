@@ -3,11 +3,12 @@ package redlock
 import (
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"os"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/cronlock/cronlock/internal/jitter"
 )
 
 // Option configures a Client. Each option documents its default.
@@ -252,28 +253,8 @@ func WithContentionWindow(d time.Duration) Option {
 // with full jitter (each wait is uniform in [0, step]), without an elapsed-time limit (Acquire
 // applies its context and MaxWait).
 func DefaultBackOff() backoff.BackOff {
-	b := backoff.NewExponentialBackOff(
-		backoff.WithInitialInterval(10*time.Millisecond),
-		backoff.WithMultiplier(2),
-		backoff.WithMaxInterval(500*time.Millisecond),
-		backoff.WithRandomizationFactor(0),
-		backoff.WithMaxElapsedTime(0),
-	)
-	return &fullJitter{b: b}
+	return jitter.Exponential(10*time.Millisecond, 500*time.Millisecond)
 }
-
-// fullJitter draws each wait uniformly from [0, step] of the schedule it wraps.
-type fullJitter struct{ b backoff.BackOff }
-
-func (j *fullJitter) NextBackOff() time.Duration {
-	d := j.b.NextBackOff()
-	if d <= 0 {
-		return d
-	}
-	return rand.N(d + 1)
-}
-
-func (j *fullJitter) Reset() { j.b.Reset() }
 
 // AcquireOption configures one acquisition.
 type AcquireOption func(*acquireConfig)
