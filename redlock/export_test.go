@@ -7,3 +7,11 @@ import "time"
 func WithLinger(d time.Duration) Option {
 	return func(c *config) error { c.linger = d; return nil }
 }
+
+// Releasing reports whether a release is on its way to a lock's primary node, which makes the
+// Client's next contended attempts of that lock ask every node.
+func (c *Client) Releasing() bool {
+	c.unreleased.mu.Lock()
+	defer c.unreleased.mu.Unlock()
+	return len(c.unreleased.n) > 0
+}

@@ -3,13 +3,16 @@ package redlock_test
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/redlock"
 )
 
@@ -162,8 +165,16 @@ func TestResolveSplitsTakesADoneMarkerAsFinal(t *testing.T) {
 	holder, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("holder"))
 	require.NoError(t, err)
 	require.NoError(t, holder.Release(ctx, redlock.KeepDone(time.Minute)))
-	require.Eventually(t, func() bool { return c.servers[0].Client().Exists(ctx, key).Val() == 1 }, 5*time.Second, time.Millisecond,
-		"the done marker reaches node 0")
+	// Release returns at a quorum: until the last node has its done marker, it refuses as
+	// held, a refusal that is not final.
+	require.Eventually(t, func() bool {
+		for _, s := range c.servers {
+			if s.Client().HGet(ctx, key, layout.FieldState).Val() != layout.StateDone {
+				return false
+			}
+		}
+		return true
+	}, waitLimit, time.Millisecond, "the done marker reaches every node")
 	require.NoError(t, c.servers[0].Client().Del(ctx, key).Err())
 	var attempts []redlock.Attempt
 	_, err = lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("other"), redlock.ResolveSplits(3),
@@ -181,7 +192,6 @@ func TestResolveSplitsTakesADoneMarkerAsFinal(t *testing.T) {
 // the other nodes, a quorum, grant the lock.
 func TestAskEveryNodeLooksPastALeftoverOnThePrimary(t *testing.T) {
 	c := newCluster(t, 5, false)
-	lc := c.client(t)
 	ctx := ctxT(t)
 	key := t.Name()
 	leave := func(nodes ...int) {
@@ -194,7 +204,7 @@ func TestAskEveryNodeLooksPastALeftoverOnThePrimary(t *testing.T) {
 			require.NoError(t, s.Client().Del(ctx, key).Err())
 		}
 	}
-	try := func(opts ...redlock.AcquireOption) (redlock.Attempt, error) {
+	try := func(lc *redlock.Client, opts ...redlock.AcquireOption) (redlock.Attempt, error) {
 		var a redlock.Attempt
 		l, err := lc.TryAcquire(ctx, key, 10*time.Second, append(opts, redlock.OnAttempt(func(at redlock.Attempt) { a = at }))...)
 		if err == nil {
@@ -203,22 +213,34 @@ func TestAskEveryNodeLooksPastALeftoverOnThePrimary(t *testing.T) {
 		}
 		return a, err
 	}
-	// Held on every node: refused, and the key is contended from now on.
-	leave(0, 1, 2, 3, 4)
-	_, err := try()
-	require.ErrorIs(t, err, redlock.ErrNotAcquired)
-	unleave()
+
+	settled := c.settledClients(t)
 
 	primaries := 0
 	for i := range c.servers {
+		// A client of its own for each node, whose key is contended (refused on every node)
+		// and which has no release on its way to the primary node: either would make its
+		// attempts ask every node at once. The refused attempt returns at a quorum of
+		// refusals; its requests still in flight (and their releases) are awaited while the
+		// lock is still left everywhere, or one landing after unleave would take the lock
+		// there, and its release make the client ask every node. A node that
+		// misses a short node timeout on a loaded machine counts as failed, as if the primary
+		// had refused: the property does not depend on the timeout, so requests get time.
+		lc := c.client(t, redlock.WithNodeTimeout(5*time.Second))
+		leave(0, 1, 2, 3, 4)
+		_, err := try(lc)
+		require.ErrorIs(t, err, redlock.ErrNotAcquired)
+		settled(lc)
+		unleave()
+
 		leave(i)
-		a, err := try()
+		a, err := try(lc)
 		if err != nil {
 			require.ErrorIs(t, err, redlock.ErrNotAcquired)
 			assert.True(t, a.PrimaryFirst)
 			assert.Equal(t, 1, a.Refused, "node %d, the primary, refused alone", i)
 			primaries++
-			a, err = try(redlock.AskEveryNode())
+			a, err = try(lc, redlock.AskEveryNode())
 			require.NoError(t, err, "AskEveryNode with the lock left on node %d", i)
 			assert.False(t, a.PrimaryFirst)
 		} else {
@@ -243,10 +265,12 @@ func TestAcquireLooksPastALeftoverOnThePrimary(t *testing.T) {
 			require.NoError(t, c.servers[i].Client().HSet(ctx, key, "v", "gone-value", "l", "gone").Err())
 		}
 	}
+	settled := c.settledClients(t)
 	// Held on every node: refused, and the key is contended from now on.
 	leave(0, 1, 2, 3, 4)
 	_, err := lc.TryAcquire(ctx, key, 10*time.Second)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
+	settled(lc)
 	for _, s := range c.servers {
 		require.NoError(t, s.Client().Del(ctx, key).Err())
 	}
@@ -259,6 +283,7 @@ func TestAcquireLooksPastALeftoverOnThePrimary(t *testing.T) {
 		if err == nil {
 			require.NoError(t, l.Release(ctx))
 			c.waitReleased(t, key, "gone-value")
+			settled(lc)
 		} else if a.PrimaryFirst && a.Refused == 1 {
 			primary = i
 		}
@@ -277,4 +302,25 @@ func TestAcquireLooksPastALeftoverOnThePrimary(t *testing.T) {
 	}
 	assert.False(t, attempts[3].PrimaryFirst, "the fourth attempt asks every node")
 	assert.GreaterOrEqual(t, attempts[3].OK, attempts[3].Quorum)
+}
+
+// settledClients counts the scripts sent to the cluster's nodes and answered, and returns a
+// func that waits until every one was answered and lc has no release on its way to a primary
+// node. An attempt returns at a quorum: its requests to the other nodes, and the releases of
+// a failed one, go on after it; a test that changes the nodes' keys next, or needs lc's next
+// contended attempt to ask the primary node first, waits for them.
+func (c *cluster) settledClients(t *testing.T) func(lc *redlock.Client) {
+	var sent, answered atomic.Int32
+	for _, n := range c.nodes {
+		n.(*redis.Client).AddHook(onTrip(func(cmds []redis.Cmder, send func() error) error {
+			sent.Add(int32(len(cmds)))
+			defer answered.Add(int32(len(cmds)))
+			return send()
+		}))
+	}
+	return func(lc *redlock.Client) {
+		t.Helper()
+		require.Eventually(t, func() bool { return answered.Load() == sent.Load() && !lc.Releasing() }, waitLimit, time.Millisecond,
+			"requests answered (%d of %d sent), releases on their way to a primary node: %v", answered.Load(), sent.Load(), lc.Releasing())
+	}
 }
