@@ -486,20 +486,22 @@ func (lo *lateOKs) late(r reply) bool {
 	}
 }
 
-// keep is what a late node's release must keep as a done marker: what the lock's Release
-// kept ("0" when the attempt failed or the release kept nothing).
-func (lo *lateOKs) keep() string {
+// releaseCall returns the call that releases a late node of the attempt, whose lock keys are
+// keys and value value: the lock's release, keeping what its Release kept as a done marker,
+// or a failed attempt's.
+func (lo *lateOKs) releaseCall(keys []string, value any) *call {
 	lo.mu.Lock()
 	defer lo.mu.Unlock()
 	if lo.lock == nil {
-		return "0"
+		return unfencedRelease(keys, value)
 	}
 	lo.lock.mu.Lock()
-	defer lo.lock.mu.Unlock()
-	if lo.lock.keep == "" {
-		return "0"
+	keep := lo.lock.keep
+	lo.lock.mu.Unlock()
+	if keep == "" {
+		keep = "0"
 	}
-	return lo.lock.keep
+	return lo.lock.releaseCall(keep)
 }
 
 // attempt makes one attempt at req's lock, the number-th of its acquisition: the nodes are
@@ -621,7 +623,7 @@ func (b *ballot) parse(node int, cmd *redis.Cmd) reply {
 // be (see lateOKs).
 func (b *ballot) onLate(r reply) {
 	if b.late.late(r) {
-		b.c.releaseNodes(b.ctx, []int{r.node}, b.req.lockKeys(), b.value, b.late.keep(), b.req.ttl, b.primary, b.req.group)
+		b.c.releaseNodes(b.ctx, []int{r.node}, b.late.releaseCall(b.req.lockKeys(), b.valueArg), b.req.ttl, b.primary, b.req.group)
 	}
 }
 
@@ -659,7 +661,7 @@ func (b *ballot) win() (*Lock, error) {
 		return b.fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
 	}
 	l := &Lock{
-		c: c, keys: req.lockKeys(), group: req.group, value: b.value, valueArg: b.valueArg, label: req.label,
+		c: c, keys: req.lockKeys(), releaseKeys: append(slices.Clone(req.lockKeys()), req.fenceKey), tokenArg: strconv.FormatUint(token, 10), group: req.group, value: b.value, valueArg: b.valueArg, label: req.label,
 		ttl: req.ttl, token: token, acquisitions: count, acquiredAt: b.start, valid: &validity{until: validUntil}, replicas: req.replicas,
 		late: &b.late,
 	}
@@ -686,7 +688,7 @@ func (b *ballot) fail(reason error, detail string) (*Lock, error) {
 	for _, e := range t.errs {
 		nodes = append(nodes, e.Node)
 	}
-	b.c.releaseNodes(b.ctx, nodes, b.req.lockKeys(), b.value, "0", b.req.ttl, b.primary, b.req.group)
+	b.c.releaseNodes(b.ctx, nodes, unfencedRelease(b.req.lockKeys(), b.valueArg), b.req.ttl, b.primary, b.req.group)
 	return b.report(nil, &AcquireError{
 		Key: b.req.keys[2], Reason: reason, Holder: t.holder, Refusal: t.refusal, Detail: detail,
 		OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Nodes: t.errs,
@@ -865,7 +867,7 @@ func (c *Client) others(but int) []int {
 // attempt was decided, without waiting for them: misses are retried in the background, and
 // replies still in flight are released by the attempt's late replies. Until the release
 // reached the group's primary node (if among them), the group counts as unreleased.
-func (c *Client) releaseNodes(ctx context.Context, nodes []int, keys []string, value, keep string, ttl time.Duration, primary int, group string) {
+func (c *Client) releaseNodes(ctx context.Context, nodes []int, k *call, ttl time.Duration, primary int, group string) {
 	if len(nodes) == 0 {
 		return
 	}
@@ -874,6 +876,6 @@ func (c *Client) releaseNodes(ctx context.Context, nodes []int, keys []string, v
 	} else {
 		c.unreleased.add(group, 1)
 	}
-	f := c.releaseFan(releaseScript.call(keys, value, keep, releasedSuffixArg), ttl, primary, group)
+	f := c.releaseFan(k, ttl, primary, group)
 	_, _ = c.fanout(context.WithoutCancel(ctx), f, nodes, c.nodeTimeout(ttl), nil)
 }

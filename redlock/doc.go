@@ -61,9 +61,12 @@
 // acquisition from the same fence counter that had returned before it started (FenceKey; by
 // default one counter per hash tag, "{t}:fence" for keys tagged {t}, and DefaultFenceKey for
 // every key without a tag, so that locking any number of distinct keys leaves a bounded number
-// of counters behind). Successive holders of one key thus get strictly increasing tokens
-// (unless a hold was taken and released while its successor's attempt was already on its way:
-// a hold shorter than one attempt).
+// of counters behind). Successive holders of one key thus get strictly increasing tokens, even
+// when the successor's attempt set out before its predecessor's acquisition returned: a
+// release raises the counter of each node it frees to the lock's token. The one exception is a
+// hold that ended without its release (it expired, or was revoked) while such an attempt was
+// on its way: the two attempts then took longer than the TTL together, or the revocation came
+// within an attempt of the acquisition.
 // Acquisitions that overlap in time — locks on different keys sharing a counter, taken at
 // once — are in no order with each other: they may get equal tokens, or the later to return a
 // lower one. Tokens are not unique per counter. Pass it to the storage the lock

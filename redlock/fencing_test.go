@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"testing"
@@ -243,4 +244,77 @@ func TestFencingTokensOfOverlappingAcquisitions(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A holder's successor gets a greater token even when its attempt was on its way before the
+// holder's token was written back, and the hold was short. The counters start apart, as after
+// missed acquisitions: nodes 0, 1, 2 at 1000, 500, 500. b's attempt takes node 2 (501), fails
+// on node 0 and reaches node 1 only later. a takes nodes 0 and 1 (node 2 is b's): its token,
+// 1001, is written back to node 2 (after b's script ran there) but not to node 1 (the request
+// fails, as one that timed out). a is released; then b's request reaches node 1 and takes it:
+// its token is 1002 because a's release raised node 1's counter to a's token — 502 without.
+func TestSuccessorOfAShortHoldGetsAGreaterToken(t *testing.T) {
+	c := newCluster(t, 3, false)
+	lc := c.client(t, redlock.WithNodeTimeout(5*time.Second))
+	ctx := ctxT(t)
+	tag := "{" + redistest.Key(t) + "}"
+	key := tag + ":k"
+	for i, name := range []string{"acquire.lua", "fence.lua", "release.lua"} {
+		src, err := os.ReadFile("scripts/" + name)
+		require.NoError(t, err)
+		for _, s := range c.servers {
+			require.NoError(t, s.Client().ScriptLoad(ctx, string(src)).Err(), i)
+		}
+	}
+	for i, n := range []int{1000, 500, 500} {
+		require.NoError(t, c.servers[i].Client().Set(ctx, tag+":fence", n, 0).Err())
+	}
+	acquire, fence := scriptSHA(t, "acquire.lua"), scriptSHA(t, "fence.lua")
+	gate, parked := make(chan struct{}), make(chan struct{})
+	open := sync.OnceFunc(func() { close(gate) })
+	t.Cleanup(open) // before the client's Close, which waits for the parked request
+	ranOn2 := make(chan struct{})
+	hook := func(node int) onTrip {
+		return func(cmds []redis.Cmder, send func() error) error {
+			args := cmds[0].Args()
+			if len(cmds) != 1 || cmds[0].Name() != "evalsha" {
+				return send()
+			}
+			switch {
+			case args[1] == acquire && slices.Contains(args, any("b")) && node == 0:
+				cmds[0].SetErr(redis.ErrClosed)
+				return redis.ErrClosed
+			case args[1] == acquire && slices.Contains(args, any("b")) && node == 1:
+				close(parked)
+				<-gate
+			case args[1] == acquire && slices.Contains(args, any("b")) && node == 2:
+				defer close(ranOn2)
+			case args[1] == fence && slices.Contains(args, any("1001")) && node == 1:
+				cmds[0].SetErr(redis.ErrClosed)
+				return redis.ErrClosed
+			}
+			return send()
+		}
+	}
+	for i, n := range c.nodes {
+		n.(*redis.Client).AddHook(hook(i))
+	}
+
+	bDone := make(chan *redlock.Lock, 1)
+	go func() {
+		l, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("b"))
+		assert.NoError(t, err)
+		bDone <- l
+	}()
+	<-parked
+	<-ranOn2
+	la, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("a"))
+	require.NoError(t, err)
+	require.EqualValues(t, 1001, la.Token())
+	require.NoError(t, la.Release(ctx))
+	open()
+	lb := <-bDone
+	require.NotNil(t, lb)
+	assert.Greater(t, lb.Token(), la.Token(), "b took the key after a released it")
+	require.NoError(t, lb.Release(ctx))
 }

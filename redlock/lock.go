@@ -13,14 +13,18 @@ import (
 
 // Lock is a lock held on a quorum of nodes. Its methods are safe for concurrent use.
 type Lock struct {
-	c        *Client
-	keys     []string // keys[0] is the primary key
-	group    string   // primaryGroup of the primary key
-	value    string
-	valueArg any // value, boxed once
-	label    string
-	ttl      time.Duration
-	token    uint64
+	c    *Client
+	keys []string // keys[0] is the primary key
+	// releaseKeys are keys and then the fence counter, which the release raises to tokenArg
+	// (see release.lua).
+	releaseKeys []string
+	tokenArg    string
+	group       string // primaryGroup of the primary key
+	value       string
+	valueArg    any // value, boxed once
+	label       string
+	ttl         time.Duration
+	token       uint64
 	// acquisitions is the acquisition's number with countAcquisitions; 0 without.
 	acquisitions uint64
 	late         *lateOKs // the acquisition's replies still to come; nil for a nested hold
@@ -200,11 +204,21 @@ func judge(node int, n int64, err error) reply {
 
 // releaseCall returns the call that releases this hold of the lock, keeping keep milliseconds
 // of done marker.
-func (l *Lock) releaseCall(keep string) *call {
-	if l.hold == nil {
-		return releaseScript.call(l.keys, l.valueArg, keep, releasedSuffixArg)
+func (l *Lock) releaseCall(keep string) *call { return l.releaseHold(keep, l.hold) }
+
+// releaseHold returns the call that releases the lock's hold hold (nil: the outer hold),
+// keeping keep milliseconds of done marker.
+func (l *Lock) releaseHold(keep string, hold any) *call {
+	if hold == nil {
+		return releaseScript.call(l.releaseKeys, l.valueArg, keep, releasedSuffixArg, l.tokenArg)
 	}
-	return releaseScript.call(l.keys, l.valueArg, keep, releasedSuffixArg, l.hold)
+	return releaseScript.call(l.releaseKeys, l.valueArg, keep, releasedSuffixArg, l.tokenArg, hold)
+}
+
+// unfencedRelease returns the call that releases the keys of a failed attempt, which has no
+// token to raise the fence counter to.
+func unfencedRelease(keys []string, value any) *call {
+	return releaseScript.call(keys, value, "0", releasedSuffixArg, "0")
 }
 
 // Release releases the lock on every node, in parallel, and returns once a quorum confirmed
@@ -247,7 +261,7 @@ func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
 			if nodeBit(node)&inFlight != 0 {
 				n, err := cmd.Int64()
 				if l.late.released(node, n, err) {
-					c.releaseNodes(ctx, []int{node}, l.keys, l.value, keep, l.ttl, primary, l.group)
+					c.releaseNodes(ctx, []int{node}, l.releaseCall(keep), l.ttl, primary, l.group)
 				}
 			}
 			return r

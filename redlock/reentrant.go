@@ -75,13 +75,13 @@ func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number 
 		err = &AcquireError{Key: outer.keys[0], Reason: t.reason(ErrNotAcquired), Detail: "the outer hold was not found on a quorum: it is lost",
 			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs}
 	default:
-		l = &Lock{c: c, keys: outer.keys, group: outer.group, value: outer.value, valueArg: outer.valueArg, label: outer.label,
+		l = &Lock{c: c, keys: outer.keys, releaseKeys: outer.releaseKeys, tokenArg: outer.tokenArg, group: outer.group, value: outer.value, valueArg: outer.valueArg, label: outer.label,
 			ttl: outer.ttl, token: outer.token, replicas: outer.replicas, acquiredAt: start, depth: outer.depth + 1, valid: outer.valid,
 			hold: hold}
 		a.Validity, a.Token = time.Until(l.ValidUntil()), l.token
 	}
 	if l == nil {
-		k := releaseScript.call(outer.keys, outer.valueArg, "0", releasedSuffixArg, hold)
+		k := outer.releaseHold("0", hold)
 		_, _ = c.fanout(context.WithoutCancel(ctx), c.releaseFan(k, outer.ttl, 0, ""), c.all(), c.nodeTimeout(outer.ttl), nil)
 	}
 	a.OK, a.Refused, a.Failed, a.Err = t.ok, t.refused, t.failed, err
