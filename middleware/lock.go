@@ -240,7 +240,13 @@ type claim struct {
 	settle      time.Duration    // added to the next wait
 	last        *redlock.Attempt // the last attempt redlock made
 	revoked     *redlock.Holder  // the run this tick asked to stop (Replace)
+	// failed are the errors of the last failed acquisitions (up to maxOwnFailures), whose
+	// attempts' leftovers may refuse the next ones (see ownLeftover).
+	failed []error
 }
+
+// maxOwnFailures is how many of a claim's failed acquisitions it remembers as its own.
+const maxOwnFailures = 4
 
 // decision is what a claim does after an attempt failed.
 type decision int
@@ -342,6 +348,7 @@ func (cl *claim) try(ctx context.Context, now time.Time, opts []redlock.AcquireO
 // unavailable are waited for; a window that closed just before the attempt is found late at
 // once; anything else ends the claim.
 func (cl *claim) decide(ctx context.Context, err error) (decision, error) {
+	defer cl.remember(err)
 	if ae, ok := errors.AsType[*redlock.AcquireError](err); ok && errors.Is(err, redlock.ErrNotAcquired) {
 		return cl.refused(ctx, ae, err)
 	}
@@ -362,11 +369,16 @@ func (cl *claim) decide(ctx context.Context, err error) (decision, error) {
 //
 // A run key found held may be the leftover of another tick's failed attempt (a replica whose
 // clock is behind, refused that tick as done on the other nodes), or of a release that missed
-// a node: it is looked at again, on every node, once it had time to be released.
+// a node: it is looked at again, on every node, once it had time to be released. A key held
+// by a leftover of the claim's own failed attempts is neither held nor an overlap: the claim
+// waits for its release (see ownLeftover).
 func (cl *claim) refused(ctx context.Context, ae *redlock.AcquireError, err error) (decision, error) {
 	se := skip(ae, cl.runKey, err)
 	done := se.Holder != nil && se.Holder.Done // done, or skipped and marked
 	switch {
+	case !done && cl.ownLeftover(ae, err):
+		cl.c.Logger.Debug("cronlock: refused by the leftover of an own failed attempt", "job", cl.run.Job, "tick", cl.run.Tick,
+			"replica", cl.run.Replica, "ok", ae.OK, "refused", ae.Refused)
 	case cl.replacesHolder(ctx, se, ae, done):
 		cl.askToStop(ctx, ae.Holder)
 	case cl.skips(ctx, se, done):
@@ -384,6 +396,33 @@ func (cl *claim) refused(ctx context.Context, ae *redlock.AcquireError, err erro
 	// attempt, and is over within the node timeout.
 	cl.settle = min(2*cl.last.Elapsed+time.Millisecond, cl.locks.NodeTimeout(cl.c.TTL))
 	return backOff, err
+}
+
+// ownLeftover reports whether the refusal ae (of the acquisition that failed with err) is by
+// a leftover of one of the claim's own failed attempts, whose release had not reached the node
+// yet — not by another holder. Under load such a release can take longer than the settling
+// wait of an acquisition's split votes, and the tick would be skipped as held by no one.
+func (cl *claim) ownLeftover(ae *redlock.AcquireError, err error) bool {
+	if ae.Holder == nil {
+		return false
+	}
+	if lockseam.LeftBy(*ae.Holder, err) {
+		return true
+	}
+	for _, f := range cl.failed {
+		if lockseam.LeftBy(*ae.Holder, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// remember records the failed acquisition err for ownLeftover.
+func (cl *claim) remember(err error) {
+	if len(cl.failed) == maxOwnFailures {
+		cl.failed = append(cl.failed[:0], cl.failed[1:]...)
+	}
+	cl.failed = append(cl.failed, err)
 }
 
 // replacesHolder reports whether the refusal se is by a run under way that this tick replaces

@@ -90,6 +90,21 @@ type progress struct {
 	refusedBy string
 	refusals  int
 	last      Attempt // the last attempt made
+	// values are the lock values of the last attempts made (up to maxOwnValues), which a
+	// failure reports (AcquireError.own): a key found held under one of them is a leftover of
+	// this acquisition's own failed attempt, not another holder.
+	values []string
+}
+
+// maxOwnValues is how many of an acquisition's last attempts a failure reports as its own.
+const maxOwnValues = 8
+
+// made records the lock value of an attempt being made.
+func (p *progress) made(value string) {
+	if len(p.values) == maxOwnValues {
+		p.values = append(p.values[:0], p.values[1:]...)
+	}
+	p.values = append(p.values, value)
 }
 
 func (r *request) lockKeys() []string { return r.keys[2:] }
@@ -544,6 +559,7 @@ type ballot struct {
 // call that every node's request shares.
 func (c *Client) newBallot(ctx context.Context, req *request, number int) *ballot {
 	value := newValue()
+	req.made(value)
 	b := &ballot{c: c, ctx: ctx, req: req, number: number, value: value, valueArg: value, start: time.Now(),
 		primary: c.primary(req.group), t: tally{n: len(c.nodes), quorum: c.quorum}}
 	if b.t.oks = b.t.few[:0]; len(c.nodes) > len(b.t.few) {
@@ -692,6 +708,7 @@ func (b *ballot) fail(reason error, detail string) (*Lock, error) {
 	return b.report(nil, &AcquireError{
 		Key: b.req.keys[2], Reason: reason, Holder: t.holder, Refusal: t.refusal, Detail: detail,
 		OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Nodes: t.errs,
+		own: slices.Clone(b.req.values),
 	})
 }
 

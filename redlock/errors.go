@@ -3,6 +3,7 @@ package redlock
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 )
@@ -153,7 +154,14 @@ type AcquireError struct {
 	Nodes []*NodeError
 	// Detail says more where the counts do not, e.g. that the validity ran out.
 	Detail string
+	// own are the lock values of the acquisition's last attempts, this one included (see
+	// progress.values).
+	own []string
 }
+
+// leftBy reports whether h is a hold that one of the attempts of the failed acquisition e
+// left behind.
+func (e *AcquireError) leftBy(h Holder) bool { return slices.Contains(e.own, h.value) }
 
 func (e *AcquireError) Error() string {
 	var b strings.Builder

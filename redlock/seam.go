@@ -2,6 +2,7 @@ package redlock
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/cronlock/cronlock/internal/lockseam"
@@ -14,6 +15,10 @@ func init() {
 		return c.(*Client).revoke(ctx, h.(Holder), channel, message)
 	}
 	lockseam.SameHold = func(a, b any) bool { return a.(Holder).same(b.(Holder)) }
+	lockseam.LeftBy = func(h any, err error) bool {
+		ae, ok := errors.AsType[*AcquireError](err)
+		return ok && ae.leftBy(h.(Holder))
+	}
 	lockseam.CountAcquisitions = func(key string, ttl time.Duration) any { return countAcquisitions(key, ttl) }
 	lockseam.Acquisitions = func(l any) uint64 { return l.(*Lock).acquisitions }
 	lockseam.MarkDone = func(l any, ctx context.Context, keep time.Duration) (int, any, error) {

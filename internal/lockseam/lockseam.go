@@ -30,6 +30,11 @@ var (
 	// key, taken by the same acquisition.
 	SameHold func(a, b any) bool
 
+	// LeftBy reports whether the redlock.Holder is a hold that one of the last attempts of
+	// the failed acquisition err (an error holding a *redlock.AcquireError) left behind: a
+	// leftover of the caller's own attempt, whose release had not reached that node yet.
+	LeftBy func(holder any, err error) bool
+
 	// CountAcquisitions returns the redlock.AcquireOption that counts the successful
 	// acquisitions made with it under key, across every client, keeping the count on the
 	// nodes for ttl after each; Acquisitions reads the count from the *redlock.Lock.
