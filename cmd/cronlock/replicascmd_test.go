@@ -177,4 +177,7 @@ func TestReplicasCommandUsage(t *testing.T) {
 	code, _, errOut = runCLI(t, "run", "--config", filepath.Join(t.TempDir(), "c.yaml"), "--heartbeat", "0s")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "--heartbeat 0s: give a positive interval, e.g. 10s")
+	code, _, errOut = runCLI(t, "run", "--config", filepath.Join(t.TempDir(), "c.yaml"), "--rescue-every", "-1s")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "--rescue-every -1s: give a positive interval, e.g. 10s")
 }

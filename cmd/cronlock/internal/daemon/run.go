@@ -48,6 +48,8 @@ type Flags struct {
 	LogLevel  slog.Level
 	LogFormat string // "text" or "json"
 	Heartbeat time.Duration
+	// RescueEvery is how often the scheduler looks for vanished runs (--rescue-every).
+	RescueEvery time.Duration
 	web.Limits
 	Set map[string]bool // the flags given explicitly
 }
@@ -262,6 +264,7 @@ func (d *daemon) start() error {
 		scheduler.WithPrefix(cfg.Prefix),
 		scheduler.WithLogger(d.log),
 		scheduler.WithHeartbeat(f.Heartbeat),
+		scheduler.WithRescueEvery(f.RescueEvery),
 		scheduler.WithVersion(buildinfo.Read().Version),
 		scheduler.WithMiddleware(append(append([]middleware.Middleware{d.status.Middleware(d.replica)}, d.tel.middleware()...), d.gate.middleware())...),
 	)

@@ -68,7 +68,7 @@ func Validate(cf cli.ConfigFlags, stdout, stderr io.Writer) error {
 	}
 	// The daemon's own start, which connects to nothing and starts nothing; variables that are
 	// not set here (warned about above) are taken as empty.
-	d := &daemon{cfg: &checked, flags: Flags{Set: map[string]bool{}, Heartbeat: scheduler.DefaultHeartbeat}, status: web.NewJobStatus(), gate: newGate(), log: slog.New(slog.DiscardHandler),
+	d := &daemon{cfg: &checked, flags: Flags{Set: map[string]bool{}, Heartbeat: scheduler.DefaultHeartbeat, RescueEvery: scheduler.DefaultRescueEvery}, status: web.NewJobStatus(), gate: newGate(), log: slog.New(slog.DiscardHandler),
 		lookupEnv: func(name string) (string, bool) { v, _ := os.LookupEnv(name); return v, true }}
 	err = d.start()
 	d.close()
