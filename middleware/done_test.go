@@ -87,7 +87,9 @@ func TestLockASucceededRunIsDoneAfterItsLeaseWasLost(t *testing.T) {
 // and reports it as a detected duplicate: a Warn log line and an event on the tick's span.
 func TestLockASucceededRunReportsANewerHolder(t *testing.T) {
 	ns := startNodes(t, 3, false)
-	lc, other := ns.client(t), ns.client(t)
+	// other's acquisition must reach every node (heldEverywhere): a node timeout that a loaded
+	// machine cannot miss, or its request to the last node may fail and never land.
+	lc, other := ns.client(t), ns.client(t, redlock.WithNodeTimeout(5*time.Second))
 	tm := newTelemetry(t)
 	logs := &records{}
 	lock := middleware.Lock(lc, middleware.LockConfig{Prefix: "p", TTL: 3 * time.Second, RenewEvery: 20 * time.Millisecond, Logger: slog.New(logs)})
