@@ -468,13 +468,18 @@ type InFlight struct {
 // Status returns the job's entry, pause, last runs and runs in flight, read from the lock
 // nodes like History.
 func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
-	var st Status
 	entries := s.Entries()
 	i := slices.IndexFunc(entries, func(e Entry) bool { return e.Name == name })
 	if i < 0 {
-		return st, fmt.Errorf("%w: %q", ErrUnknownJob, name)
+		return Status{}, fmt.Errorf("%w: %q", ErrUnknownJob, name)
 	}
-	st.Entry = entries[i]
+	return s.status(ctx, entries[i])
+}
+
+// status returns Status for the job of entry e.
+func (s *Scheduler) status(ctx context.Context, e Entry) (Status, error) {
+	st := Status{Entry: e}
+	name := e.Name
 	keys := []string{layout.PauseKey(s.cfg.prefix, name), layout.HistoryKey(s.cfg.prefix, name), layout.RunningKey(s.cfg.prefix, name)}
 	replies, err := s.locks.Broadcast(ctx, statusScript, keys, max(s.cfg.historySize, 1))
 	if err != nil {

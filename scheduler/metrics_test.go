@@ -71,9 +71,17 @@ func TestRegisterGauges(t *testing.T) {
 	assert.Greater(t, g["cronlock.job.next_tick.time"]["ctl"], float64(st.LastSuccess.Start.Unix()))
 	assert.GreaterOrEqual(t, g["cronlock.job.last_success.time"]["ctl"], float64(st.LastSuccess.Start.Unix()))
 	assert.Equal(t, 0.0, g["cronlock.job.paused"]["ctl"])
+	assert.Equal(t, map[string]float64{"": 0}, g["cronlock.jobs.unread"], "every job's state was read")
 
 	require.NoError(t, rs[0].Pause(ctx, "ctl", "for the gauge"))
 	assert.Equal(t, 1.0, gauges(t, reader)["cronlock.job.paused"]["ctl"])
+
+	require.NoError(t, c.Servers[0].Kill()) // a quorum of the nodes is gone: nothing to read
+	require.NoError(t, c.Servers[1].Kill())
+	g = gauges(t, reader)
+	assert.Equal(t, map[string]float64{"": 1}, g["cronlock.jobs.unread"], "the job is counted unread")
+	assert.Empty(t, g["cronlock.job.paused"], "no value rather than a wrong one")
+	assert.Contains(t, g["cronlock.job.next_tick.time"], "ctl", "the schedule's gauges need no node")
 
 	require.NoError(t, reg.Unregister())
 	assert.Empty(t, gauges(t, reader)["cronlock.job.paused"], "nothing observed after Unregister")

@@ -162,20 +162,23 @@ jobs:
 		t.Parallel()
 		dir := t.TempDir()
 		// No node answers; the catch-up tick starts at once and waits for them until its window
-		// (up to a minute) closes.
+		// (up to the next tick, an hour away) closes; running jobs may drain for an hour. A stop
+		// that waited for the tick would take an hour: stopStart is 120 times less, so that
+		// a loaded machine's slow stop is not taken for one.
 		cfg := writeFile(t, dir, "c.yaml", `nodes: ["127.0.0.1:1"]
 jobs:
-  - {name: waits, schedule: '@every 1m', catch_up: 2m, command: ["true"]}
+  - {name: waits, schedule: '@every 1h', catch_up: 2h, command: ["true"]}
 `)
-		p := startProc(t, bin, "daemon", nil, "run", "--config", cfg)
+		const stopStart = 30 * time.Second
+		p := startProc(t, bin, "daemon", nil, "run", "--config", cfg, "--drain", "1h")
 		p.waitLog(t, `msg="cronlock: catching up a missed tick"`)
 		p.waitLog(t, `msg="ready: taking ticks"`)
 		p.signal(t, syscall.SIGTERM)
 		start := time.Now()
 		select {
 		case <-p.done:
-		case <-time.After(time.Second):
-			require.Fail(t, "the daemon did not stop within a second", p.out.String())
+		case <-time.After(stopStart):
+			require.Fail(t, "the daemon waited for the tick", p.out.String())
 		}
 		t.Logf("stopped in %v", time.Since(start))
 		assert.Equal(t, 0, p.cmd.ProcessState.ExitCode(), p.out.String())
