@@ -80,7 +80,7 @@ type Options struct {
 	// scheduler are not retried. Default 0: no retries.
 	Retries int
 	// RetryBackOff returns a fresh schedule of waits between retries; it is called once per
-	// tick. Default middleware.DefaultRetryBackOff (1s doubling to 1 min, full jitter).
+	// tick. Default: 1s doubling to 1 min, full jitter (middleware.RetryPolicy).
 	RetryBackOff func() backoff.BackOff
 	// CatchUp is how old a missed tick may be and still run when the scheduler starts: with
 	// CatchUp > 0, the newest tick in [start − CatchUp, start) runs once at start unless a

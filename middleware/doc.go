@@ -52,10 +52,9 @@
 //	Task                         Identifiers
 //	---------------------------  ------------------------------------------------------------
 //	composing                    Middleware, Chain, FromJobWrapper, ToJobWrapper
-//	the cluster lock             Lock, LockConfig, DefaultPrefix, Limiter (NewLimiter)
+//	the cluster lock             Lock, LockConfig, DefaultPrefix
 //	bounding a run               Timeout, ErrTimeout, Recover, ErrPanic, PanicError
-//	retries                      Retry, RetryPolicy, DefaultRetryBackOff,
-//	                             ErrNoAttemptsLeft
+//	retries                      Retry, RetryPolicy, ErrNoAttemptsLeft
 //	observing                    Metrics (MetricsOption, WithMeterProvider, ZeroRuns), Trace
 //	                             (TraceOption, WithTracerProvider), Outcome and the
 //	                             Outcome constants (OutcomeRan, OutcomeFailed, …), ErrNoRun,

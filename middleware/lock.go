@@ -12,6 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/limiter"
 	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"
@@ -54,10 +55,9 @@ type LockConfig struct {
 	// Waits between attempts are on the real clock whatever this is: they wait for nodes and
 	// racing replicas, not for ticks.
 	Clock Clock
-	// Limiter bounds the lock requests in flight at once; share one between the Locks of a
-	// scheduler. Default nil: no bound. (The scheduler gives its jobs one, see
-	// scheduler.WithLockConcurrency.)
-	Limiter *Limiter
+	// Limiter bounds the lock requests in flight at once across the Locks of a scheduler,
+	// which sets it (scheduler.WithLockConcurrency). Default nil: no bound.
+	Limiter *limiter.Limiter
 	// Logger receives the abnormal events, one line each at Warn: lease renewals that failed
 	// (one line for a stretch of consecutive failures, with their count),
 	// a lock that could not be released or marked done. Default: slog.Default().
@@ -324,10 +324,10 @@ func (cl *claim) late(now time.Time) error {
 // the limiter, with opts (every attempt's) and this attempt's own options.
 func (cl *claim) try(ctx context.Context, now time.Time, opts []redlock.AcquireOption) (*redlock.Lock, error) {
 	c, run := cl.c, cl.run
-	if err := c.Limiter.wait(ctx); err != nil {
+	if err := c.Limiter.Wait(ctx); err != nil {
 		return nil, err
 	}
-	defer c.Limiter.done()
+	defer c.Limiter.Done()
 	if cl.rechecks > 0 {
 		// The run key may be left on the lock's primary node, whose refusal alone ends a
 		// contended attempt: ask every node.
@@ -537,10 +537,10 @@ func (c LockConfig) markSkipped(ctx context.Context, locks *redlock.Client, run 
 	if run.Replica != "" {
 		opts = append(opts, redlock.Label(run.Replica))
 	}
-	if c.Limiter.wait(ctx) != nil {
+	if c.Limiter.Wait(ctx) != nil {
 		return
 	}
-	defer c.Limiter.done()
+	defer c.Limiter.Done()
 	l, err := locks.TryAcquire(ctx, tickKey, c.TTL, opts...)
 	if err != nil {
 		return

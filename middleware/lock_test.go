@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/limiter"
 	"github.com/cronlock/cronlock/internal/locktest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -472,9 +473,6 @@ func (f *inFlight) count(ctx context.Context, cmds []redis.Cmder, send func() ([
 // no request outlives it and the bound on requests is exact; with more nodes, requests to the
 // nodes that did not decide an acquisition finish after it, owned by the lock client.)
 func TestLockLimiter(t *testing.T) {
-	_, err := middleware.NewLimiter(0)
-	require.ErrorContains(t, err, "must be positive")
-
 	ns := startNodes(t, 1, false)
 	flight := &inFlight{}
 	var list []redlock.Node
@@ -490,7 +488,7 @@ func TestLockLimiter(t *testing.T) {
 	require.NoError(t, lc.EndQuarantine(context.Background()))
 	flight.pair()
 
-	lim, err := middleware.NewLimiter(2)
+	lim, err := limiter.New(2)
 	require.NoError(t, err)
 	var running, mostRunning atomic.Int32
 	var wg sync.WaitGroup

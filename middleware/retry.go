@@ -18,7 +18,8 @@ type RetryPolicy struct {
 	// handler once.
 	Retries int
 	// BackOff returns a fresh schedule of waits between attempts; it is called once per call
-	// of the handler, so schedules are never shared. Default DefaultRetryBackOff.
+	// of the handler, so schedules are never shared. Default: exponential from 1s, doubling up to 1
+	// minute, with full jitter (each wait uniform in [0, step]).
 	BackOff func() backoff.BackOff
 	// Clock is used to wait and to check the tick's deadline. Default SystemClock.
 	Clock Clock
@@ -28,9 +29,8 @@ type RetryPolicy struct {
 	Stop <-chan struct{}
 }
 
-// DefaultRetryBackOff returns a fresh retry schedule: exponential from 1s, doubling up to
-// 1 minute, with full jitter (each wait is uniform in [0, step]).
-func DefaultRetryBackOff() backoff.BackOff {
+// defaultRetryBackOff returns a fresh retry schedule: RetryPolicy.BackOff's default.
+func defaultRetryBackOff() backoff.BackOff {
 	return jitter.Exponential(time.Second, time.Minute)
 }
 
@@ -47,7 +47,7 @@ func DefaultRetryBackOff() backoff.BackOff {
 // done elsewhere meanwhile.
 func Retry(p RetryPolicy) Middleware {
 	if p.BackOff == nil {
-		p.BackOff = DefaultRetryBackOff
+		p.BackOff = defaultRetryBackOff
 	}
 	if p.Clock == nil {
 		p.Clock = SystemClock()

@@ -13,6 +13,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/cronlock/cronlock/internal/limiter"
 	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -79,7 +80,7 @@ type Scheduler struct {
 	runs        sync.WaitGroup     // the runs' goroutines
 	runCtx      context.Context
 	cancelRuns  context.CancelCauseFunc
-	limiter     *middleware.Limiter // shared by the jobs' Lock middleware
+	limiter     *limiter.Limiter // shared by the jobs' Lock middleware
 
 	configHash string             // SetConfigHash's; guarded by mu
 	beatNow    chan struct{}      // asks the heartbeat goroutine for a heartbeat now
@@ -139,7 +140,7 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 	s.runCtx, s.cancelRuns = context.WithCancelCause(context.Background())
 	s.stopping, s.halt = context.WithCancel(context.Background())
 	s.stop = s.stopping.Done()
-	if s.limiter, err = middleware.NewLimiter(cfg.lockConc); err != nil {
+	if s.limiter, err = limiter.New(cfg.lockConc); err != nil {
 		return nil, err
 	}
 	return s, nil
