@@ -49,6 +49,7 @@ type request struct {
 // requestKeys are the keys an acquisition names, and how the acquire script takes them.
 type requestKeys struct {
 	keys     []string // boot marker ("" when quarantine is off), fence counter, primary key, also keys
+	release  []string // the lock's keys (keys[2:]), then the fence counter: the release script's keys
 	script   []string // keys (without the boot marker when quarantine is off), then the RefuseWhile keys: the acquire script's keys
 	refuse   any      // how many RefuseWhile keys end script
 	refusing []string // the RefuseWhile keys
@@ -90,21 +91,26 @@ type progress struct {
 	refusedBy string
 	refusals  int
 	last      Attempt // the last attempt made
-	// values are the lock values of the last attempts made (up to maxOwnValues), which a
-	// failure reports (AcquireError.own): a key found held under one of them is a leftover of
-	// this acquisition's own failed attempt, not another holder.
-	values []string
+	// values are the lock values of the last attempts made, the attempt n-1 at values[(n-1) %
+	// maxOwnValues], which a failure reports (AcquireError.own): a key found held under one of
+	// them is a leftover of this acquisition's own failed attempt, not another holder. made
+	// counts the attempts made.
+	values [maxOwnValues]string
+	made   int
 }
 
 // maxOwnValues is how many of an acquisition's last attempts a failure reports as its own.
 const maxOwnValues = 8
 
-// made records the lock value of an attempt being made.
-func (p *progress) made(value string) {
-	if len(p.values) == maxOwnValues {
-		p.values = append(p.values[:0], p.values[1:]...)
-	}
-	p.values = append(p.values, value)
+// making records the lock value of an attempt being made.
+func (p *progress) making(value string) {
+	p.values[p.made%maxOwnValues] = value
+	p.made++
+}
+
+// own returns the lock values of the last attempts made (at most maxOwnValues).
+func (p *progress) own() []string {
+	return slices.Clone(p.values[:min(p.made, maxOwnValues)])
 }
 
 func (r *request) lockKeys() []string { return r.keys[2:] }
@@ -196,7 +202,9 @@ func (c *Client) requestKeys(key string, ac *acquireConfig) (requestKeys, error)
 	if err != nil {
 		return rk, err
 	}
-	rk.keys, rk.script = keys, keys
+	// lockKeysOf left room for the fence counter after the lock's keys: the release's keys
+	// share their array. (The appends to script below copy it.)
+	rk.keys, rk.script, rk.release = keys, keys, append(keys[2:], rk.fenceKey)
 	if keys[0] == "" { // no quarantine: the script takes no boot marker
 		rk.script = keys[1:]
 	}
@@ -227,7 +235,7 @@ func (c *Client) requestKeys(key string, ac *acquireConfig) (requestKeys, error)
 // lockKeysOf validates the keys of a lock and returns them: its boot marker ("" when
 // quarantine is off), its fence counter, key and the Also keys.
 func (c *Client) lockKeysOf(key, fence string, also []string) ([]string, error) {
-	keys := append(make([]string, 0, 3+len(also)), c.bootMarker(key), fence, key)
+	keys := append(make([]string, 0, 3+len(also)+1), c.bootMarker(key), fence, key) // +1: requestKeys' release
 	for _, k := range also {
 		if k == "" {
 			return nil, fmt.Errorf("redlock: Also key is empty for lock %q", key)
@@ -559,7 +567,7 @@ type ballot struct {
 // call that every node's request shares.
 func (c *Client) newBallot(ctx context.Context, req *request, number int) *ballot {
 	value := newValue()
-	req.made(value)
+	req.making(value)
 	b := &ballot{c: c, ctx: ctx, req: req, number: number, value: value, valueArg: value, start: time.Now(),
 		primary: c.primary(req.group), t: tally{n: len(c.nodes), quorum: c.quorum}}
 	if b.t.oks = b.t.few[:0]; len(c.nodes) > len(b.t.few) {
@@ -677,7 +685,7 @@ func (b *ballot) win() (*Lock, error) {
 		return b.fail(ErrQuorumUnavailable, fmt.Sprintf("the nodes answered too slowly: no validity left of TTL %v", req.ttl))
 	}
 	l := &Lock{
-		c: c, keys: req.lockKeys(), releaseKeys: append(slices.Clone(req.lockKeys()), req.fenceKey), tokenArg: strconv.FormatUint(token, 10), group: req.group, value: b.value, valueArg: b.valueArg, label: req.label,
+		c: c, keys: req.lockKeys(), releaseKeys: req.release, tokenArg: token, group: req.group, value: b.value, valueArg: b.valueArg, label: req.label,
 		ttl: req.ttl, token: token, acquisitions: count, acquiredAt: b.start, valid: &validity{until: validUntil}, replicas: req.replicas,
 		late: &b.late,
 	}
@@ -708,7 +716,7 @@ func (b *ballot) fail(reason error, detail string) (*Lock, error) {
 	return b.report(nil, &AcquireError{
 		Key: b.req.keys[2], Reason: reason, Holder: t.holder, Refusal: t.refusal, Detail: detail,
 		OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Nodes: t.errs,
-		own: slices.Clone(b.req.values),
+		own: b.req.own(),
 	})
 }
 

@@ -18,7 +18,7 @@ type Lock struct {
 	// releaseKeys are keys and then the fence counter, which the release raises to tokenArg
 	// (see release.lua).
 	releaseKeys []string
-	tokenArg    string
+	tokenArg    any    // the token: the release script's ARGV[4]
 	group       string // primaryGroup of the primary key
 	value       string
 	valueArg    any // value, boxed once
