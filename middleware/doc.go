@@ -56,8 +56,10 @@
 //	bounding a run               Timeout, ErrTimeout, Recover, ErrPanic, PanicError
 //	retries                      Retry, RetryPolicy, ErrNoAttemptsLeft
 //	observing                    Metrics (MetricsOption, WithMeterProvider, ZeroRuns), Trace
-//	                             (TraceOption, WithTracerProvider), Outcome and the
-//	                             Outcome constants (OutcomeRan, OutcomeFailed, …), ErrNoRun,
-//	                             ErrInterrupted
+//	                             (TraceOption, WithTracerProvider), ErrNoRun, ErrInterrupted
+//	outcomes of a tick           Outcome; OutcomeRan, OutcomeFailed, OutcomeSkippedHeld,
+//	                             OutcomeSkippedDone, OutcomeSkippedOverlap, OutcomeSkippedLate,
+//	                             OutcomeSkippedPaused, OutcomeReplaced, OutcomeLeaseLost,
+//	                             OutcomeQuorumUnavailable, OutcomeStopped, OutcomeInterrupted
 //	testing with a fake clock    Clock, Timer, SystemClock
 package middleware

@@ -232,6 +232,7 @@
 //	cluster and replicated nodes WithClusterNodes, WithWaitForReplicas, WithNodeReplicas
 //	sizing                       Client.Quorum, Client.NodeTimeout
 //	state beside the locks       Client.Broadcast (a script on every node, to a quorum),
-//	                             Client.Subscribe (Notifications: a wake-up per publish),
+//	                             Client.Subscribe (Notifications: a wake-up per publish on
+//	                             Notifications.C, until Notifications.Close),
 //	                             RefuseWhile (Refusal)
 package redlock

@@ -35,6 +35,21 @@ func localNodes(n int) ([]redlock.Node, func()) {
 	}
 }
 
+// newNodesAndClient starts 3 throwaway nodes and a client over them, out of quarantine (the
+// nodes are new: nothing can have been forgotten), and returns a func that closes both.
+func newNodesAndClient(opts ...redlock.Option) ([]redlock.Node, *redlock.Client, func()) {
+	nodes, stop := localNodes(3)
+	client, err := redlock.New(nodes, opts...)
+	if err != nil {
+		panic(err)
+	}
+	_ = client.EndQuarantine(context.Background())
+	return nodes, client, func() {
+		_ = client.Close()
+		stop()
+	}
+}
+
 func Example() {
 	nodes, stop := localNodes(3)
 	defer stop()
@@ -253,4 +268,115 @@ func ExampleClient_Broadcast() {
 	// switch changed
 	// refused: until 02:00
 	// acquired
+}
+
+// A client's options, for nodes, clocks and waits that differ from the defaults; Quorum,
+// MaxTTL and NodeTimeout say what the client made of them.
+func ExampleNew() {
+	nodes, stop := localNodes(3)
+	defer stop()
+	opts := []redlock.Option{
+		redlock.WithQuorum(2),                         // of 3 nodes: the default, a majority
+		redlock.WithDriftFactor(0.02),                 // clocks that drift by up to 2% of a TTL
+		redlock.WithMaxTTL(2 * redlock.DefaultMaxTTL), // locks of up to 2 min; a node that lost its memory refuses locks that long
+		redlock.WithBootKey(redlock.DefaultBootKey),   // the key whose absence shows a node lost its memory (the default)
+		redlock.WithMaxWait(5 * time.Second),          // Acquire gives up after 5 s of retries
+		redlock.WithContentionWindow(time.Minute),     // a lock seen held counts as contended for a minute
+		redlock.WithWaitForReplicas(0),                // nodes without replicas: wait for none (the default)
+	}
+	client, err := redlock.New(nodes, opts...)
+	if err != nil {
+		panic(err)
+	}
+	defer client.Close()
+	fmt.Println("quorum:", client.Quorum())
+	fmt.Println("max TTL:", client.MaxTTL())
+	fmt.Println("node timeout for a 10s lock:", client.NodeTimeout(10*time.Second))
+	// Output:
+	// quorum: 2
+	// max TTL: 2m0s
+	// node timeout for a 10s lock: 200ms
+}
+
+// Extend renews a lock by hand (a Lease does it for you); ValidUntil says until when it is
+// certainly held. The errors: a TTL the client refuses, too many nodes failing (a
+// *QuorumError listing each node's *NodeError), a closed client.
+func ExampleLock_Extend() {
+	nodes, client, stop := newNodesAndClient(redlock.WithNodeTimeout(time.Second))
+	defer stop()
+	ctx := context.Background()
+
+	_, err := client.TryAcquire(ctx, "batch", time.Hour)
+	fmt.Println("an hour:", errors.Is(err, redlock.ErrInvalidTTL))
+
+	opts := []redlock.AcquireOption{redlock.Label("worker-1")}
+	l, err := client.Acquire(ctx, "batch", 10*time.Second, opts...)
+	if err != nil {
+		panic(err)
+	}
+	before := l.ValidUntil()
+	if _, err := l.Extend(ctx); err != nil {
+		panic(err)
+	}
+	fmt.Println("extended:", l.ValidUntil().After(before))
+
+	_ = nodes[1].(*redis.Client).Close() // two of the three nodes cannot be reached
+	_ = nodes[2].(*redis.Client).Close()
+	_, err = l.Extend(ctx)
+	var qe *redlock.QuorumError
+	var ne *redlock.NodeError
+	if errors.As(err, &qe) && errors.As(err, &ne) {
+		fmt.Println("quorum unavailable:", errors.Is(err, redlock.ErrQuorumUnavailable), "failed nodes:", len(qe.Nodes))
+	}
+
+	release := []redlock.ReleaseOption{redlock.KeepDone(time.Minute)}
+	_ = l.Release(ctx, release...) // node 0 keeps the key marked done
+	_ = client.Close()
+	_, err = client.TryAcquire(ctx, "batch", 10*time.Second)
+	fmt.Println("closed:", errors.Is(err, redlock.ErrClientClosed))
+	// Output:
+	// an hour: true
+	// extended: true
+	// quorum unavailable: true failed nodes: 2
+	// closed: true
+}
+
+// A lease's renewals are reported to OnRenew; code deeper in the call stack finds the lease in
+// its context with LeaseFrom. Closing the lease cancels the work's context with
+// ErrLeaseClosed.
+func ExampleLeaseFrom() {
+	_, client, stop := newNodesAndClient(redlock.WithNodeTimeout(time.Second))
+	defer stop()
+	ctx := context.Background()
+
+	l, err := client.Acquire(ctx, "renewed", 10*time.Second)
+	if err != nil {
+		panic(err)
+	}
+	renewed := make(chan struct{}, 1)
+	opts := []redlock.LeaseOption{
+		redlock.RenewEvery(100 * time.Millisecond),
+		redlock.MaxRenewals(1000), // then the lease is lost (ErrLeaseLost) when the validity runs out
+		redlock.OnRenew(func(r redlock.Renewal) {
+			if r.Err == nil {
+				select {
+				case renewed <- struct{}{}:
+				default:
+				}
+			}
+		}),
+	}
+	lease, err := l.Lease(ctx, opts...)
+	if err != nil {
+		panic(err)
+	}
+	work := lease.Context()
+	found, ok := redlock.LeaseFrom(work)
+	fmt.Println("found:", ok && found == lease)
+	<-renewed
+	_ = lease.Close(context.Background())
+	fmt.Println("closed:", errors.Is(context.Cause(work), redlock.ErrLeaseClosed))
+	// Output:
+	// found: true
+	// closed: true
 }

@@ -119,7 +119,7 @@
 //	                             WithRescueEvery (DefaultRescueEvery), WithHeartbeat
 //	                             (DefaultHeartbeat), WithVersion
 //	specs                        ParseSpec, ResolveSpec (H forms), SpecError, Every
-//	                             (EverySchedule)
+//	                             (EverySchedule, EverySchedule.Next)
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status, its
 //	                             runs in flight InFlight), Scheduler.Replica,
 //	                             Scheduler.RegisterGauges

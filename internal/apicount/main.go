@@ -1,5 +1,5 @@
 // Command apicount counts the exported API of cronlock's library packages and fails when a
-// package exports more than its limit.
+// package exports more than its limit, or a name that its users cannot find.
 //
 //	go run ./internal/apicount [-root DIR]
 //
@@ -11,9 +11,15 @@
 // enforces. The limit is a ratchet: the lower of the target and the count when the table was
 // last lowered. A change that removes names lowers the limit beside it; a change that adds
 // names must remove as many, until every limit reaches its target. The output prints both.
+//
+// Every exported name must also appear in the package's API table (the "# API at a glance"
+// section of its doc.go) and in the user's documentation: README.md, docs/, examples/, or the
+// package's example*_test.go files. A method T.M counts as named where T.M is, or both T and M
+// are, as whole words.
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"go/ast"
@@ -51,12 +57,22 @@ func main() {
 	}
 }
 
-// check prints each package's count beside its limit and target to w, and reports whether
-// every package is within its limit.
+// check prints each package's count beside its limit and target to w, and the names that its
+// API table or the user's documentation leaves out (undocumented); it reports whether every
+// package is within its limit and every name documented.
 func check(w io.Writer, fsys fs.FS, budgets []budget) bool {
 	ok := true
 	for _, b := range budgets {
-		n, err := count(fsys, b.dir)
+		list, err := names(fsys, b.dir)
+		if err == nil {
+			var missing []string
+			missing, err = undocumented(fsys, b.dir, list)
+			for _, m := range missing {
+				fmt.Fprintf(w, "%s: %s\n", b.dir, m)
+				ok = false
+			}
+		}
+		n := len(list)
 		switch {
 		case err != nil:
 			fmt.Fprintf(w, "%s: %v\n", b.dir, err)
@@ -72,15 +88,111 @@ func check(w io.Writer, fsys fs.FS, budgets []budget) bool {
 	return ok
 }
 
-// count returns the number of exported top-level names and exported methods of exported types
-// in the non-test Go files of dir.
-func count(fsys fs.FS, dir string) (int, error) {
+// interfaceMethods are methods that satisfy a standard interface (error, errors.Is,
+// fmt.Stringer): they need no place in the documentation of their own.
+var interfaceMethods = []string{"Error", "Unwrap", "Is", "String"}
+
+// undocumented returns a line for each of list (names of dir) that is missing from the
+// package's API table (the "API at a glance" section of dir/doc.go), and for each that no
+// user documentation names: README.md, docs/, examples/ and dir's example*_test.go files. A
+// method "T.M" is named as T.M, or by both T and M (a table's "Job (Validate)").
+func undocumented(fsys fs.FS, dir string, list []string) ([]string, error) {
+	doc, err := fs.ReadFile(fsys, filepath.ToSlash(filepath.Join(dir, "doc.go")))
+	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return nil, err
+	}
+	_, table, found := strings.Cut(string(doc), "# API at a glance")
+	if !found {
+		return []string{"doc.go has no \"# API at a glance\" section: add one, a table of every exported name by task"}, nil
+	}
+	user, err := userDocs(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, name := range list {
+		typ, method, isMethod := strings.Cut(name, ".")
+		if isMethod && slices.Contains(interfaceMethods, method) {
+			continue
+		}
+		named := func(text string) bool {
+			return containsWord(text, name) || isMethod && containsWord(text, method) && containsWord(text, typ)
+		}
+		if !named(table) {
+			out = append(out, name+": not in the API table of doc.go: add it under its task")
+		}
+		if !named(user) {
+			out = append(out, name+": named by no example, README.md or docs/ page: show users what it is for, or unexport it")
+		}
+	}
+	return out, nil
+}
+
+// userDocs returns the text of the user's documentation of the package in dir: README.md,
+// the files under docs/ and examples/, and dir's example*_test.go files.
+func userDocs(fsys fs.FS, dir string) (string, error) {
+	var b strings.Builder
+	add := func(path string) error {
+		data, err := fs.ReadFile(fsys, path)
+		b.Write(data)
+		b.WriteByte('\n')
+		return err
+	}
+	if err := add("README.md"); err != nil {
+		return "", err
+	}
+	for _, root := range []string{"docs", "examples"} {
+		err := fs.WalkDir(fsys, root, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || !(strings.HasSuffix(path, ".md") || strings.HasSuffix(path, ".go")) {
+				return err
+			}
+			return add(path)
+		})
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", err
+		}
+	}
+	examples, err := fs.Glob(fsys, filepath.ToSlash(filepath.Join(dir, "example*_test.go")))
+	if err != nil {
+		return "", err
+	}
+	for _, path := range examples {
+		if err := add(path); err != nil {
+			return "", err
+		}
+	}
+	return b.String(), nil
+}
+
+// containsWord reports whether s holds word with no identifier character on either side.
+func containsWord(s, word string) bool {
+	for i := 0; ; {
+		j := strings.Index(s[i:], word)
+		if j < 0 {
+			return false
+		}
+		j += i
+		end := j + len(word)
+		if (j == 0 || !isIdent(s[j-1])) && (end == len(s) || !isIdent(s[end])) {
+			return true
+		}
+		i = j + 1
+	}
+}
+
+func isIdent(c byte) bool {
+	return c == '_' || '0' <= c && c <= '9' || 'a' <= c && c <= 'z' || 'A' <= c && c <= 'Z'
+}
+
+// names returns the exported top-level names and the exported methods of exported types
+// ("T.Method") declared in the non-test Go files of dir.
+func names(fsys fs.FS, dir string) ([]string, error) {
 	entries, err := fs.ReadDir(fsys, dir)
 	if err != nil {
-		return 0, err
+		return nil, err
 	}
 	fset := token.NewFileSet()
-	n := 0
+	var out []string
 	for _, e := range entries {
 		name := e.Name()
 		if e.IsDir() || !strings.HasSuffix(name, ".go") || strings.HasSuffix(name, "_test.go") {
@@ -88,48 +200,55 @@ func count(fsys fs.FS, dir string) (int, error) {
 		}
 		src, err := fs.ReadFile(fsys, filepath.ToSlash(filepath.Join(dir, name)))
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
 		f, err := parser.ParseFile(fset, filepath.Join(dir, name), src, parser.SkipObjectResolution)
 		if err != nil {
-			return 0, err
+			return nil, err
 		}
-		n += countFile(f)
+		out = append(out, fileNames(f)...)
 	}
-	return n, nil
+	return out, nil
 }
 
-// countFile returns the number of exported top-level names and exported methods of exported
-// types declared in f.
-func countFile(f *ast.File) int {
-	n := 0
+// fileNames returns the exported top-level names and the exported methods of exported types
+// ("T.Method") declared in f.
+func fileNames(f *ast.File) []string {
+	var out []string
 	for _, d := range f.Decls {
 		switch d := d.(type) {
 		case *ast.FuncDecl:
 			if !d.Name.IsExported() {
 				continue
 			}
-			if d.Recv == nil || receiverExported(d.Recv.List[0].Type) {
-				n++
+			if d.Recv == nil {
+				out = append(out, d.Name.Name)
+			} else if recv, ok := receiverName(d.Recv.List[0].Type); ok {
+				out = append(out, recv+"."+d.Name.Name)
 			}
 		case *ast.GenDecl:
 			for _, s := range d.Specs {
 				switch s := s.(type) {
 				case *ast.TypeSpec:
 					if s.Name.IsExported() {
-						n++
+						out = append(out, s.Name.Name)
 					}
 				case *ast.ValueSpec:
-					n += len(slices.DeleteFunc(slices.Clone(s.Names), func(id *ast.Ident) bool { return !id.IsExported() }))
+					for _, id := range s.Names {
+						if id.IsExported() {
+							out = append(out, id.Name)
+						}
+					}
 				}
 			}
 		}
 	}
-	return n
+	return out
 }
 
-// receiverExported reports whether a method's receiver type (T, *T, T[P], *T[P]) is exported.
-func receiverExported(t ast.Expr) bool {
+// receiverName returns the name of a method's receiver type (T, *T, T[P], *T[P]), and
+// whether it is exported.
+func receiverName(t ast.Expr) (string, bool) {
 	for {
 		switch x := t.(type) {
 		case *ast.StarExpr:
@@ -139,9 +258,9 @@ func receiverExported(t ast.Expr) bool {
 		case *ast.IndexListExpr:
 			t = x.X
 		case *ast.Ident:
-			return x.IsExported()
+			return x.Name, x.IsExported()
 		default:
-			return false
+			return "", false
 		}
 	}
 }
