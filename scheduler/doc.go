@@ -118,8 +118,7 @@
 //	                             (DefaultHistorySize), WithTriggerPoll (DefaultTriggerPoll),
 //	                             WithRescueEvery (DefaultRescueEvery), WithHeartbeat
 //	                             (DefaultHeartbeat), WithVersion
-//	specs                        ParseSpec, ResolveSpec (H forms), SpecError, Every
-//	                             (EverySchedule, EverySchedule.Next)
+//	specs                        ParseSpec, ResolveSpec (H forms), SpecError
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status, its
 //	                             runs in flight InFlight), Scheduler.Replica,
 //	                             Scheduler.RegisterGauges
@@ -133,5 +132,5 @@
 //	a run's output               KeepOutput (MaxOutput), read by HistoryWithOutput
 //	running past ticks           Scheduler.Backfill (BackfillOptions, BackfillSummary,
 //	                             DefaultBackfillMax)
-//	testing with a fake clock    WithClock, Clock (its timers: middleware.Timer)
+//	testing with a fake clock    WithClock (a middleware.Clock)
 package scheduler

@@ -27,7 +27,7 @@ type startTimes struct {
 	at map[string][]time.Time
 }
 
-func (s *startTimes) work(clock scheduler.Clock) func(ctx context.Context) error {
+func (s *startTimes) work(clock middleware.Clock) func(ctx context.Context) error {
 	return func(ctx context.Context) error {
 		r, _ := job.RunFrom(ctx)
 		s.mu.Lock()

@@ -14,16 +14,11 @@ import (
 	"github.com/cronlock/cronlock/middleware"
 )
 
-// Clock is the scheduler's time source: the same interface as middleware.Clock, which the
-// scheduler passes on to Lock and Retry. Tests can give a fake clock that fires ticks on
-// demand; every replica's clock must read about the same time (see WithMaxClockSkew).
-type Clock = middleware.Clock
-
 // Option configures a Scheduler. Each option documents its default.
 type Option func(*config) error
 
 type config struct {
-	clock        Clock
+	clock        middleware.Clock
 	prefix       string
 	replica      string
 	logger       *slog.Logger
@@ -74,9 +69,11 @@ func mainVersion() string {
 	return ""
 }
 
-// WithClock sets the clock that ticks are computed and fired by. Default: the system clock.
-// Every replica must read (about) the same time: see WithMaxClockSkew.
-func WithClock(c Clock) Option {
+// WithClock sets the clock that ticks are computed and fired by, which the scheduler passes on
+// to its jobs' Lock and Retry middleware. Default: the system clock. Tests can give a fake
+// clock that fires ticks on demand. Every replica must read (about) the same time: see
+// WithMaxClockSkew.
+func WithClock(c middleware.Clock) Option {
 	return func(cfg *config) error {
 		if c == nil {
 			return errors.New("scheduler: WithClock(nil): give a clock, or leave the option out for the system clock")

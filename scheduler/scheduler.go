@@ -317,8 +317,8 @@ func (s *Scheduler) Start() error {
 
 // newestTick returns the newest tick of sched in [from, to].
 func newestTick(sched cron.Schedule, from, to time.Time) (time.Time, bool) {
-	if ev, ok := sched.(EverySchedule); ok {
-		d := int64(ev.Interval)
+	if ev, ok := sched.(everySchedule); ok {
+		d := int64(ev.interval)
 		t := time.Unix(0, to.UnixNano()/d*d)
 		return t, !t.Before(from)
 	}

@@ -80,7 +80,7 @@ func ParseSpec(spec string, loc *time.Location) (cron.Schedule, error) {
 		if d < time.Millisecond || d%time.Millisecond != 0 {
 			return bad(nil, "@every %v: the interval must be at least 1ms, in whole milliseconds", d)
 		}
-		return Every(d), nil
+		return everySchedule{interval: d}, nil
 	}
 	sched, err := parser.Parse(s)
 	if err != nil {
@@ -124,15 +124,12 @@ func explain(s string, err error) string {
 	return err.Error()
 }
 
-// EverySchedule fires at every multiple of its interval since the Unix epoch.
-type EverySchedule struct{ Interval time.Duration }
-
-// Every returns the schedule of "@every d": every multiple of d since the Unix epoch.
-func Every(d time.Duration) EverySchedule { return EverySchedule{Interval: d} }
+// everySchedule is the schedule of "@every d": every multiple of d since the Unix epoch.
+type everySchedule struct{ interval time.Duration }
 
 // Next returns the first multiple of the interval after t.
-func (e EverySchedule) Next(t time.Time) time.Time {
-	d := int64(e.Interval)
+func (e everySchedule) Next(t time.Time) time.Time {
+	d := int64(e.interval)
 	n := t.UnixNano()
 	k := n / d
 	if n < 0 && n%d != 0 {

@@ -3,7 +3,7 @@
 // fixed amount, or by an amount that can be stepped while it runs) to skew one replica against
 // the others.
 //
-// Both implement middleware.Clock (= scheduler.Clock).
+// Both implement middleware.Clock (scheduler.WithClock).
 package clocktest
 
 import (
