@@ -21,6 +21,7 @@ import (
 type replicated struct {
 	primaries, replicas []*redistest.Server
 	addr0               atomic.Value // the address node 0's clients dial
+	answers             answers      // of every client's node clients
 }
 
 func newReplicated(t testing.TB) *replicated {
@@ -57,6 +58,7 @@ func (r *replicated) client(t *testing.T) *redlock.Client {
 		}
 		rc := redis.NewClient(opts)
 		t.Cleanup(func() { _ = rc.Close() })
+		r.answers.watch(rc)
 		nodes = append(nodes, rc)
 	}
 	// WAIT's timeout is noticed on Redis's server cron, up to 100ms late, and replicas of a
@@ -106,6 +108,9 @@ func TestWaitForReplicasSurvivesFailover(t *testing.T) {
 			require.NoError(t, other.HSet(ctx, key, "v", "other", "l", "other").Err())
 			r.detach0(t)
 			la, errA := a.TryAcquire(ctx, key, 10*time.Second, tc.opts...)
+			// Its request to node 2 may still be on its way, to take the key once other's is
+			// deleted below (and so refuse b there), and a failed attempt's releases too.
+			r.answers.settled(t, a)
 			r.failover0(t)
 			require.NoError(t, other.Del(ctx, key).Err())
 			lb, errB := b.TryAcquire(ctx, key, 10*time.Second, tc.opts...)

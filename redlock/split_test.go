@@ -306,21 +306,35 @@ func TestAcquireLooksPastALeftoverOnThePrimary(t *testing.T) {
 
 // settledClients counts the scripts sent to the cluster's nodes and answered, and returns a
 // func that waits until every one was answered and lc has no release on its way to a primary
-// node. An attempt returns at a quorum: its requests to the other nodes, and the releases of
-// a failed one, go on after it; a test that changes the nodes' keys next, or needs lc's next
-// contended attempt to ask the primary node first, waits for them.
+// node (answers.settled).
 func (c *cluster) settledClients(t *testing.T) func(lc *redlock.Client) {
-	var sent, answered atomic.Int32
+	var a answers
 	for _, n := range c.nodes {
-		n.(*redis.Client).AddHook(onTrip(func(cmds []redis.Cmder, send func() error) error {
-			sent.Add(int32(len(cmds)))
-			defer answered.Add(int32(len(cmds)))
-			return send()
-		}))
+		a.watch(n.(*redis.Client))
 	}
 	return func(lc *redlock.Client) {
 		t.Helper()
-		require.Eventually(t, func() bool { return answered.Load() == sent.Load() && !lc.Releasing() }, waitLimit, time.Millisecond,
-			"requests answered (%d of %d sent), releases on their way to a primary node: %v", answered.Load(), sent.Load(), lc.Releasing())
+		a.settled(t, lc)
 	}
+}
+
+// answers counts the scripts sent to the node clients it watches, and those answered.
+type answers struct{ sent, answered atomic.Int32 }
+
+func (a *answers) watch(rc *redis.Client) {
+	rc.AddHook(onTrip(func(cmds []redis.Cmder, send func() error) error {
+		a.sent.Add(int32(len(cmds)))
+		defer a.answered.Add(int32(len(cmds)))
+		return send()
+	}))
+}
+
+// settled waits until every script sent was answered and lc has no release on its way to a
+// primary node. An attempt returns at a quorum: its requests to the other nodes, and the
+// releases of a failed one, go on after it; a test that changes the nodes' keys next, or
+// needs lc's next contended attempt to ask the primary node first, waits for them.
+func (a *answers) settled(t *testing.T, lc *redlock.Client) {
+	t.Helper()
+	require.Eventually(t, func() bool { return a.answered.Load() == a.sent.Load() && !lc.Releasing() }, waitLimit, time.Millisecond,
+		"requests answered (%d of %d sent), releases on their way to a primary node: %v", a.answered.Load(), a.sent.Load(), lc.Releasing())
 }
