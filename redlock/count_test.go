@@ -17,7 +17,9 @@ import (
 // does not lower it.
 func TestCountAcquisitions(t *testing.T) {
 	c := newCluster(t, 3, false)
-	a, b := c.client(t), c.client(t)
+	settled := c.settledClients(t)
+	// Requests that time out fail acquisitions the test counts on; the count does not depend on it.
+	a, b := c.client(t, redlock.WithNodeTimeout(5*time.Second)), c.client(t, redlock.WithNodeTimeout(5*time.Second))
 	ctx := ctxT(t)
 	key := redistest.Key(t)
 	counter := lockseam.CountAcquisitions(key+":count", time.Minute).(redlock.AcquireOption)
@@ -28,6 +30,10 @@ func TestCountAcquisitions(t *testing.T) {
 		_, err = b.TryAcquire(ctx, key, 10*time.Second, counter)
 		require.ErrorIs(t, err, redlock.ErrNotAcquired, "a refusal does not count")
 		require.NoError(t, l.Release(ctx))
+		// Release returns at a quorum: the next acquisition, contended since b's refusal, asks
+		// the primary node alone first, and takes its refusal by a release still on its way
+		// there as final.
+		settled(lc)
 		// One node loses the count each time: the next quorum still sees it.
 		require.NoError(t, c.servers[i].Client().Del(ctx, key+":count").Err())
 	}
@@ -41,8 +47,8 @@ func TestCountAcquisitions(t *testing.T) {
 	require.NoError(t, err)
 	assert.Zero(t, lockseam.Acquisitions(l), "not counted without the option")
 
-	_, err = a.TryAcquire(ctx, key, time.Second, lockseam.CountAcquisitions(key+":count", 0).(redlock.AcquireOption))
+	_, err = a.TryAcquire(ctx, key, 10*time.Second, lockseam.CountAcquisitions(key+":count", 0).(redlock.AcquireOption))
 	require.ErrorContains(t, err, "give a positive ttl")
-	_, err = a.TryAcquire(ctx, key, time.Second, lockseam.CountAcquisitions(key, time.Minute).(redlock.AcquireOption))
+	_, err = a.TryAcquire(ctx, key, 10*time.Second, lockseam.CountAcquisitions(key, time.Minute).(redlock.AcquireOption))
 	require.ErrorContains(t, err, "give a key of its own")
 }

@@ -2,7 +2,6 @@ package redlock_test
 
 import (
 	"context"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -52,20 +51,32 @@ func (h *holdHook) arm(after bool) (open func()) {
 	return sync.OnceFunc(func() { close(gate) })
 }
 
-func calls(cmds []redis.Cmder, sha string) bool {
-	return slices.ContainsFunc(cmds, func(cmd redis.Cmder) bool {
-		args := cmd.Args()
-		return cmd.Name() == "evalsha" && len(args) > 1 && args[1] == sha
-	})
+// calls counts the calls of the script sha among cmds: a batch (pipeline) may carry several,
+// e.g. the releases of two holds to one node.
+func calls(cmds []redis.Cmder, sha string) int {
+	n := 0
+	for _, cmd := range cmds {
+		if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 && args[1] == sha {
+			n++
+		}
+	}
+	return n
+}
+
+// signal sends n signals on ch.
+func signal(ch chan<- struct{}, n int) {
+	for range n {
+		ch <- struct{}{}
+	}
 }
 
 func (h *holdHook) trip(cmds []redis.Cmder, send func() error) error {
 	switch {
-	case calls(cmds, h.acquire):
-		defer func() { h.acquired <- struct{}{} }()
-	case calls(cmds, h.release):
-		defer func() { h.released <- struct{}{} }()
-	case !calls(cmds, h.reenter):
+	case calls(cmds, h.acquire) > 0:
+		defer signal(h.acquired, calls(cmds, h.acquire))
+	case calls(cmds, h.release) > 0:
+		defer signal(h.released, calls(cmds, h.release))
+	case calls(cmds, h.reenter) == 0:
 	case h.fail.Load():
 		err := redis.ErrClosed // as a request that never reached the node
 		for _, cmd := range cmds {
@@ -126,7 +137,7 @@ func newNestTest(t *testing.T, ttl time.Duration, opts ...redlock.Option) *nestT
 	n.outer, err = n.lc.TryAcquire(n.ctx, n.key, ttl)
 	require.NoError(t, err)
 	for _, h := range n.hooks {
-		<-h.acquired // the lock is on every node, not only on the quorum that decided
+		receive(t, h.acquired, "the acquisition on each node") // the lock is on every node, not only on the quorum that decided
 	}
 	return n
 }
@@ -160,8 +171,8 @@ func TestNestedHoldsCountWhereTheyWereTaken(t *testing.T) {
 	require.NoError(t, outer.Release(ctx))
 	require.NoError(t, h1.Release(ctx))
 	for _, h := range hooks {
-		<-h.released
-		<-h.released
+		receive(t, h.released, "each hold's release on each node")
+		receive(t, h.released, "each hold's release on each node")
 	}
 
 	other := c.client(t)
@@ -188,7 +199,7 @@ func TestNestedReleaseOvertakingItsReenter(t *testing.T) {
 		t.Cleanup(open)
 		l, err := lc.TryAcquire(redlock.WithHold(ctx, outer), key, 20*time.Second)
 		require.NoError(t, err)
-		<-hooks[slow].held
+		receive(t, hooks[slow].held, "the held-back reenter")
 		return l, open
 	}
 	h1, open1 := nested(2)
@@ -196,8 +207,8 @@ func TestNestedReleaseOvertakingItsReenter(t *testing.T) {
 	require.NoError(t, h1.Release(ctx))
 	require.NoError(t, h2.Release(ctx))
 	for _, h := range hooks {
-		<-h.released
-		<-h.released
+		receive(t, h.released, "each hold's release on each node")
+		receive(t, h.released, "each hold's release on each node")
 	}
 	open1()
 	open2()
@@ -230,7 +241,7 @@ func TestNestedHoldFailingAsItsLeaseClosesLeavesNothing(t *testing.T) {
 		failed <- err
 	}()
 	for _, h := range hooks[1:] {
-		<-h.held // counted on the node, its reply held back
+		receive(t, h.held, "the held-back reenter") // counted on the node, its reply held back
 	}
 	require.NoError(t, lease.Close(ctx))
 	require.ErrorIs(t, <-failed, context.Canceled)
