@@ -204,8 +204,11 @@ func TestWithNodeReplicas(t *testing.T) {
 		return n == 1
 	}, 10*time.Second, 10*time.Millisecond, "the replica never acknowledged")
 	var nodes []redlock.Node
+	var answers answers
 	for _, p := range primaries {
-		nodes = append(nodes, nodeClient(t, p.Addr()))
+		rc := nodeClient(t, p.Addr())
+		answers.watch(rc)
+		nodes = append(nodes, rc)
 	}
 	lc, err := redlock.New(nodes, redlock.WithNodeTimeout(2*time.Second), redlock.WithNodeReplicas(1, 1))
 	require.NoError(t, err)
@@ -220,14 +223,18 @@ func TestWithNodeReplicas(t *testing.T) {
 	_, err = l.Extend(ctx)
 	require.NoError(t, err)
 	require.NoError(t, l.Release(ctx))
+	// Each acquisition below finds the nodes free: the last one's releases have all landed.
+	answers.settled(t, lc)
 
 	require.NoError(t, replica.Client().Do(ctx, "replicaof", "no", "one").Err())
 	_, err = lc.TryAcquire(ctx, key, 10*time.Second)
 	require.ErrorIs(t, err, redlock.ErrNotReplicated, "node 1's yes was not replicated, so it did not count")
 	assert.Contains(t, err.Error(), "0 of 1 replicas acknowledged")
+	answers.settled(t, lc) // the failed attempt's releases
 	l, err = lc.TryAcquire(ctx, key, 10*time.Second, redlock.WaitForReplicas(0))
 	require.NoError(t, err, "the acquisition's own count overrides the node's")
 	require.NoError(t, l.Release(ctx))
+	answers.settled(t, lc)
 
 	// Without node 0's holder, nodes 0 and 2 make a quorum without node 1.
 	require.NoError(t, primaries[0].Client().Del(ctx, key).Err())
