@@ -62,11 +62,15 @@ func TestMarkDoneLeavesANewerHolderAlone(t *testing.T) {
 // With newer holders on a quorum, MarkDone marks the rest and fails with ErrLockLost.
 func TestMarkDoneBehindNewerHoldersOnAQuorum(t *testing.T) {
 	c := newCluster(t, 3, false)
+	settled := c.settledClients(t)
 	lc := c.client(t)
 	ctx := ctxT(t)
 	key := redistest.Key(t)
 	l, err := lc.TryAcquire(ctx, key, 10*time.Second)
 	require.NoError(t, err)
+	// It returned at a quorum: a request still on its way would take a node back after the
+	// deletes below, and MarkDone would find it there, ours.
+	settled(lc)
 	for _, s := range c.servers {
 		require.NoError(t, s.Client().Del(ctx, key).Err()) // expired everywhere
 	}

@@ -255,7 +255,13 @@ func TestReleasePublishesOnlyToWaiters(t *testing.T) {
 	l := receive(t, got, "the acquisition")
 	require.NotNil(t, l)
 	require.NoError(t, l.Release(ctx))
-	require.Equal(t, 1, publishes(), "the release the waiter was refused by")
+	// The release the waiter was refused by publishes. The woken attempt may also be refused
+	// by a node where held's release, returned at a quorum, is still on its way: that refusal
+	// marks the node too, and the release landing there publishes once more (a hint that
+	// wakes no one). At most once per node.
+	n := publishes()
+	require.GreaterOrEqual(t, n, 1, "the release the waiter was refused by")
+	require.LessOrEqual(t, n, len(c.servers), "at most one publish per node for the waiter's refusals")
 }
 
 // scriptOnly hides a node's Subscribe: a node that cannot deliver release notifications.
