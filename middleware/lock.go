@@ -11,6 +11,7 @@ import (
 
 	"github.com/cenkalti/backoff/v4"
 
+	"github.com/cronlock/cronlock/internal/jitter"
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/limiter"
 	"github.com/cronlock/cronlock/internal/lockseam"
@@ -48,8 +49,8 @@ type LockConfig struct {
 	// come late (clock skew, retries) see it done instead of running it again. Default 1 min.
 	KeepDone time.Duration
 	// BackOff returns a fresh schedule of waits between attempts while the nodes are
-	// unavailable (ErrQuorumUnavailable). Default redlock.DefaultBackOff (10ms doubling to
-	// 500ms, full jitter).
+	// unavailable (ErrQuorumUnavailable). Default: 10ms doubling to 500ms, full jitter, as
+	// redlock.WithBackOff.
 	BackOff func() backoff.BackOff
 	// Clock tells the time for the tick's deadline (job.Run.Deadline). Default SystemClock.
 	// Waits between attempts are on the real clock whatever this is: they wait for nodes and
@@ -84,7 +85,7 @@ func (c LockConfig) withDefaults() LockConfig {
 		c.KeepDone = defaultKeepDone
 	}
 	if c.BackOff == nil {
-		c.BackOff = redlock.DefaultBackOff
+		c.BackOff = jitter.LockRetries
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock()
@@ -275,9 +276,9 @@ func (cl *claim) options(opts []redlock.AcquireOption) []redlock.AcquireOption {
 	c, run := cl.c, cl.run
 	// No FenceKey: redlock's default counter for keys tagged {prefix:name} is {prefix:name}:fence,
 	// one per job, shared by its ticks and manual runs, so tokens increase from run to run.
-	opts = append(opts, redlock.ResolveSplits(maxSplitRetries))
+	opts = append(opts, seamOption(lockseam.ResolveSplits(maxSplitRetries)))
 	if run.Trigger == "" {
-		opts = append(opts, redlock.RefuseWhile(layout.PauseKey(c.Prefix, run.Job)))
+		opts = append(opts, seamOption(lockseam.RefuseWhile(layout.PauseKey(c.Prefix, run.Job))))
 	}
 	if run.Replica != "" {
 		opts = append(opts, redlock.Label(run.Replica))
@@ -301,11 +302,14 @@ func (cl *claim) options(opts []redlock.AcquireOption) []redlock.AcquireOption {
 		if !run.Deadline.IsZero() {
 			ttl += max(run.Deadline.Sub(c.Clock.Now()), 0)
 		}
-		opts = append(opts, lockseam.CountAcquisitions(layout.AttemptsKey(c.Prefix, run.Job, run.Tick), ttl).(redlock.AcquireOption))
+		opts = append(opts, seamOption(lockseam.CountAcquisitions(layout.AttemptsKey(c.Prefix, run.Job, run.Tick), ttl)))
 	}
 	last, p := cl.last, cl.p // not cl: the claim stays on the stack
 	return append(opts, redlock.OnAttempt(func(a redlock.Attempt) { *last = a; p.attempt(a) }))
 }
+
+// seamOption is the redlock.AcquireOption that package lockseam returns as any.
+func seamOption(o any) redlock.AcquireOption { return o.(redlock.AcquireOption) }
 
 // late reports, at now, a tick whose window closed: skipped as late, or failed when the nodes
 // were unavailable until then.
@@ -331,12 +335,12 @@ func (cl *claim) try(ctx context.Context, now time.Time, opts []redlock.AcquireO
 	if cl.rechecks > 0 {
 		// The run key may be left on the lock's primary node, whose refusal alone ends a
 		// contended attempt: ask every node.
-		opts = append(opts, redlock.AskEveryNode())
+		opts = append(opts, seamOption(lockseam.AskEveryNode()))
 	}
 	if !run.Deadline.IsZero() {
 		// No attempt, first or after a split vote, starts after the tick's window; the
 		// window is on c.Clock, redlock counts in real time.
-		opts = append(opts, redlock.StartBefore(time.Now().Add(run.Deadline.Sub(now))))
+		opts = append(opts, seamOption(lockseam.StartBefore(time.Now().Add(run.Deadline.Sub(now)))))
 	}
 	cl.p.beginAttempt()
 	l, err := cl.locks.TryAcquire(ctx, cl.tickKey, c.TTL, opts...)
@@ -520,7 +524,7 @@ func (c LockConfig) replace(ctx context.Context, locks *redlock.Client, run *job
 func (c LockConfig) refuseAttempt(l *redlock.Lock, run *job.Run, p *lockProbe) error {
 	err := fmt.Errorf("tick %s of job %q: attempt %d of %d: %w", run.Tick.Format(time.RFC3339Nano), run.Job, run.Attempt, c.MaxAttempts, ErrNoAttemptsLeft)
 	p.startRelease(true)
-	rerr := l.Release(context.Background(), redlock.KeepDone(c.KeepDone))
+	rerr := lockseam.ReleaseKeepingDone(l, context.Background(), c.KeepDone)
 	p.endRelease(rerr)
 	if rerr != nil {
 		c.Logger.Warn("cronlock: could not mark tick done", "job", run.Job, "tick", run.Tick, "token", run.FencingToken, "err", rerr)
@@ -545,7 +549,7 @@ func (c LockConfig) markSkipped(ctx context.Context, locks *redlock.Client, run 
 	if err != nil {
 		return
 	}
-	if err := l.Release(context.Background(), redlock.KeepDone(c.KeepDone)); err != nil {
+	if err := lockseam.ReleaseKeepingDone(l, context.Background(), c.KeepDone); err != nil {
 		c.Logger.Warn("cronlock: could not mark a skipped tick", "job", run.Job, "tick", run.Tick, "err", err)
 	}
 }
@@ -553,8 +557,8 @@ func (c LockConfig) markSkipped(ctx context.Context, locks *redlock.Client, run 
 // skip turns a refusal into a *job.SkipError with its reason.
 func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
 	se := &job.SkipError{Reason: job.SkipHeld, Err: err}
-	if ae.Refusal != nil {
-		p := layout.ParsePause(ae.Refusal.Value)
+	if pause, ok := lockseam.Refusal(ae); ok {
+		p := layout.ParsePause(pause)
 		se.Reason, se.Pause = job.SkipPaused, &p
 		return se
 	}
@@ -579,7 +583,7 @@ func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
 func (c LockConfig) leaseOptions(p *lockProbe, run *job.Run, replaced context.CancelCauseFunc) ([]redlock.LeaseOption, *renewalFailures) {
 	rf := &renewalFailures{logger: c.Logger, run: run}
 	return []redlock.LeaseOption{redlock.RenewEvery(c.RenewEvery), redlock.OnRenew(func(rn redlock.Renewal) {
-		if errors.Is(rn.Err, redlock.ErrRevoked) {
+		if errors.Is(rn.Err, lockseam.ErrRevoked) {
 			replaced(fmt.Errorf("%w: %w", job.ErrReplaced, rn.Err))
 			return
 		}
@@ -692,7 +696,7 @@ func (c LockConfig) release(lease *redlock.Lease, run *job.Run, done bool, p *lo
 	var err error
 	p.startRelease(done)
 	if done {
-		err = lease.Close(ctx, redlock.KeepDone(c.KeepDone))
+		err = lockseam.CloseKeepingDone(lease, ctx, c.KeepDone)
 	} else {
 		err = lease.Close(ctx)
 	}

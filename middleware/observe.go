@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -160,10 +161,10 @@ func attemptResult(err error, tickKey string) string {
 		return resultAcquired
 	case errors.Is(err, redlock.ErrNotAcquired):
 		ae, ok := errors.AsType[*redlock.AcquireError](err)
-		switch {
-		case ok && ae.Refusal != nil:
+		if _, refused := lockseam.Refusal(err); refused {
 			return resultPaused
-		case !ok || ae.Holder == nil:
+		}
+		if !ok || ae.Holder == nil {
 			return resultHeld
 		}
 		switch h := ae.Holder; {

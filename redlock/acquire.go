@@ -21,7 +21,7 @@ type Attempt struct {
 	// Number counts the attempts of one Acquire call, from 1.
 	Number int
 	// PrimaryFirst reports that the lock was contended, so the primary node was asked alone
-	// first (unless AskEveryNode).
+	// first (unless askEveryNode).
 	PrimaryFirst bool
 	// OK, Refused, Quarantined and Failed count the nodes' answers that had arrived when the
 	// outcome was decided; Quorum is the number of OKs needed.
@@ -50,9 +50,9 @@ type request struct {
 type requestKeys struct {
 	keys     []string // boot marker ("" when quarantine is off), fence counter, primary key, also keys
 	release  []string // the lock's keys (keys[2:]), then the fence counter: the release script's keys
-	script   []string // keys (without the boot marker when quarantine is off), then the RefuseWhile keys: the acquire script's keys
-	refuse   any      // how many RefuseWhile keys end script
-	refusing []string // the RefuseWhile keys
+	script   []string // keys (without the boot marker when quarantine is off), then the refuseWhile keys: the acquire script's keys
+	refuse   any      // how many refuseWhile keys end script
+	refusing []string // the refuseWhile keys
 	fenceKey string
 	counter  string        // CountAcquisitions' key, the last of script; "" without
 	counted  any           // "1" with CountAcquisitions, "0" without: the script's ARGV[7]
@@ -75,9 +75,9 @@ type lockArgs struct {
 type attemptPolicy struct {
 	hook   func(Attempt)
 	wake   bool
-	every  bool      // AskEveryNode
-	splits int       // ResolveSplits
-	before time.Time // StartBefore
+	every  bool      // askEveryNode
+	splits int       // resolveSplits
+	before time.Time // startBefore
 }
 
 // progress is what an acquisition's attempts so far found, for the next one.
@@ -131,11 +131,11 @@ func (r *request) report(a Attempt) {
 // may have come late, and then no one may hold a quorum); or when the primary key was found
 // held under this acquisition's own label (a leftover of its own failed attempt). A refusal
 // by the primary node, asked first and alone, is final: whoever holds it either wins, or
-// fails with a node taken and tries again itself. So is a refusal by a done marker (KeepDone):
+// fails with a node taken and tries again itself. So is a refusal by a done marker (see Lock.release):
 // only a holder that had the lock on a quorum leaves one, so the vote did not split.
 func (r *request) mayBeSplit(err error, nodes int) bool {
 	ae, ok := errors.AsType[*AcquireError](err)
-	if !ok || r.hold != nil || !errors.Is(ae.Reason, ErrNotAcquired) || ae.Refusal != nil ||
+	if !ok || r.hold != nil || !errors.Is(ae.Reason, ErrNotAcquired) || ae.refusal != nil ||
 		(ae.Holder != nil && ae.Holder.Done) {
 		return false
 	}
@@ -191,7 +191,7 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 }
 
 // requestKeys validates the keys of an acquisition of key and returns them: the lock's keys
-// (Also), then the acquire script's (RefuseWhile, CountAcquisitions).
+// (Also), then the acquire script's (refuseWhile, CountAcquisitions).
 func (c *Client) requestKeys(key string, ac *acquireConfig) (requestKeys, error) {
 	rk := requestKeys{fenceKey: ac.fenceKey, refusing: ac.refuse, counter: ac.counter, countTTL: ac.counterTTL,
 		refuse: "0", counted: "0", group: primaryGroup(key)}
@@ -249,7 +249,7 @@ func (c *Client) lockKeysOf(key, fence string, also []string) ([]string, error) 
 }
 
 // TryAcquire makes one attempt to acquire the lock named key for ttl — more only after a
-// split vote, with ResolveSplits. It fails with an error matching ErrNotAcquired when the lock
+// split vote, with resolveSplits. It fails with an error matching ErrNotAcquired when the lock
 // is held elsewhere, and ErrQuorumUnavailable when too many nodes are down. It is reentrant by
 // context, like Acquire.
 func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, opts ...AcquireOption) (*Lock, error) {
@@ -282,14 +282,14 @@ func (c *Client) TryAcquire(ctx context.Context, key string, ttl time.Duration, 
 	}
 }
 
-// startsBefore reports whether an attempt may start at t (StartBefore).
+// startsBefore reports whether an attempt may start at t (startBefore).
 func (r *request) startsBefore(t time.Time) bool { return r.before.IsZero() || t.Before(r.before) }
 
 // Acquire acquires the lock named key for ttl, retrying on the client's backoff schedule
 // (WithBackOff) while the lock is held or the nodes are unavailable, until ctx ends or MaxWait
 // has passed. Its error keeps every cause: the last attempt's error, and ctx's error and cause
 // if ctx ended. When the lock's primary node alone refused three attempts in a row for the
-// same holder, the next attempt asks every node at once (as AskEveryNode does), so that a lock
+// same holder, the next attempt asks every node at once (as askEveryNode does), so that a lock
 // left on the primary node by a release that missed it delays Acquire by a few backoffs, not
 // until its TTL.
 //
@@ -361,11 +361,11 @@ func (r *request) final(ctx context.Context, err error) bool {
 		(r.hold != nil && errors.Is(err, ErrNotAcquired))
 }
 
-// sweepAfter makes Acquire ask every node at once (as AskEveryNode does), although the key is
+// sweepAfter makes Acquire ask every node at once (as askEveryNode does), although the key is
 // contended, after the primary node alone refused that many attempts in a row for one and the
 // same holder. A release that missed the lock's primary node leaves the lock there until its
 // TTL, and a contended attempt takes the primary's refusal as final; the sweep looks past it
-// after a few backoffs (with DefaultBackOff, some 70 ms into the wait) instead of a TTL.
+// after a few backoffs (with the default backoff, some 70 ms into the wait) instead of a TTL.
 // Under contention the holder changes from one attempt to the next, and attempts keep the
 // primary-first path, which spares the nodes and does not split the vote; a sweep that finds
 // a live holder (one holding the lock through several attempts) finds it on a quorum, and
@@ -585,7 +585,7 @@ func (c *Client) newBallot(ctx context.Context, req *request, number int) *ballo
 
 // asksPrimaryFirst reports whether an attempt of req starting at start asks the lock's primary
 // node alone first: the lock was contended lately (and no release of a failed attempt is on
-// its way to the primary), and neither AskEveryNode nor a sweep asks every node.
+// its way to the primary), and neither askEveryNode nor a sweep asks every node.
 func (c *Client) asksPrimaryFirst(req *request, start time.Time) bool {
 	return !req.every && !req.sweep && len(c.nodes) > 1 && c.contended.is(req.group, start) && !c.unreleased.has(req.group)
 }
@@ -614,7 +614,7 @@ func (b *ballot) poll() error {
 }
 
 // mayAskRefusedAgain reports whether the nodes that refused may be asked again: the ballot
-// holds nodes but not a quorum, no RefuseWhile key refused, and enough nodes are up.
+// holds nodes but not a quorum, no refuseWhile key refused, and enough nodes are up.
 func (b *ballot) mayAskRefusedAgain() bool {
 	t := &b.t
 	return t.ok > 0 && t.ok < t.quorum && t.refused > 0 && t.refusal == nil && t.quarantined+t.failed <= t.n-t.quorum
@@ -714,7 +714,7 @@ func (b *ballot) fail(reason error, detail string) (*Lock, error) {
 	}
 	b.c.releaseNodes(b.ctx, nodes, unfencedRelease(b.req.lockKeys(), b.valueArg), b.req.ttl, b.primary, b.req.group)
 	return b.report(nil, &AcquireError{
-		Key: b.req.keys[2], Reason: reason, Holder: t.holder, Refusal: t.refusal, Detail: detail,
+		Key: b.req.keys[2], Reason: reason, Holder: t.holder, refusal: t.refusal, Detail: detail,
 		OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Nodes: t.errs,
 		own: b.req.own(),
 	})
@@ -785,7 +785,7 @@ func parseAcquire(node int, req *request, res []any) reply {
 		idx, _ := res[1].(int64)
 		value, _ := res[2].(string)
 		if idx >= 1 && int(idx) <= len(req.refusing) {
-			return reply{node: node, outcome: outcomeRefused, refusal: &Refusal{Key: req.refusing[idx-1], Value: value}}
+			return reply{node: node, outcome: outcomeRefused, refusal: &refusal{key: req.refusing[idx-1], value: value}}
 		}
 		return bad()
 	}

@@ -8,17 +8,18 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Broadcast runs script on every node in parallel and waits for every reply, each request
+// broadcast runs script on every node in parallel and waits for every reply, each request
 // bounded by max(NodeTimeout(MaxTTL), 1s). It is for state kept beside the locks — written to a
-// quorum, read merged from the nodes that answer — such as a key given to RefuseWhile.
+// quorum, read merged from the nodes that answer — such as a key given to refuseWhile: package
+// scheduler keeps its pauses, manual runs and history so (through package lockseam).
 //
 // It returns each node's reply, indexed like the nodes given to New (nil where the node
 // failed), and, when fewer than a quorum of nodes answered, a *QuorumError matching
 // ErrQuorumUnavailable with every failed node's error. The replies of the nodes that answered
 // are returned in either case.
-func (c *Client) Broadcast(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error) {
+func (c *Client) broadcast(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error) {
 	if script == nil {
-		return nil, errors.New("redlock: Broadcast: the script is nil")
+		return nil, errors.New("redlock: broadcast: the script is nil")
 	}
 	out := make([]any, len(c.nodes))
 	t := tally{n: len(c.nodes), quorum: c.quorum}

@@ -211,8 +211,8 @@ func (c *Client) Quorum() int { return c.quorum }
 //     the node timeout; Lease.Close afterwards returns that release's result);
 //   - the releases that nodes missed are no longer retried (those locks expire by their TTL);
 //   - it waits for the node requests still running after their calls returned, each bounded
-//     by the node timeout, and for its background requests, which it cancels: a Subscribe
-//     still confirming, and the opening of a connection, which go-redis may finish only at
+//     by the node timeout, and for its background requests, which it cancels: a subscription
+//     still being confirmed (WakeOnRelease), and the opening of a connection, which go-redis may finish only at
 //     its deadline (at most 4 node timeouts, see WithNodeTimeout).
 //
 // Calls after Close fail with ErrClientClosed. Close does not close the nodes' go-redis
@@ -228,7 +228,7 @@ func (c *Client) Close() error {
 	c.stopBG()
 	var wg sync.WaitGroup
 	for _, le := range leases {
-		wg.Go(func() { _ = le.end(context.Background(), ErrClientClosed) })
+		wg.Go(func() { _ = le.end(context.Background(), ErrClientClosed, 0) })
 	}
 	wg.Wait()
 	c.mu.Lock()
@@ -266,9 +266,9 @@ type reply struct {
 	token   uint64
 	count   uint64 // the acquisition counter's value (countAcquisitions)
 	holder  *Holder
-	refusal *Refusal
+	refusal *refusal
 	revoked bool // an extension refused because the lock was revoked there (revoke)
-	value   any  // Broadcast's reply
+	value   any  // broadcast's reply
 	err     error
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/internal/hashslot"
+	"github.com/cronlock/cronlock/internal/layout"
 )
 
 // Where a node is a Redis Cluster, a script may only touch keys of one hash slot. The keys of a
@@ -42,15 +43,15 @@ func (c *Client) bootMarker(key string) string {
 }
 
 // defaultFenceKey returns the fence counter of a lock acquired without FenceKey: one per hash
-// tag; for a key without one, DefaultFenceKey, or where the nodes are Clusters one per slot.
+// tag; for a key without one, layout.FenceKey, or where the nodes are Clusters one per slot.
 func (c *Client) defaultFenceKey(key string) string {
 	if tag, ok := hashslot.Tag(key); ok {
 		return "{" + tag + "}:fence"
 	}
 	if c.cfg.cluster {
-		return hashslot.Key(DefaultFenceKey, hashslot.Of(key))
+		return hashslot.Key(layout.FenceKey, hashslot.Of(key))
 	}
-	return DefaultFenceKey
+	return layout.FenceKey
 }
 
 // checkOwnKeys refuses lock keys that are keys of the client's own — a boot marker, a default
@@ -67,7 +68,7 @@ func (c *Client) checkOwnKeys(fence string, keys []string) error {
 		case c.isBootMarker(k):
 			what = "the nodes' boot marker (WithBootKey)"
 		case c.isDefaultFence(k):
-			what = "a default fence counter of the locks (DefaultFenceKey, or {tag}:fence for keys tagged {tag})"
+			what = "a default fence counter of the locks (" + layout.FenceKey + ", or {tag}:fence for keys tagged {tag})"
 		case k == fence:
 			what = "the lock's fence counter (FenceKey)"
 		default:
@@ -89,16 +90,16 @@ func (c *Client) isBootMarker(key string) bool {
 }
 
 // isDefaultFence reports whether key is a default fence counter (see defaultFenceKey) of any
-// lock, without building one: DefaultFenceKey, "{tag}:fence", or where the nodes are Clusters
-// DefaultFenceKey's counter of a hash slot.
+// lock, without building one: layout.FenceKey, "{tag}:fence", or where the nodes are Clusters
+// layout.FenceKey's counter of a hash slot.
 func (c *Client) isDefaultFence(key string) bool {
-	if key == DefaultFenceKey {
+	if key == layout.FenceKey {
 		return true
 	}
 	if tag, ok := hashslot.Tag(key); ok && key[0] == '{' && len(key) == len(tag)+len("{}:fence") && strings.HasSuffix(key, "}:fence") {
 		return true
 	}
-	return c.cfg.cluster && strings.HasPrefix(key, DefaultFenceKey+":{") && key == hashslot.Key(DefaultFenceKey, hashslot.Of(key))
+	return c.cfg.cluster && strings.HasPrefix(key, layout.FenceKey+":{") && key == hashslot.Key(layout.FenceKey, hashslot.Of(key))
 }
 
 // checkSlots refuses, where the nodes are Clusters, a key of lock key that is not in key's

@@ -116,7 +116,7 @@ func TestAccessors(t *testing.T) {
 	c, err := redlock.New([]redlock.Node{rc})
 	require.NoError(t, err)
 	defer c.Close()
-	assert.Equal(t, redlock.DefaultMaxTTL, c.MaxTTL())
+	assert.Equal(t, lockseam.DefaultMaxTTL, c.MaxTTL())
 	assert.Equal(t, 200*time.Millisecond, c.NodeTimeout(10*time.Second))
 	assert.Equal(t, 5*time.Millisecond, c.NodeTimeout(100*time.Millisecond))
 	assert.NoError(t, lockseam.CheckTTL(c, time.Second))

@@ -49,17 +49,18 @@
 // (WithContentionWindow); for those it asks the lock's primary node (hash of the key's hash
 // tag, or of the key without one, mod N) first and alone, and fans out only if the primary said yes. A loser then costs one
 // request and leaves nothing to release. If the primary is down, it falls back to the
-// parallel path. The first race on a calm key can still split; TryAcquire with
-// ResolveSplits(n) tries again after a refusal that may have left the lock to no one, and
-// StartBefore(t) keeps every attempt from starting after t. A lock left on the primary node
-// by a release that missed it refuses the primary-first attempts until its TTL, although no
-// one holds a quorum; AskEveryNode looks past it.
+// parallel path. The first race on a calm key can still split: TryAcquire then fails with
+// ErrNotAcquired although no one holds the lock, and Acquire tries again. A lock left on the
+// primary node by a release that missed it refuses the primary-first attempts until its TTL,
+// although no one holds a quorum; Acquire asks every node once the primary refused three
+// attempts in a row for the same holder. (Package scheduler's lock settles split votes and
+// such leftovers for its ticks, see docs/scheduler.md.)
 //
 // # Fencing tokens
 //
 // Each acquisition gets a token (Lock.Token) strictly greater than the token of every
 // acquisition from the same fence counter that had returned before it started (FenceKey; by
-// default one counter per hash tag, "{t}:fence" for keys tagged {t}, and DefaultFenceKey for
+// default one counter per hash tag, "{t}:fence" for keys tagged {t}, and "cronlock:fence" for
 // every key without a tag, so that locking any number of distinct keys leaves a bounded number
 // of counters behind). Successive holders of one key thus get strictly increasing tokens, even
 // when the successor's attempt set out before its predecessor's acquisition returned: a
@@ -117,9 +118,8 @@
 // quorum that confirmed it. A hold's release may reach a node before the hold itself (they
 // travel on different connections): the node then never counts it. A nested acquisition that
 // fails is released on every node at once. Each hold is released once; the lock leaves the
-// nodes with the last release, whatever the order (keeping the done marker that the outer
-// hold's release asked for, see KeepDone), and the outer lease's renewals keep the whole nest
-// alive. A hold whose lock is no longer ours on the nodes is never reentered.
+// nodes with the last release, whatever the order, and the outer lease's renewals keep the
+// whole nest alive. A hold whose lock is no longer ours on the nodes is never reentered.
 //
 //	func charge(ctx context.Context, orderID string) error {
 //		l, err := client.Acquire(ctx, "order:"+orderID, 30*time.Second) // nests under a caller's hold
@@ -147,8 +147,7 @@
 //     one that accepts connections and never answers included;
 //   - Acquire by its ctx and MaxWait, and by Close: an Acquire waiting in its backoff returns
 //     at once, with an error matching ErrClientClosed;
-//   - Subscribe by its ctx (deadline or cancellation), each node by max(NodeTimeout(MaxTTL),
-//     1s); with WakeOnRelease, the subscription to a lock's primary node by the lock's node
+//   - with WakeOnRelease, the subscription to a lock's primary node by the lock's node
 //     timeout, after which Acquire listens on the other nodes — so a node that never answers
 //     costs at most a node timeout or a backoff step, not a missed wake-up;
 //   - Close by the node timeout of the requests it waits for: it wakes waiting Acquires, ends
@@ -197,42 +196,34 @@
 // *redis.ClusterClient (or with WithClusterNodes) the keys the client adds are taken per slot:
 // the boot marker of a lock whose keys are in slot S is the boot key + ":{" + t + "}", t being
 // the smallest decimal number that hashes to S, and a key without a hash tag gets the fence
-// counter DefaultFenceKey + ":{" + t + "}". EndQuarantine then writes the marker of every slot.
+// counter "cronlock:fence:{" + t + "}". EndQuarantine then writes the marker of every slot.
 //
 // A Client and its Locks and Leases are safe for concurrent use.
 //
 // # API at a glance
 //
-// Every exported identifier, by task. The last group is for state kept beside the locks, on
-// the same nodes and with the same quorum rules, such as a switch that refuses a lock
-// (ExampleClient_Broadcast); package scheduler keeps its pauses, manual runs and history so.
+// Every exported identifier, by task.
 //
 //	Task                         Identifiers
 //	---------------------------  ------------------------------------------------------------
 //	making a client              New, Node, Option, Client.Close; WithQuorum, WithEvenNodes,
 //	                             WithNodeTimeout, WithDriftFactor, WithMaxWait, WithBackOff,
-//	                             DefaultBackOff, WithContentionWindow, WithLabel
+//	                             WithContentionWindow, WithLabel
 //	taking a lock                Client.Acquire, Client.TryAcquire, Lock.Release, Lock.Extend;
 //	                             Lock.Key, Lock.Value, Lock.TTL, Lock.ValidUntil
-//	one acquisition's options    AcquireOption: Label, Metadata, Also,
-//	                             ResolveSplits, StartBefore, AskEveryNode, WakeOnRelease,
-//	                             WaitForReplicas, OnAttempt (Attempt, Refusal)
+//	one acquisition's options    AcquireOption: Label, Metadata, Also, WakeOnRelease,
+//	                             WaitForReplicas, OnAttempt (Attempt)
 //	why it failed                ErrNotAcquired (AcquireError, Holder), ErrQuorumUnavailable
 //	                             (QuorumError, NodeError), ErrInvalidKey, ErrInvalidTTL
 //	                             ErrNotReplicated, ErrClientClosed
-//	fencing tokens               Lock.Token, FenceKey, DefaultFenceKey
+//	fencing tokens               Lock.Token, FenceKey
 //	leases                       Lock.Lease, LeaseOption: RenewEvery, MaxHold, MaxRenewals,
 //	                             OnRenew (Renewal); Lease.Context, Lease.Deadline, Lease.Done,
 //	                             Lease.Err, Lease.Lock, Lease.Close, LeaseFrom; ErrLeaseLost,
-//	                             ErrLeaseClosed, ErrLockLost, ErrRevoked
+//	                             ErrLeaseClosed, ErrLockLost
 //	nested holds                 WithHold, Lock.Depth (a lease's context nests too)
-//	done markers                 ReleaseOption: KeepDone
-//	quarantine                   WithBootKey, DefaultBootKey, WithMaxTTL, DefaultMaxTTL,
-//	                             Client.MaxTTL, WithoutQuarantine, Client.EndQuarantine
+//	quarantine                   WithBootKey, WithMaxTTL, Client.MaxTTL, WithoutQuarantine,
+//	                             Client.EndQuarantine
 //	cluster and replicated nodes WithClusterNodes, WithWaitForReplicas, WithNodeReplicas
 //	sizing                       Client.Quorum, Client.NodeTimeout
-//	state beside the locks       Client.Broadcast (a script on every node, to a quorum),
-//	                             Client.Subscribe (Notifications: a wake-up per publish on
-//	                             Notifications.C, until Notifications.Close),
-//	                             RefuseWhile (Refusal)
 package redlock

@@ -29,7 +29,7 @@ type markedDone struct {
 	newer []Holder
 }
 
-// markDone keeps the lock's primary key as a done marker for keep (as Release with KeepDone
+// markDone keeps the lock's primary key as a done marker for keep (as release with keepDone
 // does) on every node where no other holder took it — where the key is ours, or absent
 // because it expired — and releases the other keys where they are ours. It is for work that
 // completed after the lock may have been lost (a lease that gave up, a process paused past

@@ -108,8 +108,8 @@ type Holder struct {
 	Label string
 	// Metadata is what the holder stored with the Metadata option, e.g. a trace context.
 	Metadata string
-	// Done reports that the holder released the lock with KeepDone: the key is kept as a
-	// marker that the guarded work was completed.
+	// Done reports that the holder released the lock keeping the key as a marker that the
+	// guarded work was completed, as package scheduler's lock does for a tick that ran.
 	Done bool
 	// TTL is the time the key had left on that node.
 	TTL time.Duration
@@ -125,12 +125,10 @@ type Holder struct {
 // acquisition (its lock value, which a Holder never shows).
 func (h Holder) same(o Holder) bool { return h.Key == o.Key && h.value == o.value }
 
-// Refusal is a node's refusal of a lock because a RefuseWhile key exists on it.
-type Refusal struct {
-	// Key is the RefuseWhile key found.
-	Key string
-	// Value is its value on that node.
-	Value string
+// refusal is a node's refusal of a lock because a refuseWhile key exists on it.
+type refusal struct {
+	key   string // the refuseWhile key found
+	value string // its value on that node
 }
 
 // AcquireError is returned when an acquisition fails. It matches ErrNotAcquired,
@@ -144,9 +142,6 @@ type AcquireError struct {
 	// Holder is the holder reported by the most nodes that refused (the first of them on a
 	// tie), nil if none did.
 	Holder *Holder
-	// Refusal is the first refusal because a RefuseWhile key exists, nil if no node refused
-	// for that reason.
-	Refusal *Refusal
 	// OK, Refused, Quarantined and Failed count the nodes' answers that had arrived when the
 	// outcome was decided.
 	OK, Refused, Quarantined, Failed int
@@ -154,6 +149,9 @@ type AcquireError struct {
 	Nodes []*NodeError
 	// Detail says more where the counts do not, e.g. that the validity ran out.
 	Detail string
+	// refusal is the first refusal because a refuseWhile key exists, nil if no node refused
+	// for that reason.
+	refusal *refusal
 	// own are the lock values of the acquisition's last attempts, this one included (see
 	// progress.values).
 	own []string
@@ -173,8 +171,8 @@ func (e *AcquireError) Error() string {
 		}
 		fmt.Fprintf(&b, " %s by %q", state, e.Holder.Label)
 	}
-	if e.Refusal != nil {
-		fmt.Fprintf(&b, " refused while %s exists (%s)", quote(e.Refusal.Key), quote(e.Refusal.Value))
+	if e.refusal != nil {
+		fmt.Fprintf(&b, " refused while %s exists (%s)", quote(e.refusal.key), quote(e.refusal.value))
 	}
 	fmt.Fprintf(&b, " (nodes: %d ok, %d refused, %d quarantined, %d failed)", e.OK, e.Refused, e.Quarantined, e.Failed)
 	if e.Detail != "" {

@@ -228,61 +228,19 @@ func ExampleWakeOnRelease() {
 	// handed over with a newer token: true
 }
 
-// State kept beside the locks: a maintenance switch written to every node with Broadcast
-// refuses the lock wherever it is (RefuseWhile), at no extra round trip, and a script that
-// publishes wakes the replicas that Subscribe to its channel.
-func ExampleClient_Broadcast() {
-	nodes, stop := localNodes(3)
-	defer stop()
-	client, _ := redlock.New(nodes)
-	defer client.Close()
-	ctx := context.Background()
-	_ = client.EndQuarantine(ctx)
-
-	changed := client.Subscribe(ctx, "billing:switches")
-	defer changed.Close()
-	set := redis.NewScript(`redis.call('SET', KEYS[1], ARGV[1]) return redis.call('PUBLISH', ARGV[2], KEYS[1])`)
-	if _, err := client.Broadcast(ctx, set, []string{"{billing}:maintenance"}, "until 02:00", "billing:switches"); err != nil {
-		panic(err) // fewer than a quorum confirmed: some nodes may have the switch
-	}
-	<-changed.C()
-	fmt.Println("switch changed")
-
-	_, err := client.TryAcquire(ctx, "{billing}:invoices", 10*time.Second, redlock.RefuseWhile("{billing}:maintenance"))
-	var ae *redlock.AcquireError
-	if errors.As(err, &ae) && ae.Refusal != nil {
-		fmt.Println("refused:", ae.Refusal.Value)
-	}
-
-	del := redis.NewScript(`return redis.call('DEL', KEYS[1])`)
-	if _, err := client.Broadcast(ctx, del, []string{"{billing}:maintenance"}); err != nil {
-		panic(err)
-	}
-	l, err := client.TryAcquire(ctx, "{billing}:invoices", 10*time.Second, redlock.RefuseWhile("{billing}:maintenance"))
-	if err != nil {
-		panic(err)
-	}
-	fmt.Println("acquired")
-	_ = l.Release(ctx)
-	// Output:
-	// switch changed
-	// refused: until 02:00
-	// acquired
-}
-
 // A client's options, for nodes, clocks and waits that differ from the defaults; Quorum,
 // MaxTTL and NodeTimeout say what the client made of them.
 func ExampleNew() {
 	nodes, stop := localNodes(3)
 	defer stop()
 	opts := []redlock.Option{
-		redlock.WithQuorum(2),                         // of 3 nodes: the default, a majority
-		redlock.WithDriftFactor(0.02),                 // clocks that drift by up to 2% of a TTL
-		redlock.WithMaxTTL(2 * redlock.DefaultMaxTTL), // locks of up to 2 min; a node that lost its memory refuses locks that long
-		redlock.WithBootKey(redlock.DefaultBootKey),   // the key whose absence shows a node lost its memory (the default)
-		redlock.WithMaxWait(5 * time.Second),          // Acquire gives up after 5 s of retries
-		redlock.WithContentionWindow(time.Minute),     // a lock seen held counts as contended for a minute
-		redlock.WithWaitForReplicas(0),                // nodes without replicas: wait for none (the default)
+		redlock.WithQuorum(2),                     // of 3 nodes: the default, a majority
+		redlock.WithDriftFactor(0.02),             // clocks that drift by up to 2% of a TTL
+		redlock.WithMaxTTL(2 * time.Minute),       // locks of up to 2 min; a node that lost its memory refuses locks that long
+		redlock.WithBootKey("cronlock:boot"),      // the key whose absence shows a node lost its memory (the default)
+		redlock.WithMaxWait(5 * time.Second),      // Acquire gives up after 5 s of retries
+		redlock.WithContentionWindow(time.Minute), // a lock seen held counts as contended for a minute
+		redlock.WithWaitForReplicas(0),            // nodes without replicas: wait for none (the default)
 	}
 	client, err := redlock.New(nodes, opts...)
 	if err != nil {
@@ -329,8 +287,7 @@ func ExampleLock_Extend() {
 		fmt.Println("quorum unavailable:", errors.Is(err, redlock.ErrQuorumUnavailable), "failed nodes:", len(qe.Nodes))
 	}
 
-	release := []redlock.ReleaseOption{redlock.KeepDone(time.Minute)}
-	_ = l.Release(ctx, release...) // node 0 keeps the key marked done
+	_ = l.Release(ctx) // node 0 releases the key; the others expire it by its TTL
 	_ = client.Close()
 	_, err = client.TryAcquire(ctx, "batch", 10*time.Second)
 	fmt.Println("closed:", errors.Is(err, redlock.ErrClientClosed))

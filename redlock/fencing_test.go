@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -22,7 +23,7 @@ import (
 // node kills and restarts without persistence, so that nodes miss acquisitions and come back
 // with empty memory, every successful acquisition's token is greater than every token issued
 // before it from the same fence counter. The locks are on distinct keys that share the default
-// counters: three keys without a hash tag (DefaultFenceKey) and two with one tag. Replay a
+// counters: three keys without a hash tag (layout.FenceKey) and two with one tag. Replay a
 // failing schedule with CRONLOCK_SEED=<seed>.
 func TestFencingTokensStrictlyIncrease(t *testing.T) {
 	seed := uint64(time.Now().UnixNano())
@@ -45,7 +46,7 @@ func TestFencingTokensStrictlyIncrease(t *testing.T) {
 		if key[0] == '{' {
 			return "{" + base + "}:fence"
 		}
-		return redlock.DefaultFenceKey
+		return layout.FenceKey
 	}
 
 	last := map[string]uint64{} // by fence counter
@@ -118,7 +119,7 @@ func TestDistinctKeysLeaveBoundedState(t *testing.T) {
 	}
 	last := map[string]uint64{}
 	for i := range n {
-		key, fence := base+":"+strconv.Itoa(i), redlock.DefaultFenceKey
+		key, fence := base+":"+strconv.Itoa(i), layout.FenceKey
 		if i%2 == 0 {
 			tag := "{" + base + ":" + strconv.Itoa(i%3) + "}"
 			key, fence = tag+":"+strconv.Itoa(i), tag+":fence"
@@ -131,7 +132,7 @@ func TestDistinctKeysLeaveBoundedState(t *testing.T) {
 	}
 	// Close waits for the requests still running, so every late reply has been handled.
 	require.NoError(t, lc.Close())
-	want := []string{redlock.DefaultBootKey, redlock.DefaultFenceKey}
+	want := []string{layout.BootKey, layout.FenceKey}
 	for i := range 3 {
 		want = append(want, "{"+base+":"+strconv.Itoa(i)+"}:fence")
 	}

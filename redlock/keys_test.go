@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/hashslot"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -24,7 +25,7 @@ func TestOwnKeysAreRefusedAsLockKeys(t *testing.T) {
 		t.Cleanup(func() { _ = rc.Close() })
 		nodes[i] = rc
 	}
-	slotFence := hashslot.Key(redlock.DefaultFenceKey, hashslot.Of("job"))
+	slotFence := hashslot.Key(layout.FenceKey, hashslot.Of("job"))
 	for _, tc := range []struct {
 		name    string
 		cluster bool
@@ -32,16 +33,16 @@ func TestOwnKeysAreRefusedAsLockKeys(t *testing.T) {
 		opts    []redlock.AcquireOption
 		want    string
 	}{
-		{"default fence counter", false, redlock.DefaultFenceKey, nil, `lock key "cronlock:fence" is a default fence counter`},
+		{"default fence counter", false, layout.FenceKey, nil, `lock key "cronlock:fence" is a default fence counter`},
 		{"tag's fence counter", false, "{t}:fence", nil, `lock key "{t}:fence" is a default fence counter`},
 		{"another tag's fence counter", false, "{u}:fence", []redlock.AcquireOption{redlock.FenceKey("{u}:mine")}, `"{u}:fence" is a default fence counter`},
 		{"Also a fence counter", false, "{t}:a", []redlock.AcquireOption{redlock.Also("{t}:fence")}, `lock key "{t}:fence"`},
-		{"boot marker", false, redlock.DefaultBootKey, nil, `lock key "cronlock:boot" is the nodes' boot marker`},
+		{"boot marker", false, layout.BootKey, nil, `lock key "cronlock:boot" is the nodes' boot marker`},
 		{"own fence key", false, "a", []redlock.AcquireOption{redlock.FenceKey("a")}, `lock key "a" is the lock's fence counter`},
-		{"fence key on the boot marker", false, "a", []redlock.AcquireOption{redlock.FenceKey(redlock.DefaultBootKey)}, `fence key "cronlock:boot" is the nodes' boot marker`},
-		{"slot's boot marker", true, hashslot.Key(redlock.DefaultBootKey, 7), nil, "is the nodes' boot marker"},
+		{"fence key on the boot marker", false, "a", []redlock.AcquireOption{redlock.FenceKey(layout.BootKey)}, `fence key "cronlock:boot" is the nodes' boot marker`},
+		{"slot's boot marker", true, hashslot.Key(layout.BootKey, 7), nil, "is the nodes' boot marker"},
 		{"slot's fence counter", true, slotFence, nil, "is a default fence counter"},
-		{"default fence counter on Clusters", true, redlock.DefaultFenceKey, nil, "is a default fence counter"},
+		{"default fence counter on Clusters", true, layout.FenceKey, nil, "is a default fence counter"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var opts []redlock.Option

@@ -196,21 +196,20 @@ func (le *Lease) watch() {
 }
 
 // Close stops renewing, waits for the lease's goroutine, cancels the lease's context with
-// cause ErrLeaseClosed (if it was not cancelled before), and releases the lock with ctx and
-// opts. It returns the release's error. Only the first call does anything; later calls return
+// cause ErrLeaseClosed (if it was not cancelled before), and releases the lock with ctx.
+// It returns the release's error. Only the first call does anything; later calls return
 // the first one's result — also after Client.Close ended the lease (see there): nil if that
 // released the lock.
-func (le *Lease) Close(ctx context.Context, opts ...ReleaseOption) error {
-	return le.end(ctx, ErrLeaseClosed, opts...)
-}
+func (le *Lease) Close(ctx context.Context) error { return le.end(ctx, ErrLeaseClosed, 0) }
 
-// end does Close's work, cancelling the lease's context with cause.
-func (le *Lease) end(ctx context.Context, cause error, opts ...ReleaseOption) error {
+// end does Close's work, cancelling the lease's context with cause and releasing the lock as
+// Lock.release does with keepDone.
+func (le *Lease) end(ctx context.Context, cause error, keepDone time.Duration) error {
 	le.closeOnce.Do(func() {
 		close(le.stop)
 		<-le.exited
 		le.cancel(cause)
-		le.closeErr = le.lock.Release(ctx, opts...)
+		le.closeErr = le.lock.release(ctx, keepDone)
 		le.lock.c.dropLease(le)
 	})
 	return le.closeErr

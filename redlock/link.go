@@ -329,7 +329,7 @@ func pipeline(ctx context.Context, p pipeNode, ops []*op, eval bool, replicas in
 }
 
 // noScripts returns the ops whose node did not have their script cached, to be sent again as
-// EVAL. The scripts whose source the Client does not have (Broadcast's) are run again at once
+// EVAL. The scripts whose source the Client does not have (broadcast's) are run again at once
 // instead, through go-redis, which knows it.
 func noScripts(ctx context.Context, p pipeNode, ops []*op) []*op {
 	var retry []*op

@@ -255,10 +255,10 @@ func scriptSHA(t *testing.T, name string) string {
 }
 
 // releaseBeforeAcquisition acquires a lock whose acquisition reaches node 2 only after the
-// lock's release (Release with opts) did, and closes the Client, which waits for node 2's
+// lock's release (keeping a done marker for keep, when positive) did, and closes the Client, which waits for node 2's
 // requests and what they start. replyLast says whether the Client sees the release's reply
 // from node 2 after the acquisition's. It returns the cluster and the lock's key.
-func releaseBeforeAcquisition(t *testing.T, replyLast bool, opts ...redlock.ReleaseOption) (*cluster, string) {
+func releaseBeforeAcquisition(t *testing.T, replyLast bool, keep time.Duration) (*cluster, string) {
 	c := newCluster(t, 3, false)
 	lc := c.client(t, redlock.WithNodeTimeout(2*time.Second))
 	ctx := ctxT(t)
@@ -272,7 +272,7 @@ func releaseBeforeAcquisition(t *testing.T, replyLast bool, opts ...redlock.Rele
 	l, err = lc.TryAcquire(ctx, key, 20*time.Second)
 	require.NoError(t, err)
 	<-hook.acquiring // node 2's acquisition was sent on its own, and waits
-	require.NoError(t, l.Release(ctx, opts...))
+	require.NoError(t, l.ReleaseKeepingDone(ctx, keep))
 	require.NoError(t, lc.Close())
 	return c, key
 }
@@ -283,7 +283,7 @@ func releaseBeforeAcquisition(t *testing.T, replyLast bool, opts ...redlock.Rele
 func TestReleaseBeforeItsAcquisitionIsMadeAgain(t *testing.T) {
 	for _, replyLast := range []bool{false, true} {
 		t.Run(fmt.Sprint("release reply last=", replyLast), func(t *testing.T) {
-			c, key := releaseBeforeAcquisition(t, replyLast)
+			c, key := releaseBeforeAcquisition(t, replyLast, 0)
 			n, err := c.servers[2].Client().Exists(ctxT(t), key).Result()
 			require.NoError(t, err)
 			assert.Zero(t, n, "the released lock is left on the node whose release came first")
@@ -296,7 +296,7 @@ func TestReleaseBeforeItsAcquisitionIsMadeAgain(t *testing.T) {
 func TestReleaseBeforeItsAcquisitionKeepsTheDoneMarker(t *testing.T) {
 	for _, replyLast := range []bool{false, true} {
 		t.Run(fmt.Sprint("release reply last=", replyLast), func(t *testing.T) {
-			c, key := releaseBeforeAcquisition(t, replyLast, redlock.KeepDone(time.Minute))
+			c, key := releaseBeforeAcquisition(t, replyLast, time.Minute)
 			ctx := ctxT(t)
 			for i, s := range c.servers {
 				h, err := s.Client().HGetAll(ctx, key).Result()
@@ -304,7 +304,7 @@ func TestReleaseBeforeItsAcquisitionKeepsTheDoneMarker(t *testing.T) {
 				assert.Equal(t, "done", h["s"], "node %d keeps the done marker", i)
 				ttl, err := s.Client().PTTL(ctx, key).Result()
 				require.NoError(t, err)
-				assert.Greater(t, ttl, 20*time.Second, "node %d keeps it for KeepDone", i)
+				assert.Greater(t, ttl, 20*time.Second, "node %d keeps it for the time asked", i)
 			}
 		})
 	}

@@ -140,9 +140,9 @@ func newValue() string {
 // Extend renews the lock on the nodes for its TTL again, and returns its new validity. It
 // succeeds only when a quorum of nodes still holds the lock for us: otherwise the error
 // matches ErrLockLost (not ours on too many nodes) or ErrQuorumUnavailable (too many nodes
-// failed), and the validity is unchanged. It fails with an error matching ErrRevoked (and
-// ErrLockLost) as soon as one node answers that the lock was revoked (revoke), even when
-// a quorum extended it.
+// failed), and the validity is unchanged. It fails with an error matching ErrLockLost as soon
+// as one node answers that the lock was revoked (cronlock's scheduler revokes the run it
+// replaces, Overlap Replace), even when a quorum extended it.
 func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 	c := l.c
 	if l.isReleased() {
@@ -156,7 +156,7 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	if t.revoked > 0 {
-		return 0, withContext(ctx, &QuorumError{Op: "extend", Key: l.keys[0], Reason: ErrRevoked,
+		return 0, withContext(ctx, &QuorumError{Op: "extend", Key: l.keys[0], Reason: errRevoked,
 			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs})
 	}
 	if t.ok < c.quorum {
@@ -233,16 +233,18 @@ func unfencedRelease(keys []string, value any) *call {
 // failed; the lock then expires by its TTL. Release the lock only after the guarded work
 // returned. The nodes' requests are not cut short when ctx is cancelled (each is bounded by
 // the node timeout): a release cut short would leave the lock on a node until its TTL.
-func (l *Lock) Release(ctx context.Context, opts ...ReleaseOption) error {
-	var rc releaseConfig
-	for _, o := range opts {
-		o(&rc)
-	}
-	if rc.keepDone < 0 {
-		return fmt.Errorf("redlock: KeepDone(%v): must not be negative", rc.keepDone)
+func (l *Lock) Release(ctx context.Context) error { return l.release(ctx, 0) }
+
+// release does Release's work, keeping the primary key for keepDone after it, marked done,
+// instead of deleting it when keepDone is positive: until it expires, acquisitions are refused
+// with a Holder whose Done is true. The other keys are released. cronlock's lock middleware
+// records a completed tick so (package lockseam).
+func (l *Lock) release(ctx context.Context, keepDone time.Duration) error {
+	if keepDone < 0 {
+		return fmt.Errorf("redlock: release keeping the done marker for %v: must not be negative", keepDone)
 	}
 	c := l.c
-	keep := formatMillis(rc.keepDone)
+	keep := formatMillis(keepDone)
 	if l.markReleased(keep) {
 		return &QuorumError{Op: "release", Key: l.keys[0], Reason: ErrLockLost}
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -244,7 +245,7 @@ func TestWriteBackSkipsANodeInQuarantine(t *testing.T) {
 	base := "{" + redistest.Key(t) + "}"
 	fence := base + ":fence"
 	quarantined := c.servers[0].Client()
-	require.NoError(t, quarantined.Del(ctx, redlock.DefaultBootKey).Err())
+	require.NoError(t, quarantined.Del(ctx, layout.BootKey).Err())
 	require.NoError(t, c.servers[2].Client().Set(ctx, fence, "9000000000000000", 0).Err())
 	// scripts counts the script calls node 0 has served: the requests to it run on after an
 	// acquisition returns at a quorum.
@@ -345,11 +346,11 @@ func TestAlsoKeysAndDoneMarker(t *testing.T) {
 	assert.Equal(t, run, ae.Holder.Key)
 	assert.Equal(t, "trace-1", ae.Holder.Metadata)
 
-	// Released with KeepDone: the run key is free, the tick key stays, marked done (for
+	// Released keeping a done marker: the run key is free, the tick key stays, marked done (for
 	// longer than the wait below may take on a loaded machine: the marker's length is not
 	// what is tested). Release returns at a quorum, maybe before the run key's primary node
 	// had it: the run key is free once the release reached every node.
-	require.NoError(t, l.Release(ctx, redlock.KeepDone(time.Minute)))
+	require.NoError(t, l.ReleaseKeepingDone(ctx, time.Minute))
 	var r *redlock.Lock
 	require.Eventually(t, func() bool {
 		r, err = lc.TryAcquire(ctx, run, 10*time.Second)

@@ -9,6 +9,8 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/cronlock/cronlock/internal/jitter"
+	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 )
 
 // Option configures a Client. Each option documents its default.
@@ -34,26 +36,14 @@ type config struct {
 	linger time.Duration // how long an idle sender goroutine waits for work (linger)
 }
 
-// Defaults of the options.
-const (
-	// DefaultMaxTTL is the default of WithMaxTTL.
-	DefaultMaxTTL = time.Minute
-	// DefaultBootKey is the default of WithBootKey.
-	DefaultBootKey = "cronlock:boot"
-	// DefaultFenceKey is the fencing counter of the locks whose key has no hash tag and that
-	// are acquired without FenceKey. Where the nodes are Redis Clusters (WithClusterNodes) it
-	// is the prefix of one counter per hash slot.
-	DefaultFenceKey = "cronlock:fence"
-)
-
 func defaultConfig() config {
 	host, _ := os.Hostname()
 	return config{
 		driftFactor:      0.01,
-		maxTTL:           DefaultMaxTTL,
+		maxTTL:           lockseam.DefaultMaxTTL,
 		quarantine:       true,
-		bootKey:          DefaultBootKey,
-		newBackOff:       DefaultBackOff,
+		bootKey:          layout.BootKey,
+		newBackOff:       jitter.LockRetries,
 		label:            fmt.Sprintf("%s-%d", host, os.Getpid()),
 		contentionWindow: 10 * time.Minute,
 		linger:           linger,
@@ -194,7 +184,7 @@ func WithBootKey(key string) Option {
 
 // WithClusterNodes makes the client lay its keys out for nodes that are Redis Clusters: one
 // boot marker per hash slot instead of one per node, and, for lock keys without a hash tag,
-// one default fence counter per slot instead of DefaultFenceKey, so that every script touches
+// one default fence counter per slot instead of the node's "cronlock:fence", so that every script touches
 // the keys of one slot only. A Cluster shard that restarts empty then loses the markers of the
 // slots it serves, and only those slots are in quarantine. It applies to every node, standalone
 // ones too, and EndQuarantine then writes the marker of every slot (16,384 keys per node). It
@@ -205,7 +195,9 @@ func WithClusterNodes() Option {
 }
 
 // WithBackOff sets the factory of the retry schedule used by Acquire; it is called once per
-// Acquire, so schedules are never shared between calls. Default DefaultBackOff.
+// Acquire, so schedules are never shared between calls. Default: exponential from 10ms,
+// doubling up to 500ms, with full jitter (each wait is uniform in [0, step]), without an
+// elapsed-time limit (Acquire applies its context and MaxWait).
 func WithBackOff(newBackOff func() backoff.BackOff) Option {
 	return func(c *config) error {
 		if newBackOff == nil {
@@ -249,13 +241,6 @@ func WithContentionWindow(d time.Duration) Option {
 	}
 }
 
-// DefaultBackOff returns a fresh retry schedule: exponential from 10ms, doubling up to 500ms,
-// with full jitter (each wait is uniform in [0, step]), without an elapsed-time limit (Acquire
-// applies its context and MaxWait).
-func DefaultBackOff() backoff.BackOff {
-	return jitter.Exponential(10*time.Millisecond, 500*time.Millisecond)
-}
-
 // AcquireOption configures one acquisition.
 type AcquireOption func(*acquireConfig)
 
@@ -295,7 +280,7 @@ func countAcquisitions(key string, ttl time.Duration) AcquireOption {
 }
 
 // FenceKey sets the key of the fencing counter. Default: one counter per hash tag — a key
-// with the hash tag {t} uses "{t}:fence" — and DefaultFenceKey for keys without one, so that
+// with the hash tag {t} uses "{t}:fence" — and "cronlock:fence" for keys without one, so that
 // locking any number of distinct keys leaves a bounded number of counters on the nodes.
 // Tokens strictly increase per counter from one acquisition to the next that starts after it
 // returned, hence from one holder of a key to the next (overlapping acquisitions of different
@@ -335,14 +320,14 @@ func WakeOnRelease() AcquireOption {
 	return func(c *acquireConfig) { c.wake = true }
 }
 
-// ResolveSplits makes TryAcquire try again, up to n times, after a refusal that may have left
+// resolveSplits makes TryAcquire try again, up to n times, after a refusal that may have left
 // the lock to no one. Racers that ask every node at the same instant — the replicas of a cron
 // job at each tick — can split the vote: each takes some nodes, none a quorum, and all are
 // refused. Before each new attempt it waits for the failed attempts to be released (twice the
 // attempt's duration, at most the node timeout) plus a step of the client's backoff; by then
 // the key is known contended, so the primary node is asked first, which settles the race.
 // Acquire, which tries again after every refusal anyway, ignores it. Default 0.
-func ResolveSplits(n int) AcquireOption {
+func resolveSplits(n int) AcquireOption {
 	return func(c *acquireConfig) { c.splits = n }
 }
 
@@ -359,26 +344,26 @@ func WaitForReplicas(n int) AcquireOption {
 	return func(c *acquireConfig) { c.replicas, c.ownReplicas = n, true }
 }
 
-// StartBefore bounds the acquisition in time like a context deadline that cuts no request:
+// startBefore bounds the acquisition in time like a context deadline that cuts no request:
 // no attempt starts at or after t, while an attempt started before t runs to its end. An
 // acquisition called at or after t fails at once with an error matching
 // context.DeadlineExceeded. Default: no bound.
-func StartBefore(t time.Time) AcquireOption {
+func startBefore(t time.Time) AcquireOption {
 	return func(c *acquireConfig) { c.before = t }
 }
 
-// RefuseWhile makes every node refuse the lock while key exists there: each node's answer is
-// a *Refusal carrying key's value (a string key), reported as AcquireError.Refusal with the
+// refuseWhile makes every node refuse the lock while key exists there: each node's answer is
+// a *refusal carrying key's value (a string key), reported as AcquireError.refusal with the
 // reason ErrNotAcquired. Written to a quorum of nodes, key thus refuses every acquisition until
 // it is deleted from enough nodes, at no extra round trip. Such a refusal is final for
 // TryAcquire (never taken for a split vote); Acquire keeps trying while the key exists, within
 // its context and MaxWait. It may be given more than once. Where a node is a Redis Cluster,
 // key must share the primary key's hash tag. A nested hold (see Acquire) does not look at it.
-func RefuseWhile(key string) AcquireOption {
+func refuseWhile(key string) AcquireOption {
 	return func(c *acquireConfig) { c.refuse = append(c.refuse, key) }
 }
 
-// AskEveryNode makes each attempt of the acquisition ask every node in parallel, even while
+// askEveryNode makes each attempt of the acquisition ask every node in parallel, even while
 // the lock is contended (see WithContentionWindow): a refusal by the lock's primary node alone
 // is then not final, and the lock is refused only where a quorum cannot be had. A release that
 // missed the primary node (down, cut off or too slow when the holder released) leaves the lock
@@ -386,21 +371,7 @@ func RefuseWhile(key string) AcquireOption {
 // and alone, are refused by it meanwhile although no one holds a quorum. Use it to look again
 // at a lock that may be such a leftover; Acquire does so by itself after the primary refused
 // three attempts in a row for the same holder. Racers
-// that ask every node may split the vote (see ResolveSplits). Default off.
-func AskEveryNode() AcquireOption {
+// that ask every node may split the vote (see resolveSplits). Default off.
+func askEveryNode() AcquireOption {
 	return func(c *acquireConfig) { c.everyNode = true }
-}
-
-// ReleaseOption configures a release.
-type ReleaseOption func(*releaseConfig)
-
-type releaseConfig struct {
-	keepDone time.Duration
-}
-
-// KeepDone keeps the primary key for d after the release, marked done, instead of deleting it:
-// until it expires, acquisitions are refused with a Holder whose Done is true. The other keys
-// are released. Use it to record that the guarded work was completed, e.g. a cron tick.
-func KeepDone(d time.Duration) ReleaseOption {
-	return func(c *releaseConfig) { c.keepDone = d }
 }

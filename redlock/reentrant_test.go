@@ -55,7 +55,7 @@ func TestNestedHoldsReleaseAtTheLast(t *testing.T) {
 }
 
 // Holds are counted, not ordered: whichever release comes last frees the lock. The outer
-// hold's release asks for a done marker (KeepDone) while the nested hold is live: the last
+// hold's release asks for a done marker while the nested hold is live: the last
 // release — the nested one, which asks for nothing — leaves the marker the outer one asked for.
 func TestOuterReleasedFirstKeepsNestedHold(t *testing.T) {
 	c := newCluster(t, 3, false)
@@ -67,7 +67,7 @@ func TestOuterReleasedFirstKeepsNestedHold(t *testing.T) {
 	require.NoError(t, err)
 	nested, err := lc.TryAcquire(redlock.WithHold(ctx, outer), key, 10*time.Second)
 	require.NoError(t, err)
-	require.NoError(t, outer.Release(ctx, redlock.KeepDone(time.Minute)))
+	require.NoError(t, outer.ReleaseKeepingDone(ctx, time.Minute))
 	_, err = c.client(t).TryAcquire(ctx, key, time.Second)
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 

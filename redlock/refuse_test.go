@@ -35,8 +35,9 @@ func TestRefuseWhileKeyOnQuorum(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrNotAcquired)
 	ae, ok := errors.AsType[*redlock.AcquireError](err)
 	require.True(t, ok)
-	require.NotNil(t, ae.Refusal, "%v", err)
-	assert.Equal(t, redlock.Refusal{Key: flag, Value: "maintenance"}, *ae.Refusal)
+	refusing, value, ok := ae.Refusal()
+	require.True(t, ok, "%v", err)
+	assert.Equal(t, []string{flag, "maintenance"}, []string{refusing, value})
 	assert.Contains(t, err.Error(), "maintenance")
 
 	// Without the option, the same flag is just a key.

@@ -15,13 +15,14 @@ var (
 	revokeScript = redis.NewScript(revokeSrc)
 )
 
-// ErrRevoked matches the error of an Extend refused because the lock was revoked (someone
-// else asked its holder to give it up), and so the cause of a lease lost that way. It matches ErrLockLost too.
-var ErrRevoked = fmt.Errorf("%w: revoked: someone asked its holder to give it up", ErrLockLost)
+// errRevoked matches the error of an Extend refused because the lock was revoked (someone
+// else asked its holder to give it up), and so the cause of a lease lost that way. It matches
+// ErrLockLost too. cronlock's packages match it as lockseam.ErrRevoked.
+var errRevoked = fmt.Errorf("%w: revoked: someone asked its holder to give it up", ErrLockLost)
 
 // revoke asks the holder of a lock to give it up: h is the holder that an AcquireError
 // reported (AcquireError.Holder), and its key is marked on every node that holds it for h, so
-// that the holder's next Extend there fails with an error matching ErrRevoked (and
+// that the holder's next Extend there fails with an error matching errRevoked (and
 // ErrLockLost): a lease ends then, with that cause, and the holder is expected to stop its
 // work and release the lock. It frees nothing: the lock stays held until its holder
 // releases it or it expires, so whoever waits for it still waits for that — it only ends the
@@ -37,7 +38,7 @@ func (c *Client) revoke(ctx context.Context, h Holder, channel, message string) 
 	if h.value == "" || h.Key == "" {
 		return 0, errors.New("redlock: revoke: the holder has no lock value: give the Holder of an AcquireError")
 	}
-	replies, err := c.Broadcast(ctx, revokeScript, []string{h.Key}, h.value, channel, message)
+	replies, err := c.broadcast(ctx, revokeScript, []string{h.Key}, h.value, channel, message)
 	marked := 0
 	for _, r := range replies {
 		if n, ok := r.(int64); ok && n == 1 {

@@ -41,7 +41,7 @@ func TestRevokeEndsTheHoldersLease(t *testing.T) {
 	require.Equal(t, 3, marked)
 
 	_, err = l.Extend(ctx)
-	require.ErrorIs(t, err, redlock.ErrRevoked)
+	require.ErrorIs(t, err, lockseam.ErrRevoked)
 	require.ErrorIs(t, err, redlock.ErrLockLost)
 	require.NoError(t, lease.Err(), "Extend by hand does not end the lease; the lease's own renewal does")
 
@@ -58,7 +58,7 @@ func TestRevokeEndsTheHoldersLease(t *testing.T) {
 	require.NoError(t, l2.Release(ctx))
 }
 
-// A revoked lease ends at its next renewal, with a cause matching ErrRevoked and ErrLeaseLost.
+// A revoked lease ends at its next renewal, with a cause matching lockseam.ErrRevoked and ErrLeaseLost.
 func TestRevokedLeaseIsLostAtItsNextRenewal(t *testing.T) {
 	c := newCluster(t, 3, false)
 	holder, other := c.client(t), c.client(t)
@@ -75,7 +75,7 @@ func TestRevokedLeaseIsLostAtItsNextRenewal(t *testing.T) {
 	case <-ctx.Done():
 		t.Fatal("the revoked lease was not lost")
 	}
-	require.ErrorIs(t, lease.Err(), redlock.ErrRevoked)
+	require.ErrorIs(t, lease.Err(), lockseam.ErrRevoked)
 	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseLost)
 }
 
@@ -100,7 +100,7 @@ func TestRevokeAnnounceAndNothingToRevoke(t *testing.T) {
 		t.Fatal("no announcement")
 	}
 
-	require.NoError(t, l.Release(ctx, redlock.KeepDone(time.Minute)))
+	require.NoError(t, l.ReleaseKeepingDone(ctx, time.Minute))
 	require.NoError(t, holder.Close()) // waits for the release's requests to the last node
 	marked, err := lockseam.Revoke(other, ctx, h, "", "")
 	require.NoError(t, err)

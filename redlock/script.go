@@ -8,7 +8,7 @@ import (
 )
 
 // script is a Lua script, with its source for nodes that do not have it cached: the
-// package's own scripts have it; Broadcast's come from the caller, and go-redis keeps theirs.
+// package's own scripts have it; broadcast's come from the caller, and go-redis keeps theirs.
 type script struct {
 	*redis.Script
 	src string

@@ -164,7 +164,7 @@ func TestResolveSplitsTakesADoneMarkerAsFinal(t *testing.T) {
 	key := t.Name()
 	holder, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("holder"))
 	require.NoError(t, err)
-	require.NoError(t, holder.Release(ctx, redlock.KeepDone(time.Minute)))
+	require.NoError(t, holder.ReleaseKeepingDone(ctx, time.Minute))
 	// Release returns at a quorum: until the last node has its done marker, it refuses as
 	// held, a refusal that is not final.
 	require.Eventually(t, func() bool {

@@ -17,7 +17,7 @@ type tally struct {
 	refusedNodes                     []int
 	holder                           *Holder // reported by the most refusing nodes
 	holders                          []holderVotes
-	refusal                          *Refusal // the first RefuseWhile refusal
+	refusal                          *refusal // the first refuseWhile refusal
 	errs                             []*NodeError
 	wrongType                        bool // a node found a value of another kind under a key
 }

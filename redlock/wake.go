@@ -122,34 +122,34 @@ func (w *waker) close() {
 	w.relay.Wait()
 }
 
-// Notifications is a subscription to one Pub/Sub channel on every node that could be
-// subscribed to (see Subscribe).
-type Notifications struct{ w *waker }
+// notifications is a subscription to one Pub/Sub channel on every node that could be
+// subscribed to (see subscribeChannel).
+type notifications struct{ w *waker }
 
-// Subscribe listens on channel on every node that can subscribe (go-redis clients can), for
-// messages published there — e.g. by a script run with Broadcast — as hints that shared state
+// subscribeChannel listens on channel on every node that can subscribe (go-redis clients can), for
+// messages published there — e.g. by a script run with broadcast — as hints that shared state
 // changed. Messages are coalesced: C tells that at least one came since the last receive, not
 // how many, and a message may be lost (a node down, a reconnection), so a caller must also
 // look on its own now and then. It returns nil when no node could be subscribed to; the
-// methods of a nil *Notifications are no-ops.
+// methods of a nil *notifications are no-ops.
 //
-// Subscribe returns once every node confirmed or failed, each within max(NodeTimeout(MaxTTL),
+// subscribeChannel returns once every node confirmed or failed, each within max(NodeTimeout(MaxTTL),
 // 1s), or as soon as ctx ends, with the subscriptions confirmed by then (nil if none). ctx
 // bounds the subscribing only: the subscriptions last until Close. A request still waiting
-// for a node when Subscribe returns belongs to the Client, which ends it with the bound above,
+// for a node when subscribeChannel returns belongs to the Client, which ends it with the bound above,
 // ctx's deadline or the Client's Close.
-func (c *Client) Subscribe(ctx context.Context, channel string) *Notifications {
+func (c *Client) subscribeChannel(ctx context.Context, channel string) *notifications {
 	w := &waker{wake: make(chan struct{}, 1)}
 	if !c.listen(ctx, channel, max(c.nodeTimeout(c.cfg.maxTTL), time.Second), w, c.all()) {
 		return nil
 	}
 	w.start()
-	return &Notifications{w: w}
+	return &notifications{w: w}
 }
 
 // C returns a channel that receives a value after a message; nil (never ready) for a nil
-// *Notifications.
-func (n *Notifications) C() <-chan struct{} {
+// *notifications.
+func (n *notifications) C() <-chan struct{} {
 	if n == nil {
 		return nil
 	}
@@ -157,7 +157,7 @@ func (n *Notifications) C() <-chan struct{} {
 }
 
 // Close ends the subscriptions and waits for the goroutines that relayed them.
-func (n *Notifications) Close() {
+func (n *notifications) Close() {
 	if n != nil {
 		n.w.close()
 	}

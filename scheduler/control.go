@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -108,7 +109,7 @@ func (c *Control) Pause(ctx context.Context, name, reason string) error {
 		return fmt.Errorf("scheduler: pause %q: %w", name, err)
 	}
 	p := job.Pause{Reason: reason, Since: c.cfg.clock.Now(), By: by}
-	if _, err := c.locks.Broadcast(ctx, setScript, []string{layout.PauseKey(c.cfg.prefix, name)}, layout.PauseValue(p)); err != nil {
+	if _, err := lockseam.Broadcast(c.locks, ctx, setScript, []string{layout.PauseKey(c.cfg.prefix, name)}, layout.PauseValue(p)); err != nil {
 		return fmt.Errorf("scheduler: pause %q: %w", name, err)
 	}
 	c.cfg.logger.Info("cronlock: job paused", "job", name, "reason", reason, "by", by, "replica", c.cfg.replica)
@@ -121,7 +122,7 @@ func (c *Control) Resume(ctx context.Context, name string) error {
 	if err != nil {
 		return fmt.Errorf("scheduler: resume %q: %w", name, err)
 	}
-	if _, err := c.locks.Broadcast(ctx, delScript, []string{layout.PauseKey(c.cfg.prefix, name)}); err != nil {
+	if _, err := lockseam.Broadcast(c.locks, ctx, delScript, []string{layout.PauseKey(c.cfg.prefix, name)}); err != nil {
 		return fmt.Errorf("scheduler: resume %q: %w", name, err)
 	}
 	c.cfg.logger.Info("cronlock: job resumed", "job", name, "by", by, "replica", c.cfg.replica)

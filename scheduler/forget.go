@@ -9,6 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 )
 
 // ErrJobRunning: Forget found a lock of the job held on a node: a run of it is going on.
@@ -86,7 +87,7 @@ func (c *Control) Forget(ctx context.Context, name string) error {
 	match := layout.JobMatch(c.cfg.prefix, name)
 	deleted := 0
 	for _, phase := range []string{"check", "delete"} {
-		replies, err := c.locks.Broadcast(ctx, forgetScript, keys, match, phase)
+		replies, err := lockseam.Broadcast(c.locks, ctx, forgetScript, keys, match, phase)
 		for i, r := range replies {
 			v, _ := r.([]any)
 			if len(v) != 2 {
@@ -106,7 +107,7 @@ func (c *Control) Forget(ctx context.Context, name string) error {
 			return fmt.Errorf("scheduler: forget %q: %s: %w", name, what, err)
 		}
 	}
-	if _, err := c.locks.Broadcast(ctx, forgetTriggersScript, []string{layout.TriggersKey(c.cfg.prefix)}, name); err != nil {
+	if _, err := lockseam.Broadcast(c.locks, ctx, forgetTriggersScript, []string{layout.TriggersKey(c.cfg.prefix)}, name); err != nil {
 		return fmt.Errorf("scheduler: forget %q: its waiting manual runs: %w", name, err)
 	}
 	c.cfg.logger.Info("cronlock: job forgotten", "job", name, "keys_deleted", deleted, "replica", c.cfg.replica)

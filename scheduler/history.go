@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -272,7 +273,7 @@ func (s *Scheduler) appendHistory(r Record, keep time.Duration, inFlight string,
 	if r.By != "" {
 		args = append(args, "by", r.By)
 	}
-	replies, err := s.locks.Broadcast(context.Background(), appendScript, []string{key, layout.RecordMarkerKey(s.cfg.prefix, r.Job, r.runID()), layout.RunningKey(s.cfg.prefix, r.Job), layout.OutputKey(s.cfg.prefix, r.Job)}, args...)
+	replies, err := lockseam.Broadcast(s.locks, context.Background(), appendScript, []string{key, layout.RecordMarkerKey(s.cfg.prefix, r.Job, r.runID()), layout.RunningKey(s.cfg.prefix, r.Job), layout.OutputKey(s.cfg.prefix, r.Job)}, args...)
 	wrote := 0
 	for _, w := range replies {
 		if w == int64(1) {
@@ -328,7 +329,7 @@ func (c *Control) history(ctx context.Context, name string, n int, withOutput bo
 	// A run's record is appended when the run ends, after the records of later ticks that
 	// ended first, so a node's n entries written last need not be its n newest ticks: read
 	// its whole history (at most the history size), then keep the newest n.
-	replies, err := c.locks.Broadcast(ctx, script, keys, max(n, c.cfg.historySize))
+	replies, err := lockseam.Broadcast(c.locks, ctx, script, keys, max(n, c.cfg.historySize))
 	if replies == nil {
 		return nil, fmt.Errorf("scheduler: history of %q: %w", name, err)
 	}
@@ -481,7 +482,7 @@ func (s *Scheduler) status(ctx context.Context, e Entry) (Status, error) {
 	st := Status{Entry: e}
 	name := e.Name
 	keys := []string{layout.PauseKey(s.cfg.prefix, name), layout.HistoryKey(s.cfg.prefix, name), layout.RunningKey(s.cfg.prefix, name)}
-	replies, err := s.locks.Broadcast(ctx, statusScript, keys, max(s.cfg.historySize, 1))
+	replies, err := lockseam.Broadcast(s.locks, ctx, statusScript, keys, max(s.cfg.historySize, 1))
 	if err != nil {
 		return st, fmt.Errorf("scheduler: status of %q: %w", name, err)
 	}
@@ -519,7 +520,7 @@ func (s *Scheduler) status(ctx context.Context, e Entry) (Status, error) {
 // Paused returns the pause of the job named name, nil if it is not paused (the pause key is
 // on fewer than a quorum of the nodes).
 func (c *Control) Paused(ctx context.Context, name string) (*job.Pause, error) {
-	replies, err := c.locks.Broadcast(ctx, getScript, []string{layout.PauseKey(c.cfg.prefix, name)})
+	replies, err := lockseam.Broadcast(c.locks, ctx, getScript, []string{layout.PauseKey(c.cfg.prefix, name)})
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: status of %q: %w", name, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -100,7 +101,7 @@ func (s *Scheduler) Replicas(ctx context.Context) ([]Replica, error) { return s.
 
 // Replicas returns the schedulers of the cluster, as Scheduler.Replicas does.
 func (c *Control) Replicas(ctx context.Context) ([]Replica, error) {
-	replies, err := c.locks.Broadcast(ctx, readReplicasScript, []string{layout.ReplicasKey(c.cfg.prefix)})
+	replies, err := lockseam.Broadcast(c.locks, ctx, readReplicasScript, []string{layout.ReplicasKey(c.cfg.prefix)})
 	if replies == nil {
 		return nil, fmt.Errorf("scheduler: replicas: %w", err)
 	}
@@ -200,7 +201,7 @@ func (s *Scheduler) beat(ctx context.Context, started time.Time) {
 	now := s.cfg.clock.Now()
 	v := s.replicaValue(started, now)
 	b, _ := json.Marshal(v) // strings and numbers: cannot fail
-	replies, err := s.locks.Broadcast(ctx, heartbeatScript, []string{layout.ReplicasKey(s.cfg.prefix)},
+	replies, err := lockseam.Broadcast(s.locks, ctx, heartbeatScript, []string{layout.ReplicasKey(s.cfg.prefix)},
 		s.cfg.replica, string(b), now.Add(-replicaRetention).UnixMilli(), replicaRetention.Milliseconds())
 	if err != nil {
 		if ctx.Err() != nil { // cut short by Stop: says nothing of the nodes
@@ -259,7 +260,7 @@ func (s *Scheduler) leave(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	b, _ := json.Marshal(replicaValue{SeenMS: s.cfg.clock.Now().UnixMilli(), Stopped: true}) // cannot fail
-	if _, err := s.locks.Broadcast(ctx, leaveScript, []string{layout.ReplicasKey(s.cfg.prefix)}, s.cfg.replica, string(b)); err != nil {
+	if _, err := lockseam.Broadcast(s.locks, ctx, leaveScript, []string{layout.ReplicasKey(s.cfg.prefix)}, s.cfg.replica, string(b)); err != nil {
 		s.cfg.logger.Warn("cronlock: could not mark the replica stopped on the nodes; on those that missed it, it shows as missing for an hour", "err", err)
 		return
 	}

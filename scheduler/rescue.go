@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 )
@@ -48,7 +49,7 @@ var (
 // returns an error matching redlock.ErrQuorumUnavailable if fewer than a quorum of nodes
 // answered.
 func (c *Control) Running(ctx context.Context, name string) ([]InFlight, error) {
-	replies, err := c.locks.Broadcast(ctx, getAllScript, []string{layout.RunningKey(c.cfg.prefix, name)})
+	replies, err := lockseam.Broadcast(c.locks, ctx, getAllScript, []string{layout.RunningKey(c.cfg.prefix, name)})
 	if err != nil {
 		return nil, fmt.Errorf("scheduler: runs in flight of %q: %w", name, err)
 	}
@@ -106,7 +107,7 @@ func (s *Scheduler) startInFlight(rec *recorder) {
 	rec.inFlight, rec.inFlightDone = field, done
 	go func() {
 		defer close(done)
-		if _, err := s.locks.Broadcast(context.Background(), setFieldScript, []string{layout.RunningKey(s.cfg.prefix, run.Job)}, field, value); err != nil {
+		if _, err := lockseam.Broadcast(s.locks, context.Background(), setFieldScript, []string{layout.RunningKey(s.cfg.prefix, run.Job)}, field, value); err != nil {
 			s.cfg.logger.Warn("cronlock: could not record the run in flight; if its replica vanishes, it is not recorded interrupted",
 				"job", run.Job, "tick", run.Tick, "attempt", attempt, "err", err)
 		}
@@ -141,7 +142,7 @@ func (s *Scheduler) rescueRuns() {
 func (s *Scheduler) rescue(ctx context.Context, prev map[string]bool) map[string]bool {
 	next := map[string]bool{}
 	for _, e := range s.Entries() {
-		replies, err := s.locks.Broadcast(ctx, getAllScript, []string{layout.RunningKey(s.cfg.prefix, e.Name)})
+		replies, err := lockseam.Broadcast(s.locks, ctx, getAllScript, []string{layout.RunningKey(s.cfg.prefix, e.Name)})
 		if err != nil {
 			continue // fewer than a quorum answered: look again next time
 		}
@@ -151,7 +152,7 @@ func (s *Scheduler) rescue(ctx context.Context, prev map[string]bool) map[string
 			if json.Unmarshal([]byte(value), &f) != nil || f.Key == "" {
 				continue
 			}
-			held, err := s.locks.Broadcast(ctx, holdsScript, []string{f.Key}, f.Value)
+			held, err := lockseam.Broadcast(s.locks, ctx, holdsScript, []string{f.Key}, f.Value)
 			if err != nil {
 				continue
 			}

@@ -13,9 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
-	"github.com/cronlock/cronlock/redlock"
 )
 
 // DefaultTriggerPoll is the default of WithTriggerPoll.
@@ -79,7 +79,7 @@ func (c *Control) Trigger(ctx context.Context, name string) (string, error) {
 	_, _ = rand.Read(b[:]) // never fails
 	asked := c.cfg.clock.Now().UnixMilli()
 	id := strconv.FormatInt(asked, 10) + "-" + hex.EncodeToString(b[:])
-	_, err = c.locks.Broadcast(ctx, enqueueScript, []string{layout.TriggersKey(c.cfg.prefix)}, asked, id+" "+name+" "+by, layout.TriggersChannel(c.cfg.prefix))
+	_, err = lockseam.Broadcast(c.locks, ctx, enqueueScript, []string{layout.TriggersKey(c.cfg.prefix)}, asked, id+" "+name+" "+by, layout.TriggersChannel(c.cfg.prefix))
 	if err != nil {
 		return "", fmt.Errorf("scheduler: trigger %q: %w", name, err)
 	}
@@ -93,9 +93,9 @@ func (c *Control) Trigger(ctx context.Context, name string) (string, error) {
 func (s *Scheduler) pollTriggers() {
 	defer close(s.pollDone)
 	ctx := s.stopping // its requests end with Stop
-	asked := s.locks.Subscribe(ctx, layout.TriggersChannel(s.cfg.prefix))
+	asked := lockseam.Subscribe(s.locks, ctx, layout.TriggersChannel(s.cfg.prefix))
 	defer asked.Close()
-	replacing := s.locks.Subscribe(ctx, layout.ReplaceChannel(s.cfg.prefix))
+	replacing := lockseam.Subscribe(s.locks, ctx, layout.ReplaceChannel(s.cfg.prefix))
 	defer replacing.Close()
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -131,7 +131,7 @@ func (s *Scheduler) stopReplaced(ctx context.Context) {
 	}
 	s.mu.Unlock()
 	for _, rec := range runs {
-		if _, err := rec.lease.Lock().Extend(ctx); errors.Is(err, redlock.ErrRevoked) {
+		if _, err := rec.lease.Lock().Extend(ctx); errors.Is(err, lockseam.ErrRevoked) {
 			rec.cancel(fmt.Errorf("%w: %w", job.ErrReplaced, err))
 		}
 	}
@@ -144,7 +144,7 @@ func (s *Scheduler) window() time.Duration { return s.cfg.retention - 2*s.cfg.ma
 // not running here yet.
 func (s *Scheduler) startTriggers(ctx context.Context) {
 	now := s.cfg.clock.Now()
-	replies, _ := s.locks.Broadcast(ctx, pendingScript, []string{layout.TriggersKey(s.cfg.prefix)},
+	replies, _ := lockseam.Broadcast(s.locks, ctx, pendingScript, []string{layout.TriggersKey(s.cfg.prefix)},
 		now.Add(-s.window()).UnixMilli())
 	asked := map[string]int64{}
 	for _, r := range replies {
@@ -178,7 +178,7 @@ func (s *Scheduler) startTriggers(ctx context.Context) {
 			case middleware.OutcomeSkippedOverlap, middleware.OutcomeSkippedHeld, middleware.OutcomeQuorumUnavailable, middleware.OutcomeStopped:
 				// Not run yet (or run elsewhere, whose replica dequeues it): look again later.
 			default:
-				_, _ = s.locks.Broadcast(context.Background(), dequeueScript, []string{layout.TriggersKey(s.cfg.prefix)}, member)
+				_, _ = lockseam.Broadcast(s.locks, context.Background(), dequeueScript, []string{layout.TriggersKey(s.cfg.prefix)}, member)
 			}
 			s.mu.Lock()
 			delete(s.triggered, member)

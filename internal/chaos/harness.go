@@ -22,6 +22,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/internal/fencedstore"
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/pgtest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
@@ -34,7 +35,7 @@ var jobs = []JobSpec{{Name: "forbid", Forbid: true}, {Name: "allow"}, {Name: "re
 const (
 	ledgerKey = "ledger"
 	fencedKey = "fenced"
-	bootKey   = redlock.DefaultBootKey
+	bootKey   = layout.BootKey
 )
 
 type harness struct {

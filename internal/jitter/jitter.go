@@ -23,6 +23,11 @@ func Exponential(initial, max time.Duration) backoff.BackOff {
 	)}
 }
 
+// LockRetries returns a fresh schedule of the waits between attempts at a lock: exponential
+// from 10ms, doubling up to 500ms. It is the default of redlock.WithBackOff and of
+// middleware.LockConfig.BackOff.
+func LockRetries() backoff.BackOff { return Exponential(10*time.Millisecond, 500*time.Millisecond) }
+
 // full draws each wait uniformly from [0, step] of the schedule it wraps.
 type full struct{ b backoff.BackOff }
 

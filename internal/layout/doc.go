@@ -22,6 +22,9 @@
 //	{prefix}:replicas                the replicas' heartbeats, a hash
 //	{prefix}:replace                 the channel announcing a replaced run (Overlap Replace)
 //
+// and on every node, whatever the prefix, redlock's boot marker (BootKey, by default) and the
+// fencing counter of the lock keys without a hash tag (FenceKey).
+//
 // The formats are the stored formats of every released version: a change here must read what
 // the versions before wrote, for rolling upgrades.
 package layout

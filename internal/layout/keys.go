@@ -8,6 +8,18 @@ import (
 	"github.com/cronlock/cronlock/internal/redisglob"
 )
 
+// Node-wide keys of redlock, shared by every lock on a node.
+const (
+	// BootKey is the default key of a node's boot marker (redlock.WithBootKey): its absence
+	// shows that the node lost its memory, and the node is in quarantine.
+	BootKey = "cronlock:boot"
+	// FenceKey is the fencing counter of the locks whose key has no hash tag and that are
+	// acquired without redlock.FenceKey. Where the nodes are Redis Clusters
+	// (redlock.WithClusterNodes) it is the prefix of one counter per hash slot,
+	// FenceKey + ":{" + slot tag + "}".
+	FenceKey = "cronlock:fence"
+)
+
 // tag returns the hash tag of every key of a job: {prefix:name}.
 func tag(prefix, name string) string { return "{" + prefix + ":" + name + "}" }
 

@@ -1,18 +1,42 @@
 // Package lockseam gives cronlock's own packages the parts of package redlock that they need
-// and a user of redlock does not: checking a lock TTL before any lock is taken (scheduler),
-// revoking a holder, counting a key's acquisitions across the cluster and marking a lost
-// lock's work done (the lock middleware). Keeping them here keeps redlock's exported API to what users call.
+// and a user of redlock does not: checking a lock TTL before any lock is taken, and keeping
+// state beside the locks — scripts run on every node, Pub/Sub wake-ups — (scheduler); the
+// acquisition options that shape a cron tick's lock, revoking a holder, counting a key's
+// acquisitions across the cluster and keeping or marking a tick's done marker (the lock
+// middleware). Keeping them here keeps redlock's exported API to what users call.
 //
 // Package redlock sets the variables in an init function, with its unexported functions.
-// This package cannot import redlock (redlock imports it), so the client, holder, lock and
-// option travel as any: each function takes the *redlock.Client, redlock.Holder or
-// *redlock.Lock its doc names, and panics on another type — a bug in cronlock, never input.
+// This package cannot import redlock (redlock imports it), so the client, holder, lock, lease
+// and option travel as any: each function takes the *redlock.Client, redlock.Holder,
+// *redlock.Lock or *redlock.Lease its doc names, and panics on another type — a bug in
+// cronlock, never input. An option comes back as any holding a redlock.AcquireOption.
 package lockseam
 
 import (
 	"context"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
+
+// DefaultMaxTTL is the default of redlock.WithMaxTTL, the longest lock TTL a client takes and
+// a restarted node's quarantine: the daemon's max_ttl defaults to it too, since the clients of
+// one set of nodes must agree on it.
+const DefaultMaxTTL = time.Minute
+
+// ErrRevoked matches the error of an Extend refused because the lock was revoked (Revoke), and
+// so the cause of a lease lost that way. It matches redlock.ErrLockLost too. redlock sets it.
+var ErrRevoked error
+
+// Notifications is a subscription made with Subscribe: C receives a value after one or more
+// messages (coalesced, and a message may be lost, so a caller also looks on its own now and
+// then), until Close ends the subscriptions and waits for their goroutines. A nil
+// Notifications (no node could be subscribed to) is never returned: Subscribe returns one
+// whose C is nil.
+type Notifications interface {
+	C() <-chan struct{}
+	Close()
+}
 
 var (
 	// CheckTTL reports whether the *redlock.Client accepts ttl for a lock, as an error
@@ -52,4 +76,55 @@ var (
 	// fails with an error matching redlock.ErrLockLost when other holders keep the marker off
 	// a quorum, or redlock.ErrQuorumUnavailable; the lock counts as released afterwards.
 	MarkDone func(lock any, ctx context.Context, keep time.Duration) (marked int, newer any, err error)
+
+	// Broadcast runs script on every node of the *redlock.Client in parallel and waits for
+	// every reply, each request bounded by max(NodeTimeout(MaxTTL), 1s): for state kept beside
+	// the locks, written to a quorum and read merged from the nodes that answer. It returns
+	// each node's reply, indexed like the client's nodes (nil where a node failed), and, when
+	// fewer than a quorum answered, also an error matching redlock.ErrQuorumUnavailable.
+	Broadcast func(client any, ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error)
+
+	// Subscribe listens on channel on every node of the *redlock.Client that can subscribe,
+	// for messages published there (by a Broadcast script) as hints that shared state
+	// changed. It returns once every node confirmed or failed, each within
+	// max(NodeTimeout(MaxTTL), 1s), or when ctx ends; the subscriptions last until Close.
+	Subscribe func(client any, ctx context.Context, channel string) Notifications
+
+	// RefuseWhile is the acquisition option that makes every node refuse the lock while key
+	// exists there (a string key): the failed acquisition's error then matches
+	// redlock.ErrNotAcquired, and Refusal reports key's value. Written to a quorum, key refuses
+	// every acquisition until it is deleted from enough nodes, at no extra round trip; such a
+	// refusal is final for TryAcquire. Where a node is a Redis Cluster, key must share the
+	// primary key's hash tag. A nested hold does not look at it.
+	RefuseWhile func(key string) any
+
+	// Refusal reports the value of the RefuseWhile key found by the first node that refused
+	// the failed acquisition err for that reason, and whether one did.
+	Refusal func(err error) (value string, ok bool)
+
+	// ResolveSplits is the acquisition option that makes TryAcquire try again, up to n times,
+	// after a refusal that may have left the lock to no one (racers that ask every node at
+	// once split the vote). Before each new attempt it waits for the failed attempts to be
+	// released plus a step of the client's backoff; by then the key is known contended, so
+	// the primary node is asked first, which settles the race.
+	ResolveSplits func(n int) any
+
+	// StartBefore is the acquisition option that bounds the acquisition like a context
+	// deadline that cuts no request: no attempt starts at or after t. An acquisition called at
+	// or after t fails at once with an error matching context.DeadlineExceeded.
+	StartBefore func(t time.Time) any
+
+	// AskEveryNode is the acquisition option that makes each attempt ask every node in
+	// parallel even while the lock is contended, to look past a lock left on the primary node
+	// alone by a release that missed it.
+	AskEveryNode func() any
+
+	// ReleaseKeepingDone releases the *redlock.Lock as Lock.Release does, but keeps its primary
+	// key for keep afterwards, marked done, instead of deleting it: until it expires,
+	// acquisitions are refused with a Holder whose Done is true. The other keys are released.
+	ReleaseKeepingDone func(lock any, ctx context.Context, keep time.Duration) error
+
+	// CloseKeepingDone closes the *redlock.Lease as Lease.Close does, releasing its lock as
+	// ReleaseKeepingDone does.
+	CloseKeepingDone func(lease any, ctx context.Context, keep time.Duration) error
 )

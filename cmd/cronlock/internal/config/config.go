@@ -9,15 +9,16 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/redlock"
 )
 
 // Defaults of the optional keys.
 const (
 	DefaultPrefix      = "cronlock"
-	DefaultBootKey     = redlock.DefaultBootKey
-	DefaultMaxTTL      = redlock.DefaultMaxTTL
+	DefaultBootKey     = layout.BootKey
+	DefaultMaxTTL      = lockseam.DefaultMaxTTL
 	DefaultKillGrace   = 10 * time.Second
 	DefaultMinInterval = time.Second
 	DefaultOutputLimit = 64 << 10
