@@ -27,8 +27,9 @@ func FromJobWrapper(w cron.JobWrapper) Middleware {
 
 // ToJobWrapper adapts a Middleware to a robfig/cron JobWrapper, for middleware that needs no
 // job.Run in its context (Recover, Timeout, your own): Lock and Retry need the job's name and
-// tick, which robfig/cron does not give, and fail with ErrNoRun or run once. The cron.Job runs
-// with context.Background(); the error the middleware returns goes to onError, if not nil.
+// tick, which robfig/cron does not give: Lock returns an error without calling the job, and
+// Retry runs it once. The cron.Job runs with context.Background(); the error the middleware
+// returns goes to onError, if not nil.
 func ToJobWrapper(m Middleware, onError func(error)) cron.JobWrapper {
 	return func(j cron.Job) cron.Job {
 		h := m(func(context.Context) error { j.Run(); return nil })

@@ -56,10 +56,7 @@
 //	bounding a run               Timeout, ErrTimeout, Recover, ErrPanic, PanicError
 //	retries                      Retry, RetryPolicy, ErrNoAttemptsLeft
 //	observing                    Metrics (MetricsOption, WithMeterProvider, ZeroRuns), Trace
-//	                             (TraceOption, WithTracerProvider), ErrNoRun, ErrInterrupted
-//	outcomes of a tick           Outcome; OutcomeRan, OutcomeFailed, OutcomeSkippedHeld,
-//	                             OutcomeSkippedDone, OutcomeSkippedOverlap, OutcomeSkippedLate,
-//	                             OutcomeSkippedPaused, OutcomeReplaced, OutcomeLeaseLost,
-//	                             OutcomeQuorumUnavailable, OutcomeStopped, OutcomeInterrupted
+//	                             (TraceOption, WithTracerProvider)
+//	outcomes of a tick           Outcome (its doc lists the strings it returns), ErrInterrupted
 //	testing with a fake clock    Clock, Timer, SystemClock
 package middleware

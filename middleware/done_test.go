@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -75,7 +76,7 @@ func TestLockASucceededRunIsDoneAfterItsLeaseWasLost(t *testing.T) {
 	}))
 	err := h(runAs("r1", "lost-ok", time.Time{}))
 	require.NoError(t, err)
-	assert.Equal(t, middleware.OutcomeRan, middleware.Outcome(err))
+	assert.Equal(t, outcome.Ran, middleware.Outcome(err))
 	assert.Equal(t, 1, calls, "a run that succeeded is never tried again")
 	done, others := ns.doneOn(t, tickKey)
 	assert.Equal(t, 3, done, "the tick is marked done where its lock had expired")

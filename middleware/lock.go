@@ -101,9 +101,9 @@ func (c LockConfig) withDefaults() LockConfig {
 // already, here or on other replicas.
 var ErrNoAttemptsLeft = errors.New("middleware: the tick's attempts are used up across the cluster (Retries + 1): not run")
 
-// ErrNoRun is returned by Lock when the context carries no job.Run: Lock needs the job's name
-// and tick to name the lock.
-var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handler from a scheduler, or add one with job.NewContext")
+// errNoRun is returned by Lock when the context carries no job.Run: Lock needs the job's name
+// and tick to name the lock. It is a mistake in the program, which its text says how to fix.
+var errNoRun = errors.New("middleware: no job.Run in the context: run the handler from a scheduler, or add one with job.NewContext")
 
 // Lock runs the handler only on the one replica that takes the tick's lock, under the lock's
 // lease.
@@ -129,13 +129,15 @@ var ErrNoRun = errors.New("middleware: no job.Run in the context: run the handle
 // "cronlock.duplicate.detected" on the tick's span.
 // Once cfg.Stop is closed, no handler starts (see LockConfig.Stop).
 // Lock records spans and metrics when ctx carries Trace's span or Metrics' instruments.
+// A ctx without a job.Run (the scheduler gives one; job.NewContext adds one) is an error: Lock
+// returns it without calling the handler.
 func Lock(locks *redlock.Client, cfg LockConfig) Middleware {
 	cfg = cfg.withDefaults()
 	return func(next job.Handler) job.Handler {
 		return func(ctx context.Context) error {
 			run, ok := job.RunFrom(ctx)
 			if !ok {
-				return ErrNoRun
+				return errNoRun
 			}
 			p := newLockProbe(ctx) // nil unless traced or measured
 			actx, free := untilStop(ctx, cfg.Stop)

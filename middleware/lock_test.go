@@ -18,6 +18,7 @@ import (
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/limiter"
 	"github.com/cronlock/cronlock/internal/locktest"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -84,7 +85,7 @@ func TestLockRunsOnceAndKeepsTheTickDone(t *testing.T) {
 	require.True(t, ok, "%v", err)
 	assert.Equal(t, job.SkipDone, se.Reason)
 	assert.Equal(t, "r1", se.Holder.Label)
-	assert.Equal(t, middleware.OutcomeSkippedDone, middleware.Outcome(err))
+	assert.Equal(t, outcome.SkippedDone, middleware.Outcome(err))
 	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
 }
 
@@ -100,12 +101,12 @@ func TestLockSkipsAHeldTickAndAnOverlap(t *testing.T) {
 	<-inside
 
 	err := lock(func(context.Context) error { t.Error("ran a held tick"); return nil })(runAs("other", "busy", time.Time{}))
-	assert.Equal(t, middleware.OutcomeSkippedHeld, middleware.Outcome(err), "%v", err)
+	assert.Equal(t, outcome.SkippedHeld, middleware.Outcome(err), "%v", err)
 
 	// The next tick finds the run key held: an overlap.
 	next := job.NewContext(context.Background(), &job.Run{Job: "busy", Tick: tick.Add(time.Minute), Attempt: 1, Replica: "other"})
 	err = lock(func(context.Context) error { t.Error("overlapped"); return nil })(next)
-	assert.Equal(t, middleware.OutcomeSkippedOverlap, middleware.Outcome(err), "%v", err)
+	assert.Equal(t, outcome.SkippedOverlap, middleware.Outcome(err), "%v", err)
 	se, _ := errors.AsType[*job.SkipError](err)
 	assert.Equal(t, "holder", se.Holder.Label)
 	assert.Equal(t, layout.RunKey(middleware.DefaultPrefix, "busy"), se.Holder.Key)
@@ -114,7 +115,7 @@ func TestLockSkipsAHeldTickAndAnOverlap(t *testing.T) {
 
 	// The skipped tick was kept as skipped: a replica that comes later skips it too.
 	err = lock(func(context.Context) error { t.Error("ran a skipped tick late"); return nil })(next)
-	assert.Equal(t, middleware.OutcomeSkippedOverlap, middleware.Outcome(err), "%v", err)
+	assert.Equal(t, outcome.SkippedOverlap, middleware.Outcome(err), "%v", err)
 	se, _ = errors.AsType[*job.SkipError](err)
 	assert.True(t, se.Holder.Done)
 	assert.Equal(t, layout.SkippedMarker, se.Holder.Metadata)
@@ -160,7 +161,7 @@ func TestLockRunsPastARunKeyLeftOnOneNode(t *testing.T) {
 		leave(i)
 	}
 	err := lock(func(context.Context) error { t.Error("overlapped"); return nil })(at(0))
-	require.Equal(t, middleware.OutcomeSkippedOverlap, middleware.Outcome(err), "%v", err)
+	require.Equal(t, outcome.SkippedOverlap, middleware.Outcome(err), "%v", err)
 	unleave()
 
 	for i := range ns.Servers {
@@ -238,8 +239,8 @@ func TestLockLeaseLost(t *testing.T) {
 		ret     func(ctx context.Context) error
 		outcome string
 	}{
-		{"job returns ctx.Err()", func(ctx context.Context) error { return ctx.Err() }, middleware.OutcomeLeaseLost},
-		{"job completes anyway", func(context.Context) error { return nil }, middleware.OutcomeRan},
+		{"job returns ctx.Err()", func(ctx context.Context) error { return ctx.Err() }, outcome.LeaseLost},
+		{"job completes anyway", func(context.Context) error { return nil }, outcome.Ran},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var cause error
@@ -272,12 +273,12 @@ func TestLockQuorumUnavailable(t *testing.T) {
 	})(job.NewContext(context.Background(), &job.Run{Job: "q", Tick: tick, Replica: "r", Deadline: time.Now().Add(200 * time.Millisecond)}))
 	require.ErrorIs(t, err, redlock.ErrQuorumUnavailable)
 	assert.ErrorContains(t, err, "window closed while the lock nodes were unavailable")
-	assert.Equal(t, middleware.OutcomeQuorumUnavailable, middleware.Outcome(err))
+	assert.Equal(t, outcome.QuorumUnavailable, middleware.Outcome(err))
 
 	// A tick whose window already closed is not attempted at all.
 	err = middleware.Lock(lc, middleware.LockConfig{})(func(context.Context) error { return nil })(
 		job.NewContext(context.Background(), &job.Run{Job: "q", Tick: tick, Deadline: time.Now().Add(-time.Second)}))
-	assert.Equal(t, middleware.OutcomeSkippedLate, middleware.Outcome(err))
+	assert.Equal(t, outcome.SkippedLate, middleware.Outcome(err))
 	ns.Proxies[0].Blackhole(false)
 	ns.Proxies[1].Blackhole(false)
 }

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 )
 
@@ -179,8 +180,8 @@ func (ins *instruments) forJob(name string) *jobMetrics {
 		outcomes: map[string]measureOpts{}, results: map[string]measureOpts{},
 		reasons: map[string]measureOpts{}, causes: map[string]measureOpts{},
 	}
-	for _, o := range []string{OutcomeRan, OutcomeFailed, OutcomeSkippedHeld, OutcomeSkippedDone,
-		OutcomeSkippedOverlap, OutcomeSkippedLate, OutcomeSkippedPaused, OutcomeReplaced, OutcomeLeaseLost, OutcomeQuorumUnavailable, OutcomeStopped, OutcomeInterrupted} {
+	for _, o := range []string{outcome.Ran, outcome.Failed, outcome.SkippedHeld, outcome.SkippedDone,
+		outcome.SkippedOverlap, outcome.SkippedLate, outcome.SkippedPaused, outcome.Replaced, outcome.LeaseLost, outcome.QuorumUnavailable, outcome.Stopped, outcome.Interrupted} {
 		jm.outcomes[o] = newMeasureOpts(attrJob.String(name), attrOutcome.String(o))
 	}
 	for _, r := range []string{resultAcquired, resultHeld, resultDone, resultOverlap, resultPaused, resultUnavailable, resultError} {

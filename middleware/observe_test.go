@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -219,8 +220,8 @@ func TestTraceRanHeldDone(t *testing.T) {
 	wg.Wait()
 	handle("r3", func(context.Context) error { t.Error("r3 ran a done tick"); return nil })
 	require.NoError(t, errs["r1"])
-	require.Equal(t, middleware.OutcomeSkippedHeld, middleware.Outcome(errs["r2"]))
-	require.Equal(t, middleware.OutcomeSkippedDone, middleware.Outcome(errs["r3"]))
+	require.Equal(t, outcome.SkippedHeld, middleware.Outcome(errs["r2"]))
+	require.Equal(t, outcome.SkippedDone, middleware.Outcome(errs["r3"]))
 
 	// The run.
 	ran := tm.tickOf(t, "r1")
@@ -439,7 +440,7 @@ func TestTraceOtherOutcomes(t *testing.T) {
 
 	ctx := job.NewContext(context.Background(), &job.Run{Job: "late", Tick: tick, Replica: "r1", Deadline: time.Now().Add(-time.Second)})
 	err := tm.wrap(middleware.Lock(lc, middleware.LockConfig{}))(func(context.Context) error { return nil })(ctx)
-	require.Equal(t, middleware.OutcomeSkippedLate, middleware.Outcome(err))
+	require.Equal(t, outcome.SkippedLate, middleware.Outcome(err))
 	s := tm.tickOf(t, "r1")
 	assert.Equal(t, "skipped_late", attr(s.Attributes(), "cronlock.outcome").AsString())
 	assert.Empty(t, tm.children(s, "cronlock.lock.acquire"))
@@ -460,7 +461,7 @@ func TestTraceOtherOutcomes(t *testing.T) {
 	err = tm.wrap(middleware.Lock(lockClient(t, ns), middleware.LockConfig{}))(func(context.Context) error { return nil })(next)
 	close(release)
 	require.NoError(t, <-done)
-	require.Equal(t, middleware.OutcomeSkippedOverlap, middleware.Outcome(err))
+	require.Equal(t, outcome.SkippedOverlap, middleware.Outcome(err))
 	s = tm.tickOf(t, "r3")
 	assert.Equal(t, "skipped_overlap", attr(s.Attributes(), "cronlock.outcome").AsString())
 	require.Len(t, s.Links(), 1)
@@ -513,8 +514,8 @@ func TestZeroRuns(t *testing.T) {
 	require.NoError(t, h(func(context.Context) error { return nil })(runAs("r1", "z", time.Time{})))
 	after := tm.points(t, "cronlock.job.runs")
 	assert.Len(t, after, 12)
-	assert.Equal(t, int64(1), after[middleware.OutcomeRan])
-	assert.Zero(t, after[middleware.OutcomeFailed])
+	assert.Equal(t, int64(1), after[outcome.Ran])
+	assert.Zero(t, after[outcome.Failed])
 }
 
 // A panic that no Recover turns into an error goes through Lock and Trace, which end their

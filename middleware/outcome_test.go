@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -21,17 +22,17 @@ func TestOutcome(t *testing.T) {
 		err  error
 		want string
 	}{
-		{nil, middleware.OutcomeRan},
-		{errors.New("x"), middleware.OutcomeFailed},
-		{&job.SkipError{Reason: job.SkipHeld, Err: held}, middleware.OutcomeSkippedHeld},
-		{fmt.Errorf("wrapped: %w", &job.SkipError{Reason: job.SkipDone}), middleware.OutcomeSkippedDone},
-		{&job.SkipError{Reason: job.SkipOverlap}, middleware.OutcomeSkippedOverlap},
-		{&job.SkipError{Reason: job.SkipLate}, middleware.OutcomeSkippedLate},
-		{&job.SkipError{Reason: job.SkipPaused, Pause: &job.Pause{Reason: "r"}}, middleware.OutcomeSkippedPaused},
-		{fmt.Errorf("ctx: %w", redlock.ErrLeaseLost), middleware.OutcomeLeaseLost},
-		{&redlock.AcquireError{Reason: redlock.ErrQuorumUnavailable}, middleware.OutcomeQuorumUnavailable},
-		{errors.Join(errors.New("x"), job.ErrStopped), middleware.OutcomeStopped},
-		{fmt.Errorf("cut short: %w (%w)", context.Canceled, job.ErrStopped), middleware.OutcomeStopped},
+		{nil, outcome.Ran},
+		{errors.New("x"), outcome.Failed},
+		{&job.SkipError{Reason: job.SkipHeld, Err: held}, outcome.SkippedHeld},
+		{fmt.Errorf("wrapped: %w", &job.SkipError{Reason: job.SkipDone}), outcome.SkippedDone},
+		{&job.SkipError{Reason: job.SkipOverlap}, outcome.SkippedOverlap},
+		{&job.SkipError{Reason: job.SkipLate}, outcome.SkippedLate},
+		{&job.SkipError{Reason: job.SkipPaused, Pause: &job.Pause{Reason: "r"}}, outcome.SkippedPaused},
+		{fmt.Errorf("ctx: %w", redlock.ErrLeaseLost), outcome.LeaseLost},
+		{&redlock.AcquireError{Reason: redlock.ErrQuorumUnavailable}, outcome.QuorumUnavailable},
+		{errors.Join(errors.New("x"), job.ErrStopped), outcome.Stopped},
+		{fmt.Errorf("cut short: %w (%w)", context.Canceled, job.ErrStopped), outcome.Stopped},
 	} {
 		assert.Equal(t, tc.want, middleware.Outcome(tc.err), "%v", tc.err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 )
@@ -52,7 +53,7 @@ func TestLockReplaceStopsTheOldRunThroughItsLease(t *testing.T) {
 	oerr := <-oldDone
 	require.ErrorIs(t, oldCause, job.ErrReplaced, "the old run's context cause")
 	require.ErrorIs(t, oerr, job.ErrReplaced)
-	require.Equal(t, middleware.OutcomeReplaced, middleware.Outcome(oerr))
+	require.Equal(t, outcome.Replaced, middleware.Outcome(oerr))
 	require.GreaterOrEqual(t, ns.count(t, layout.TickKey("p", "rep", tick)), 2, "the replaced tick is kept as done")
 }
 
@@ -81,7 +82,7 @@ func TestLockReplaceNeverStopsANewerTick(t *testing.T) {
 		t.Error("the older tick ran")
 		return nil
 	})(runAs("r2", "rep", time.Now().Add(time.Minute)))
-	require.Equal(t, middleware.OutcomeSkippedOverlap, middleware.Outcome(err), "%v", err)
+	require.Equal(t, outcome.SkippedOverlap, middleware.Outcome(err), "%v", err)
 	for _, srv := range ns.Servers { // no revoke.lua mark: the older tick would have set it before it returned
 		revoked, err := srv.Client().HExists(context.Background(), layout.RunKey("p", "rep"), "x").Result()
 		require.NoError(t, err)

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 )
 
@@ -93,11 +94,11 @@ func Trace(opts ...TraceOption) Middleware {
 // endTick sets the tick span's attributes, its link to the holder of a skipped tick, and its
 // error.
 func endTick(ctx context.Context, span trace.Span, err error) {
-	outcome := Outcome(err)
+	o := Outcome(err)
 	var holder *job.Holder
-	switch outcome {
-	case OutcomeRan, OutcomeReplaced:
-	case OutcomeFailed, OutcomeLeaseLost, OutcomeQuorumUnavailable:
+	switch o {
+	case outcome.Ran, outcome.Replaced:
+	case outcome.Failed, outcome.LeaseLost, outcome.QuorumUnavailable:
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	default: // a skip
@@ -112,7 +113,7 @@ func endTick(ctx context.Context, span trace.Span, err error) {
 			span.SetAttributes(attrPause.String(se.Pause.Reason))
 		}
 	}
-	setTickAttributes(ctx, span, outcome, holder)
+	setTickAttributes(ctx, span, o, holder)
 }
 
 // setTickAttributes sets the tick span's attributes, in one call.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 )
@@ -91,18 +92,18 @@ func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Tim
 		}
 		p := past[t.UnixMilli()]
 		pausedThen := p.paused && !p.tried && !p.ran && !opts.IncludePaused
-		outcome, err := middleware.OutcomeSkippedDone, error(nil)
+		result, err := outcome.SkippedDone, error(nil)
 		switch {
 		case pausedThen:
-			outcome = middleware.OutcomeSkippedPaused
+			result = outcome.SkippedPaused
 		case !p.ran:
-			outcome, err = s.backfillTick(ctx, e, t, by)
+			result, err = s.backfillTick(ctx, e, t, by)
 		}
-		if err := sum.add(name, t, outcome, pausedThen, err); err != nil {
+		if err := sum.add(name, t, result, pausedThen, err); err != nil {
 			return sum, err
 		}
 		if opts.Progress != nil {
-			opts.Progress(t, outcome, sum)
+			opts.Progress(t, result, sum)
 		}
 	}
 	return sum, nil
@@ -148,20 +149,20 @@ func backfillTicks(e *entry, name string, from, to time.Time, limit int) ([]time
 // add counts the outcome of the backfill of the tick t of job name (err: the run's error), or
 // returns the error that ends the backfill: the job is paused now, or the tick could not be
 // run for another reason than a failure of its own.
-func (sum *BackfillSummary) add(name string, t time.Time, outcome string, pausedThen bool, err error) error {
-	switch outcome {
-	case middleware.OutcomeRan:
+func (sum *BackfillSummary) add(name string, t time.Time, result string, pausedThen bool, err error) error {
+	switch result {
+	case outcome.Ran:
 		sum.Ran++
-	case middleware.OutcomeSkippedDone:
+	case outcome.SkippedDone:
 		sum.Done++
-	case middleware.OutcomeSkippedHeld:
+	case outcome.SkippedHeld:
 		sum.Elsewhere++
-	case middleware.OutcomeSkippedPaused:
+	case outcome.SkippedPaused:
 		if !pausedThen {
 			return fmt.Errorf("scheduler: backfill %q: the job is paused: resume it, then backfill from %s", name, t.Format(time.RFC3339))
 		}
 		sum.Paused++
-	case middleware.OutcomeQuorumUnavailable, middleware.OutcomeStopped, middleware.OutcomeSkippedLate, middleware.OutcomeSkippedOverlap:
+	case outcome.QuorumUnavailable, outcome.Stopped, outcome.SkippedLate, outcome.SkippedOverlap:
 		return fmt.Errorf("scheduler: backfill %q: tick %s: %w", name, t.Format(time.RFC3339), err)
 	default:
 		sum.Failed++
@@ -193,9 +194,9 @@ func (s *Scheduler) pastTicks(ctx context.Context, name string, from time.Time) 
 		}
 		p := past[r.Tick.UnixMilli()]
 		switch {
-		case r.Outcome == middleware.OutcomeRan:
+		case r.Outcome == outcome.Ran:
 			p.ran = true
-		case r.Outcome == middleware.OutcomeSkippedPaused:
+		case r.Outcome == outcome.SkippedPaused:
 			p.paused = p.paused || !r.Backfill // a backfill that found the job paused is no pause of the tick
 		default:
 			p.tried = true
@@ -213,7 +214,7 @@ func (s *Scheduler) backfillTick(ctx context.Context, e *entry, tick time.Time, 
 		s.mu.Lock()
 		if s.state != running {
 			s.mu.Unlock()
-			return middleware.OutcomeStopped, ErrStopped
+			return outcome.Stopped, ErrStopped
 		}
 		now := s.cfg.clock.Now() // a backfilled tick starts when the backfill reaches it: no jitter delay
 		run := &job.Run{Job: e.job.Name, Tick: tick, PlannedStart: now, Backfill: true, By: by, Attempt: 1, Replica: s.cfg.replica,
@@ -221,18 +222,18 @@ func (s *Scheduler) backfillTick(ctx context.Context, e *entry, tick time.Time, 
 		s.goRun(e, run, func(err error) { done <- err })
 		s.mu.Unlock()
 		err := <-done
-		if outcome := middleware.Outcome(err); outcome != middleware.OutcomeSkippedOverlap {
-			return outcome, err
+		if got := middleware.Outcome(err); got != outcome.SkippedOverlap {
+			return got, err
 		}
 		t := s.cfg.clock.NewTimer(s.cfg.triggerPoll)
 		select {
 		case <-t.C():
 		case <-ctx.Done():
 			t.Stop()
-			return middleware.OutcomeSkippedOverlap, errors.Join(err, ctx.Err())
+			return outcome.SkippedOverlap, errors.Join(err, ctx.Err())
 		case <-s.stop:
 			t.Stop()
-			return middleware.OutcomeStopped, ErrStopped
+			return outcome.Stopped, ErrStopped
 		}
 	}
 }

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -97,7 +97,7 @@ func TestBackfillRunsEachTickOnceAcrossReplicas(t *testing.T) {
 	require.NoError(t, err)
 	n := 0
 	for _, r := range h {
-		if r.Backfill && r.Outcome == middleware.OutcomeRan {
+		if r.Backfill && r.Outcome == outcome.Ran {
 			n++
 		}
 	}
@@ -183,22 +183,22 @@ func TestBackfillLeavesTicksSkippedWhilePaused(t *testing.T) {
 	ctx := ctxT(t)
 	from := time.Now().Truncate(time.Second)
 	require.NoError(t, s.Start())
-	led.waitOutcome(t, "a run", func(o outcome) bool { return o.Outcome == middleware.OutcomeRan })
+	led.waitOutcome(t, "a run", func(o tickOutcome) bool { return o.Outcome == outcome.Ran })
 	require.NoError(t, s.Pause(ctx, "p", "maintenance"))
 	pausedAt := time.Now()
-	led.waitOutcome(t, "the third tick skipped while paused", func(o outcome) bool {
-		return o.Outcome == middleware.OutcomeSkippedPaused && o.Tick.After(pausedAt.Add(2*time.Second))
+	led.waitOutcome(t, "the third tick skipped while paused", func(o tickOutcome) bool {
+		return o.Outcome == outcome.SkippedPaused && o.Tick.After(pausedAt.Add(2*time.Second))
 	})
 	require.NoError(t, s.Resume(ctx, "p"))
 	resumedAt := time.Now()
-	led.waitOutcome(t, "a run after the pause", func(o outcome) bool { return o.Outcome == middleware.OutcomeRan && o.Tick.After(resumedAt) })
+	led.waitOutcome(t, "a run after the pause", func(o tickOutcome) bool { return o.Outcome == outcome.Ran && o.Tick.After(resumedAt) })
 	to := time.Now().Truncate(time.Second).Add(-time.Second)
 
 	h, err := s.History(ctx, "p", 100)
 	require.NoError(t, err)
 	var paused []time.Time
 	for _, r := range h {
-		if r.Outcome == middleware.OutcomeSkippedPaused && !r.Tick.Before(from) && !r.Tick.After(to) {
+		if r.Outcome == outcome.SkippedPaused && !r.Tick.Before(from) && !r.Tick.After(to) {
 			paused = append(paused, r.Tick)
 		}
 	}

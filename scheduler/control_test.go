@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -41,7 +41,7 @@ func checkPaused(t *testing.T, led *ledger, n int, paused time.Time, reason stri
 	led.wait(t, "every replica skipping paused ticks", func() bool {
 		skips := map[string]int{}
 		for _, o := range led.outcomes {
-			if o.Tick.After(paused) && o.Outcome == middleware.OutcomeSkippedPaused {
+			if o.Tick.After(paused) && o.Outcome == outcome.SkippedPaused {
 				skips[o.Replica]++
 			}
 		}
@@ -57,7 +57,7 @@ func checkPaused(t *testing.T, led *ledger, n int, paused time.Time, reason stri
 		assert.False(t, e.Tick.After(paused), "tick %v ran while paused: %v", e.Tick, e)
 	}
 	for _, o := range outcomes {
-		if o.Outcome == middleware.OutcomeSkippedPaused {
+		if o.Outcome == outcome.SkippedPaused {
 			assert.ErrorContains(t, o.Err, reason)
 		}
 	}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -109,11 +109,11 @@ func TestExactlyOnceWithSkewedClocks(t *testing.T) {
 	counts := map[string]int{}
 	for _, o := range outcomes {
 		counts[o.Replica+" "+o.Outcome]++
-		assert.Contains(t, []string{middleware.OutcomeRan, middleware.OutcomeSkippedDone, middleware.OutcomeSkippedHeld,
-			middleware.OutcomeSkippedOverlap, middleware.OutcomeSkippedLate, middleware.OutcomeQuorumUnavailable}, o.Outcome, "%v", o)
+		assert.Contains(t, []string{outcome.Ran, outcome.SkippedDone, outcome.SkippedHeld,
+			outcome.SkippedOverlap, outcome.SkippedLate, outcome.QuorumUnavailable}, o.Outcome, "%v", o)
 	}
 	for _, off := range offsets[1:] {
-		assert.Positive(t, counts[fmt.Sprintf("skew%+v %s", off, middleware.OutcomeSkippedDone)], "replica %+v behind found ticks done: %v", off, counts)
+		assert.Positive(t, counts[fmt.Sprintf("skew%+v %s", off, outcome.SkippedDone)], "replica %+v behind found ticks done: %v", off, counts)
 	}
 	t.Logf("outcomes: %v", counts)
 }
@@ -146,8 +146,8 @@ func TestLeaseLossCancelsBeforeTakeover(t *testing.T) {
 	}
 	evA := led.waitEvent(t, "a's job cancelled", func(e event) bool { return e.Replica == "a" })
 	require.ErrorIs(t, evA.Cause, redlock.ErrLeaseLost)
-	oA := led.waitOutcome(t, "a's outcome", func(o outcome) bool { return o.Replica == "a" })
-	assert.Equal(t, middleware.OutcomeLeaseLost, oA.Outcome)
+	oA := led.waitOutcome(t, "a's outcome", func(o tickOutcome) bool { return o.Replica == "a" })
+	assert.Equal(t, outcome.LeaseLost, oA.Outcome)
 	require.ErrorIs(t, oA.Err, redlock.ErrLeaseLost)
 
 	// b starts once the tick's lock has expired on the nodes (a could not release it).
@@ -163,8 +163,8 @@ func TestLeaseLossCancelsBeforeTakeover(t *testing.T) {
 	assert.Greater(t, evB.Token, evA.Token, "the taker's token is larger")
 	assert.True(t, evA.End.Before(evB.Start), "a's job was cancelled (and returned) before b took the tick")
 	assert.True(t, evA.Deadline.Before(evB.Start), "a's lease deadline passed before b took the tick")
-	oB := led.waitOutcome(t, "b's outcome", func(o outcome) bool { return o.Replica == "b" })
-	assert.Equal(t, middleware.OutcomeRan, oB.Outcome)
+	oB := led.waitOutcome(t, "b's outcome", func(o tickOutcome) bool { return o.Replica == "b" })
+	assert.Equal(t, outcome.Ran, oB.Outcome)
 	for _, p := range c.Proxies {
 		p.Blackhole(false)
 	}

@@ -110,7 +110,7 @@ func Example() {
 	// got there.
 	ran := 0
 	for _, o := range outcomes {
-		if o == middleware.OutcomeRan {
+		if o == "ran" {
 			ran++
 		}
 	}

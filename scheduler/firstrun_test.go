@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 )
 
@@ -82,7 +82,7 @@ func TestFreshNodesLogTheQuarantine(t *testing.T) {
 	require.NoError(t, s.Add(job.Job{Name: "first", Spec: "@every 300ms", Options: job.Options{LockTTL: time.Second}, Handler: nop}))
 	require.NoError(t, s.Start())
 
-	line := sink.waitLine(t, "outcome="+middleware.OutcomeQuorumUnavailable)
+	line := sink.waitLine(t, "outcome="+outcome.QuorumUnavailable)
 	assert.Contains(t, line, "level=WARN")
 	assert.Contains(t, line, "in quarantine")
 	assert.Contains(t, line, "(*redlock.Client).EndQuarantine")

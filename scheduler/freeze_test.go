@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/middleware"
 )
 
@@ -78,7 +79,7 @@ func TestFrozenAfterItsRunTheTickIsNotRunAgain(t *testing.T) {
 				}
 			}
 			if !tc.fail {
-				assert.Equal(t, middleware.OutcomeRan, outcomes[first.Replica])
+				assert.Equal(t, outcome.Ran, outcomes[first.Replica])
 				assert.True(t, c.doneOnQuorum(t, tickKey), "the tick is marked done")
 			}
 			if t.Failed() {

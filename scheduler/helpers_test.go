@@ -16,6 +16,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/cronlock/cronlock/internal/locktest"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -109,8 +110,8 @@ func newScheduler(t testing.TB, lc *redlock.Client, opts ...scheduler.Option) *s
 	return s
 }
 
-// outcome is the final result of a tick on one replica, as the outermost middleware saw it.
-type outcome struct {
+// tickOutcome is the final result of a tick on one replica, as the outermost middleware saw it.
+type tickOutcome struct {
 	Replica string
 	Job     string
 	Tick    time.Time
@@ -137,7 +138,7 @@ type event struct {
 // ledger records outcomes and handler runs, and lets a test wait for them.
 type ledger struct {
 	mu       sync.Mutex
-	outcomes []outcome
+	outcomes []tickOutcome
 	events   []event
 	missed   []missedRun
 	changed  chan struct{}
@@ -207,7 +208,7 @@ func (l *ledger) decisions(job string, period time.Duration, replicas ...string)
 		did[ms][replica] = what
 	}
 	for _, o := range l.outcomes {
-		if o.Job == job && o.Outcome != middleware.OutcomeRan {
+		if o.Job == job && o.Outcome != outcome.Ran {
 			note(o.Replica, o.Tick, fmt.Sprintf("%s (%v)", o.Outcome, o.Err))
 		}
 	}
@@ -225,8 +226,8 @@ func (l *ledger) decisions(job string, period time.Duration, replicas ...string)
 				what = "no outcome"
 			}
 			d.What = append(d.What, r+": "+what)
-			d.NotRun = d.NotRun && (what == "missed" || strings.HasPrefix(what, middleware.OutcomeSkippedLate+" ") ||
-				strings.HasPrefix(what, middleware.OutcomeQuorumUnavailable+" ") || strings.HasPrefix(what, middleware.OutcomeSkippedOverlap+" "))
+			d.NotRun = d.NotRun && (what == "missed" || strings.HasPrefix(what, outcome.SkippedLate+" ") ||
+				strings.HasPrefix(what, outcome.QuorumUnavailable+" ") || strings.HasPrefix(what, outcome.SkippedOverlap+" "))
 		}
 		out[tick] = d
 	}
@@ -251,7 +252,7 @@ func (l *ledger) observe() middleware.Middleware {
 			err := next(ctx)
 			r, _ := job.RunFrom(ctx)
 			l.mu.Lock()
-			l.outcomes = append(l.outcomes, outcome{Replica: r.Replica, Job: r.Job, Tick: r.Tick, Planned: r.PlannedStart, Outcome: middleware.Outcome(err), Err: err})
+			l.outcomes = append(l.outcomes, tickOutcome{Replica: r.Replica, Job: r.Job, Tick: r.Tick, Planned: r.PlannedStart, Outcome: middleware.Outcome(err), Err: err})
 			l.notifyLocked()
 			l.mu.Unlock()
 			return err
@@ -276,9 +277,9 @@ func (l *ledger) handler(work func(ctx context.Context) error) job.Handler {
 }
 
 // waitOutcome waits until an outcome matches pred, and returns it.
-func (l *ledger) waitOutcome(t testing.TB, what string, pred func(outcome) bool) outcome {
+func (l *ledger) waitOutcome(t testing.TB, what string, pred func(tickOutcome) bool) tickOutcome {
 	t.Helper()
-	var found outcome
+	var found tickOutcome
 	l.wait(t, what, func() bool {
 		for _, o := range l.outcomes {
 			if pred(o) {
@@ -329,13 +330,13 @@ func (l *ledger) wait(t testing.TB, what string, cond func() bool) {
 	}
 }
 
-func (l *ledger) snapshot() ([]outcome, []event) {
+func (l *ledger) snapshot() ([]tickOutcome, []event) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.outcomes), slices.Clone(l.events)
 }
 
-func (o outcome) String() string {
+func (o tickOutcome) String() string {
 	return fmt.Sprintf("{%s %s %s %s %v}", o.Replica, o.Job, o.Tick.Format("15:04:05.000"), o.Outcome, o.Err)
 }
 

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/lockseam"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -228,19 +229,19 @@ func (s *Scheduler) recordAttempt(rec *recorder, err error) {
 		<-rec.inFlightDone // its in-flight record is written before it is removed
 	}
 	started := !rec.start.IsZero()
-	outcome := middleware.Outcome(err)
+	result := middleware.Outcome(err)
 	switch {
 	case s.cfg.historySize == 0:
 		return
 	case started:
-	case outcome == middleware.OutcomeSkippedPaused:
+	case result == outcome.SkippedPaused:
 	default:
 		return
 	}
 	run := rec.run
 	r := Record{Job: run.Job, Tick: run.Tick, PlannedStart: run.PlannedStart, Trigger: run.Trigger, Backfill: run.Backfill, By: run.By, Attempt: rec.attempt,
-		Replica: run.Replica, Outcome: outcome, Start: rec.start, Duration: rec.elapsed, Token: rec.token, TraceID: rec.traceID}
-	if outcome == middleware.OutcomeSkippedPaused {
+		Replica: run.Replica, Outcome: result, Start: rec.start, Duration: rec.elapsed, Token: rec.token, TraceID: rec.traceID}
+	if result == outcome.SkippedPaused {
 		r.Start, r.Duration, r.Token, r.TraceID = time.Now(), 0, 0, ""
 	} else if err != nil {
 		r.Error = err.Error()
@@ -379,7 +380,7 @@ func mergeHistory(name string, replies []any, n int) []Record {
 			case !dup:
 				seen[r.runID()] = len(out)
 				out = append(out, r)
-			case out[i].Outcome == middleware.OutcomeInterrupted && r.Outcome != middleware.OutcomeInterrupted:
+			case out[i].Outcome == outcome.Interrupted && r.Outcome != outcome.Interrupted:
 				out[i] = r // the run's own record, where nodes disagree
 			}
 		}
@@ -497,17 +498,17 @@ func (s *Scheduler) status(ctx context.Context, e Entry) (Status, error) {
 	st.Running = s.ctl.mergeInFlight(running)
 	var counted Record // the run of the last failure counted
 	for _, r := range st.History {
-		if r.Outcome == middleware.OutcomeSkippedPaused {
+		if r.Outcome == outcome.SkippedPaused {
 			continue
 		}
 		if st.LastRun == nil {
 			st.LastRun = &r
 		}
 		switch r.Outcome {
-		case middleware.OutcomeRan:
+		case outcome.Ran:
 			st.LastSuccess = &r
 			return st, nil
-		case middleware.OutcomeFailed, middleware.OutcomeLeaseLost, middleware.OutcomeInterrupted:
+		case outcome.Failed, outcome.LeaseLost, outcome.Interrupted:
 			if st.Failures == 0 || !r.Tick.Equal(counted.Tick) || r.Trigger != counted.Trigger {
 				st.Failures++
 			}

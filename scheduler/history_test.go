@@ -14,8 +14,8 @@ import (
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -43,10 +43,10 @@ func TestHistoryAndStatus(t *testing.T) {
 	pausedTicks := map[int64]int{}
 	for _, r := range h {
 		switch r.Outcome {
-		case middleware.OutcomeRan:
+		case outcome.Ran:
 			assert.NotContains(t, ran, r.Token, "run %v recorded once", r)
 			ran[r.Token] = r
-		case middleware.OutcomeSkippedPaused:
+		case outcome.SkippedPaused:
 			pausedTicks[r.Tick.UnixMilli()]++
 		default:
 			t.Errorf("unexpected record %+v", r)
@@ -84,7 +84,7 @@ func TestHistoryAndStatus(t *testing.T) {
 	assert.Equal(t, "for the history", st.Paused.Reason)
 	assert.Equal(t, "r0", st.Paused.By)
 	require.NotNil(t, st.LastSuccess)
-	assert.Equal(t, middleware.OutcomeRan, st.LastSuccess.Outcome)
+	assert.Equal(t, outcome.Ran, st.LastSuccess.Outcome)
 	assert.Equal(t, st.LastRun, st.LastSuccess)
 	newest := events[0]
 	for _, e := range events {
@@ -128,9 +128,9 @@ func TestHistoryLastRecordsAreTheNewestTicks(t *testing.T) {
 		t.Fatal("the first tick did not start")
 	}
 	second := advance(t, clock, 1)
-	led.waitOutcome(t, "the second tick ran", func(o outcome) bool { return o.Tick.Equal(second) })
+	led.waitOutcome(t, "the second tick ran", func(o tickOutcome) bool { return o.Tick.Equal(second) })
 	close(release)
-	led.waitOutcome(t, "the first tick ran", func(o outcome) bool { return o.Tick.Equal(first) })
+	led.waitOutcome(t, "the first tick ran", func(o tickOutcome) bool { return o.Tick.Equal(first) })
 	require.Eventually(t, func() bool {
 		h, err := s.History(ctx, "slow", 10)
 		return err == nil && len(h) == 2
@@ -183,7 +183,7 @@ func TestHistoryRecordsFailedTrigger(t *testing.T) {
 		return err == nil && len(h) == 1
 	}, waitLimit, 10*time.Millisecond)
 	assert.Equal(t, id, h[0].Trigger)
-	assert.Equal(t, middleware.OutcomeFailed, h[0].Outcome)
+	assert.Equal(t, outcome.Failed, h[0].Outcome)
 	assert.Contains(t, h[0].Error, "disk full")
 	assert.NotZero(t, h[0].Token)
 	st, err := s.Status(ctx, "j")
@@ -202,7 +202,7 @@ func runsOf(h []scheduler.Record) []string {
 	var out []string
 	for _, r := range h {
 		id := fmt.Sprintf("%d %s %d", r.Tick.UnixMilli(), r.Outcome, r.Token)
-		if r.Outcome == middleware.OutcomeRan {
+		if r.Outcome == outcome.Ran {
 			id += " " + r.Replica
 		}
 		out = append(out, id)
@@ -310,7 +310,7 @@ func TestHistoryRecordsEachAttempt(t *testing.T) {
 		e := events[len(events)-1-i] // newest first
 		assert.Equal(t, len(h)-i, r.Attempt)
 		assert.True(t, r.Tick.Equal(tick))
-		assert.Equal(t, middleware.OutcomeFailed, r.Outcome)
+		assert.Equal(t, outcome.Failed, r.Outcome)
 		assert.Equal(t, e.Replica, r.Replica)
 		assert.Equal(t, e.Token, r.Token)
 		assert.WithinDuration(t, e.Start, r.Start, 50*time.Millisecond)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -90,7 +91,7 @@ func TestJitterSpreadsTicksTheSameOnEveryReplica(t *testing.T) {
 		want := tick.Add(tickmath.JitterDelay(o.Job, o.Tick, jitter))
 		assert.True(t, o.Tick.Equal(tick), "Run.Tick is the scheduled instant: %v", o)
 		assert.True(t, o.Planned.Equal(want), "%s on %s: planned start %v, JitterDelay says %v", o.Job, o.Replica, o.Planned, want)
-		assert.Contains(t, []string{middleware.OutcomeRan, middleware.OutcomeSkippedHeld, middleware.OutcomeSkippedDone}, o.Outcome, "%v", o)
+		assert.Contains(t, []string{outcome.Ran, outcome.SkippedHeld, outcome.SkippedDone}, o.Outcome, "%v", o)
 		buckets[int64(o.Planned.Sub(tick)/time.Second)] = true
 	}
 	assert.GreaterOrEqual(t, len(buckets), 7, "50 delays in [0, 10s) fill most one-second buckets: %v", buckets)
@@ -156,8 +157,8 @@ func TestJitterDelayBeforeTheStart(t *testing.T) {
 	assert.True(t, n.Equal(tick), "the replaced job's next tick is the one in its delay: %v", n)
 	at := tick.Add(delay(replaced))
 	advanceTo(t, clock, at)
-	o := led.waitOutcome(t, "the replaced job's tick", func(o outcome) bool { return o.Job == replaced })
-	assert.Equal(t, middleware.OutcomeRan, o.Outcome, "%v", o)
+	o := led.waitOutcome(t, "the replaced job's tick", func(o tickOutcome) bool { return o.Job == replaced })
+	assert.Equal(t, outcome.Ran, o.Outcome, "%v", o)
 	assert.True(t, o.Tick.Equal(tick) && o.Planned.Equal(at), "%v planned %v", o, o.Planned)
 	assert.True(t, clock.Now().Equal(at), "it started at its planned start: %v", clock.Now())
 
@@ -169,8 +170,8 @@ func TestJitterDelayBeforeTheStart(t *testing.T) {
 	lateAt := tick.Add(delay(late))
 	require.True(t, clock.Now().Before(lateAt), "the test stands in the delay of %s", late)
 	advanceTo(t, clock, lateAt)
-	o = led.waitOutcome(t, "the late replica's tick", func(o outcome) bool { return o.Job == late })
-	assert.Equal(t, middleware.OutcomeRan, o.Outcome, "%v", o)
+	o = led.waitOutcome(t, "the late replica's tick", func(o tickOutcome) bool { return o.Job == late })
+	assert.Equal(t, outcome.Ran, o.Outcome, "%v", o)
 	assert.True(t, o.Tick.Equal(tick) && o.Planned.Equal(lateAt), "%v planned %v", o, o.Planned)
 
 	// At the next instant, both jobs wait for their delays; Stop does not.

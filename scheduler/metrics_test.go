@@ -13,8 +13,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -125,7 +125,7 @@ func TestGaugesForAlerts(t *testing.T) {
 	}
 	for n := 1; n <= 2; n++ {
 		tick := advance(t, clock, 1)
-		led.waitOutcome(t, "failed", func(o outcome) bool { return o.Tick.Equal(tick) && o.Outcome == middleware.OutcomeFailed })
+		led.waitOutcome(t, "failed", func(o tickOutcome) bool { return o.Tick.Equal(tick) && o.Outcome == outcome.Failed })
 		failuresAre(n)
 	}
 	assert.Equal(t, 60.0, gauges(t, reader)["cronlock.job.interval"]["flaky"], "from the last tick to the next")
@@ -135,7 +135,7 @@ func TestGaugesForAlerts(t *testing.T) {
 	d, _ := clock.NextDeadline()
 	fail.Store(false)
 	clock.Set(d.Add(4 * time.Minute))
-	led.waitOutcome(t, "ran", func(o outcome) bool { return o.Outcome == middleware.OutcomeRan })
+	led.waitOutcome(t, "ran", func(o tickOutcome) bool { return o.Outcome == outcome.Ran })
 	failuresAre(0)
 	g = gauges(t, reader)
 	assert.Equal(t, 4.0, g["cronlock.job.ticks.missed"]["flaky"])

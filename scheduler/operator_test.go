@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -62,7 +62,7 @@ func TestOperatorIsRecorded(t *testing.T) {
 		h, err := s.History(ctx, "ops", 10)
 		clear(by)
 		for _, r := range h {
-			if r.Outcome == middleware.OutcomeRan && (r.Backfill || r.Trigger != "") {
+			if r.Outcome == outcome.Ran && (r.Backfill || r.Trigger != "") {
 				by[recordKind(r, id)] = r.By
 			}
 		}

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -32,7 +32,7 @@ func TestReplaceStopsTheRunUnderWay(t *testing.T) {
 	led.wait(t, "3 runs replaced", func() bool {
 		n := 0
 		for _, o := range led.outcomes {
-			if o.Outcome == middleware.OutcomeReplaced {
+			if o.Outcome == outcome.Replaced {
 				n++
 			}
 		}
@@ -49,7 +49,7 @@ func TestReplaceStopsTheRunUnderWay(t *testing.T) {
 	}
 	for _, o := range outcomes {
 		switch o.Outcome {
-		case middleware.OutcomeReplaced, middleware.OutcomeSkippedHeld, middleware.OutcomeSkippedDone:
+		case outcome.Replaced, outcome.SkippedHeld, outcome.SkippedDone:
 		default:
 			t.Errorf("outcome %v", o)
 		}

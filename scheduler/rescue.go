@@ -13,6 +13,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/lockseam"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 )
@@ -191,7 +192,7 @@ func (s *Scheduler) interrupt(ctx context.Context, name, field string, f inFligh
 	tick := time.UnixMilli(f.Tick)
 	rerr := fmt.Errorf("%w: replica %s (pid %d) held the lock of attempt %d and is gone; found by %s", middleware.ErrInterrupted, f.Replica, f.PID, f.Attempt, s.cfg.replica)
 	r := Record{Job: name, Tick: tick, PlannedStart: time.UnixMicro(f.Planned), Trigger: f.Trigger, Backfill: f.Backfill, Attempt: f.Attempt,
-		Replica: f.Replica, Outcome: middleware.OutcomeInterrupted, Start: time.UnixMicro(f.Start), Token: f.Token, TraceID: f.Trace, Error: rerr.Error()}
+		Replica: f.Replica, Outcome: outcome.Interrupted, Start: time.UnixMicro(f.Start), Token: f.Token, TraceID: f.Trace, Error: rerr.Error()}
 	wrote, err := s.appendHistory(r, e.keepDone, field, true)
 	if wrote < s.locks.Quorum() || err != nil {
 		return

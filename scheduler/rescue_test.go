@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -51,7 +52,7 @@ func TestVanishedRunIsRecordedInterrupted(t *testing.T) {
 			require.Empty(t, outcomes, "a run whose lease is renewed is not interrupted")
 			a.signal(t, sig)
 
-			o := led.waitOutcome(t, "the run interrupted", func(o outcome) bool { return o.Outcome == middleware.OutcomeInterrupted })
+			o := led.waitOutcome(t, "the run interrupted", func(o tickOutcome) bool { return o.Outcome == outcome.Interrupted })
 			assert.Equal(t, "a", o.Replica)
 			assert.True(t, o.Tick.Equal(started.Tick))
 			assert.ErrorIs(t, o.Err, middleware.ErrInterrupted)
@@ -65,7 +66,7 @@ func TestVanishedRunIsRecordedInterrupted(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, h, 1, "one record of the attempt: %+v", h)
 			r := h[0]
-			assert.Equal(t, middleware.OutcomeInterrupted, r.Outcome)
+			assert.Equal(t, outcome.Interrupted, r.Outcome)
 			assert.Equal(t, "a", r.Replica)
 			assert.Equal(t, 1, r.Attempt)
 			assert.Equal(t, started.Token, r.Token)
@@ -75,7 +76,7 @@ func TestVanishedRunIsRecordedInterrupted(t *testing.T) {
 			require.NoError(t, live.Stop(ctxT(t)))
 			interrupted := 0
 			for _, o := range led.outcomes {
-				if o.Outcome == middleware.OutcomeInterrupted {
+				if o.Outcome == outcome.Interrupted {
 					interrupted++
 				}
 			}

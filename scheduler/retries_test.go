@@ -12,6 +12,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -60,9 +61,9 @@ func TestRetriesBoundATickAcrossReplicas(t *testing.T) {
 	}
 	require.Len(t, outcomes, 3)
 	assert.ErrorIs(t, outcomes[0].Err, middleware.ErrNoAttemptsLeft)
-	assert.Equal(t, middleware.OutcomeFailed, outcomes[0].Outcome)
+	assert.Equal(t, outcome.Failed, outcomes[0].Outcome)
 	for _, o := range outcomes[1:] {
-		assert.Equal(t, middleware.OutcomeSkippedDone, o.Outcome, "%v", o)
+		assert.Equal(t, outcome.SkippedDone, o.Outcome, "%v", o)
 	}
 	assert.True(t, c.doneOnQuorum(t, layout.TickKey("cronlock", "broken", tick)))
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/limiter"
 	"github.com/cronlock/cronlock/internal/lockseam"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -458,22 +459,22 @@ func (s *Scheduler) goRun(e *entry, run *job.Run, after func(error)) {
 
 // report logs the outcome of a tick on this replica; started says whether its handler ran.
 func (s *Scheduler) report(run *job.Run, err error, started bool) {
-	outcome := middleware.Outcome(err)
+	result := middleware.Outcome(err)
 	level := slog.LevelDebug
 	pe, panicked := errors.AsType[*middleware.PanicError](err)
 	switch {
 	case panicked:
 		level = slog.LevelError
-	case outcome == middleware.OutcomeFailed, outcome == middleware.OutcomeLeaseLost, outcome == middleware.OutcomeQuorumUnavailable:
+	case result == outcome.Failed, result == outcome.LeaseLost, result == outcome.QuorumUnavailable:
 		level = slog.LevelWarn
-	case outcome == middleware.OutcomeSkippedPaused, outcome == middleware.OutcomeReplaced, outcome == middleware.OutcomeStopped && started:
+	case result == outcome.SkippedPaused, result == outcome.Replaced, result == outcome.Stopped && started:
 		level = slog.LevelInfo
 	}
 	ctx := context.Background()
 	if !s.cfg.logger.Enabled(ctx, level) {
 		return
 	}
-	attrs := []any{"job", run.Job, "tick", run.Tick, "outcome", outcome}
+	attrs := []any{"job", run.Job, "tick", run.Tick, "outcome", result}
 	if run.Trigger != "" {
 		attrs = append(attrs, "trigger", run.Trigger)
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -164,7 +165,7 @@ func TestEntriesAndRemove(t *testing.T) {
 	require.NoError(t, s.Start())
 	assert.ErrorIs(t, s.Start(), scheduler.ErrStarted)
 	assert.Equal(t, minute, advance(t, clock, 1))
-	led.waitOutcome(t, "b ran", func(o outcome) bool { return o.Job == "b" && o.Outcome == middleware.OutcomeRan })
+	led.waitOutcome(t, "b ran", func(o tickOutcome) bool { return o.Job == "b" && o.Outcome == outcome.Ran })
 	e := s.Entries()[1]
 	assert.Equal(t, minute, e.Prev)
 	assert.Equal(t, minute.Add(time.Minute), e.Next)
@@ -200,7 +201,7 @@ func TestTickRunsWithItsFacts(t *testing.T) {
 	assert.True(t, tick.Equal(ev.Tick))
 	assert.Equal(t, 1, ev.Attempt)
 	assert.NotZero(t, ev.Token)
-	led.waitOutcome(t, "ran", func(o outcome) bool { return o.Outcome == middleware.OutcomeRan })
+	led.waitOutcome(t, "ran", func(o tickOutcome) bool { return o.Outcome == outcome.Ran })
 	tickKey := layout.TickKey("test", "facts", tick)
 	assert.Equal(t, "{test:facts}:tick:1735689660000", tickKey)
 	// Release returns once a quorum confirmed; the last node follows.
@@ -231,16 +232,16 @@ func TestOverlapForbidSkipsWhilePreviousRuns(t *testing.T) {
 	first := advance(t, clock, 1)
 	require.Eventually(t, func() bool { return c.exists(t, layout.RunKey("cronlock", "slow")) >= 2 }, waitLimit, time.Millisecond)
 	second := advance(t, clock, 1)
-	o := led.waitOutcome(t, "second tick skipped", func(o outcome) bool { return o.Tick.Equal(second) })
-	assert.Equal(t, middleware.OutcomeSkippedOverlap, o.Outcome)
+	o := led.waitOutcome(t, "second tick skipped", func(o tickOutcome) bool { return o.Tick.Equal(second) })
+	assert.Equal(t, outcome.SkippedOverlap, o.Outcome)
 	se, ok := errors.AsType[*job.SkipError](o.Err)
 	require.True(t, ok)
 	assert.Equal(t, job.SkipOverlap, se.Reason)
 	require.NotNil(t, se.Holder)
 	assert.Equal(t, "r1", se.Holder.Label)
 	close(release)
-	o = led.waitOutcome(t, "first tick ran", func(o outcome) bool { return o.Tick.Equal(first) })
-	assert.Equal(t, middleware.OutcomeRan, o.Outcome)
+	o = led.waitOutcome(t, "first tick ran", func(o tickOutcome) bool { return o.Tick.Equal(first) })
+	assert.Equal(t, outcome.Ran, o.Outcome)
 }
 
 func TestOverlapAllowRunsTicksConcurrently(t *testing.T) {
@@ -277,8 +278,8 @@ func TestOverlapAllowRunsTicksConcurrently(t *testing.T) {
 	}
 	second := advance(t, clock, 1)
 	for _, tick := range []time.Time{first, second} {
-		o := led.waitOutcome(t, "ran", func(o outcome) bool { return o.Tick.Equal(tick) })
-		assert.Equal(t, middleware.OutcomeRan, o.Outcome)
+		o := led.waitOutcome(t, "ran", func(o tickOutcome) bool { return o.Tick.Equal(tick) })
+		assert.Equal(t, outcome.Ran, o.Outcome)
 	}
 	assert.EqualValues(t, 2, most.Load(), "the two runs overlapped")
 	assert.Zero(t, c.exists(t, layout.RunKey("cronlock", "slow")), "Allow takes no run key")
@@ -315,7 +316,7 @@ func TestFailedRunIsRetried(t *testing.T) {
 	assert.Len(t, events, 2, "one failure, one success")
 	ran := 0
 	for _, o := range outcomes {
-		if o.Outcome == middleware.OutcomeRan {
+		if o.Outcome == outcome.Ran {
 			ran++
 		} else {
 			assert.ErrorIs(t, o.Err, job.ErrSkipped)
@@ -340,8 +341,8 @@ func TestPanicIsRecoveredAndReleases(t *testing.T) {
 	}}))
 	require.NoError(t, s.Start())
 	first := advance(t, clock, 1)
-	o := led.waitOutcome(t, "the panic", func(o outcome) bool { return o.Tick.Equal(first) })
-	assert.Equal(t, middleware.OutcomeFailed, o.Outcome)
+	o := led.waitOutcome(t, "the panic", func(o tickOutcome) bool { return o.Tick.Equal(first) })
+	assert.Equal(t, outcome.Failed, o.Outcome)
 	require.ErrorIs(t, o.Err, middleware.ErrPanic)
 	pe, ok := errors.AsType[*middleware.PanicError](o.Err)
 	require.True(t, ok)
@@ -352,8 +353,8 @@ func TestPanicIsRecoveredAndReleases(t *testing.T) {
 	}, waitLimit, time.Millisecond, "released, not kept as done")
 
 	second := advance(t, clock, 1)
-	o = led.waitOutcome(t, "the next tick", func(o outcome) bool { return o.Tick.Equal(second) })
-	assert.Equal(t, middleware.OutcomeRan, o.Outcome)
+	o = led.waitOutcome(t, "the next tick", func(o tickOutcome) bool { return o.Tick.Equal(second) })
+	assert.Equal(t, outcome.Ran, o.Outcome)
 }
 
 // Stop lets a running job finish, fires no new tick, and leaves no lock behind.
@@ -385,7 +386,7 @@ func TestStopDrainsRunningJobs(t *testing.T) {
 	require.Len(t, events, 1)
 	assert.NoError(t, events[0].CtxErr, "the job was not cancelled")
 	require.Len(t, outcomes, 1)
-	assert.Equal(t, middleware.OutcomeRan, outcomes[0].Outcome)
+	assert.Equal(t, outcome.Ran, outcomes[0].Outcome)
 	assert.True(t, c.doneOnQuorum(t, layout.TickKey("cronlock", "drain", tick)), "kept as done")
 	assert.Zero(t, c.exists(t, layout.RunKey("cronlock", "drain")))
 	assert.ErrorIs(t, s.Add(job.Job{Name: "late", Spec: "@hourly", Handler: nop}), scheduler.ErrStopped)
@@ -419,8 +420,8 @@ func TestStopCancelsJobsWhenItsContextEnds(t *testing.T) {
 	_, events := led.snapshot()
 	require.Len(t, events, 1)
 	assert.ErrorIs(t, events[0].Cause, scheduler.ErrStopped)
-	o := led.waitOutcome(t, "outcome", func(outcome) bool { return true })
-	assert.Equal(t, middleware.OutcomeStopped, o.Outcome, "cut short by Stop, not failed")
+	o := led.waitOutcome(t, "outcome", func(tickOutcome) bool { return true })
+	assert.Equal(t, outcome.Stopped, o.Outcome, "cut short by Stop, not failed")
 	assert.ErrorIs(t, o.Err, job.ErrStopped)
 	assert.Zero(t, c.exists(t, layout.TickKey("cronlock", "stubborn", tick)), "released")
 	assert.Zero(t, c.exists(t, layout.RunKey("cronlock", "stubborn")))
@@ -451,10 +452,10 @@ func TestLongJobKeepsItsLease(t *testing.T) {
 	tick := advance(t, clockA, 1)
 	<-pastTTL // three TTLs into the run
 	clockB.Set(tick)
-	o := led.waitOutcome(t, "b's attempt", func(o outcome) bool { return o.Replica == "b" })
-	assert.Equal(t, middleware.OutcomeSkippedHeld, o.Outcome)
-	o = led.waitOutcome(t, "a's run", func(o outcome) bool { return o.Replica == "a" })
-	assert.Equal(t, middleware.OutcomeRan, o.Outcome)
+	o := led.waitOutcome(t, "b's attempt", func(o tickOutcome) bool { return o.Replica == "b" })
+	assert.Equal(t, outcome.SkippedHeld, o.Outcome)
+	o = led.waitOutcome(t, "a's run", func(o tickOutcome) bool { return o.Replica == "a" })
+	assert.Equal(t, outcome.Ran, o.Outcome)
 	_, events := led.snapshot()
 	require.Len(t, events, 1)
 	assert.NoError(t, events[0].CtxErr)
@@ -474,7 +475,7 @@ func TestCatchUpRunsTheNewestMissedTickOnce(t *testing.T) {
 		require.NoError(t, s.Add(catchUp))
 		require.NoError(t, s.Add(plain))
 		require.NoError(t, s.Start())
-		led.waitOutcome(t, name+" caught up", func(o outcome) bool { return o.Replica == name })
+		led.waitOutcome(t, name+" caught up", func(o tickOutcome) bool { return o.Replica == name })
 		assert.Equal(t, time.Date(2025, 1, 1, 0, 3, 0, 0, time.UTC), s.Entries()[1].Prev.UTC(), "Prev is the caught-up tick")
 		assert.True(t, s.Entries()[0].Prev.IsZero(), "no catch-up without CatchUp")
 	}
@@ -483,8 +484,8 @@ func TestCatchUpRunsTheNewestMissedTickOnce(t *testing.T) {
 	assert.Equal(t, "report", events[0].Job)
 	assert.Equal(t, time.Date(2025, 1, 1, 0, 3, 0, 0, time.UTC), events[0].Tick.UTC(), "the newest missed tick")
 	require.Len(t, outcomes, 2)
-	assert.Equal(t, middleware.OutcomeRan, outcomes[0].Outcome)
-	assert.Equal(t, middleware.OutcomeSkippedDone, outcomes[1].Outcome)
+	assert.Equal(t, outcome.Ran, outcomes[0].Outcome)
+	assert.Equal(t, outcome.SkippedDone, outcomes[1].Outcome)
 }
 
 // DST with the scheduler's own loop, through a fall-back night and a spring-forward night in
@@ -542,10 +543,10 @@ func TestQuorumUnavailableUntilTheWindowCloses(t *testing.T) {
 	c.Proxies[0].Blackhole(true)
 	c.Proxies[1].Blackhole(true)
 	require.NoError(t, s.Start())
-	o := led.waitOutcome(t, "quorum unavailable", func(o outcome) bool { return o.Outcome == middleware.OutcomeQuorumUnavailable })
+	o := led.waitOutcome(t, "quorum unavailable", func(o tickOutcome) bool { return o.Outcome == outcome.QuorumUnavailable })
 	assert.ErrorIs(t, o.Err, redlock.ErrQuorumUnavailable)
 	assert.ErrorContains(t, o.Err, "window closed")
 	c.Proxies[0].Blackhole(false)
 	c.Proxies[1].Blackhole(false)
-	led.waitOutcome(t, "a run", func(o outcome) bool { return o.Outcome == middleware.OutcomeRan })
+	led.waitOutcome(t, "a run", func(o tickOutcome) bool { return o.Outcome == outcome.Ran })
 }

@@ -19,8 +19,8 @@ import (
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/locktest"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -79,14 +79,14 @@ func TestStopStartsNoHandlerAfterItIsCalled(t *testing.T) {
 	var stopped []string
 	for _, o := range outcomes {
 		counts[o.Outcome]++
-		if o.Outcome == middleware.OutcomeStopped {
+		if o.Outcome == outcome.Stopped {
 			stopped = append(stopped, o.Job)
 			assert.ErrorIs(t, o.Err, job.ErrStopped)
 		}
 	}
 	t.Logf("outcomes: %v; handlers started: %d", counts, before)
-	assert.Equal(t, before, counts[middleware.OutcomeRan], "the runs that started drained")
-	assert.Equal(t, jobs-before, counts[middleware.OutcomeStopped])
+	assert.Equal(t, before, counts[outcome.Ran], "the runs that started drained")
+	assert.Equal(t, jobs-before, counts[outcome.Stopped])
 	require.NotEmpty(t, stopped, "Stop came too late to give up any tick: nothing proven")
 	require.NoError(t, lc.Close())
 	for _, name := range stopped[:min(len(stopped), 20)] {
@@ -136,7 +136,7 @@ func TestStopStartsNoRetry(t *testing.T) {
 	outcomes, events := led.snapshot()
 	require.Len(t, events, 1, "no attempt after Stop")
 	require.Len(t, outcomes, 1)
-	assert.Equal(t, middleware.OutcomeStopped, outcomes[0].Outcome)
+	assert.Equal(t, outcome.Stopped, outcomes[0].Outcome)
 	assert.ErrorIs(t, outcomes[0].Err, job.ErrStopped)
 	assert.ErrorContains(t, outcomes[0].Err, "flaky", "the last attempt's error is kept")
 }
@@ -190,7 +190,7 @@ func TestStopWithNothingRunningReturnsNilAtOnce(t *testing.T) {
 			}
 			outcomes, events := led.snapshot()
 			for _, o := range outcomes {
-				assert.Contains(t, []string{middleware.OutcomeRan, middleware.OutcomeStopped}, o.Outcome, "%v", o)
+				assert.Contains(t, []string{outcome.Ran, outcome.Stopped}, o.Outcome, "%v", o)
 			}
 			t.Logf("%d handlers ran", len(events))
 			require.NoError(t, lc.Close())
@@ -251,8 +251,8 @@ func TestStopFromInsideAHandler(t *testing.T) {
 	case <-time.After(waitLimit):
 		t.Fatal("Stop from inside the handler did not return")
 	}
-	o := led.waitOutcome(t, "the run", func(o outcome) bool { return o.Tick.Equal(tick) })
-	assert.Equal(t, middleware.OutcomeRan, o.Outcome, "the calling run was not cancelled")
+	o := led.waitOutcome(t, "the run", func(o tickOutcome) bool { return o.Tick.Equal(tick) })
+	assert.Equal(t, outcome.Ran, o.Outcome, "the calling run was not cancelled")
 	require.NoError(t, s.Stop(context.Background()), "a later Stop waits for the calling run")
 	require.NoError(t, lc.Close())
 	goleak.VerifyNone(t, ignore)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/lockseam"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 )
@@ -175,7 +176,7 @@ func (s *Scheduler) startTriggers(ctx context.Context) {
 		s.triggered[member] = true
 		s.goRun(e, run, func(err error) {
 			switch middleware.Outcome(err) {
-			case middleware.OutcomeSkippedOverlap, middleware.OutcomeSkippedHeld, middleware.OutcomeQuorumUnavailable, middleware.OutcomeStopped:
+			case outcome.SkippedOverlap, outcome.SkippedHeld, outcome.QuorumUnavailable, outcome.Stopped:
 				// Not run yet (or run elsewhere, whose replica dequeues it): look again later.
 			default:
 				_, _ = lockseam.Broadcast(s.locks, context.Background(), dequeueScript, []string{layout.TriggersKey(s.cfg.prefix)}, member)

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -89,7 +90,7 @@ func TestTriggersRunExactlyOnce(t *testing.T) {
 	for _, o := range outcomes {
 		counts[o.Outcome]++
 	}
-	assert.Equal(t, n, counts[middleware.OutcomeRan], "outcomes %v", counts)
+	assert.Equal(t, n, counts[outcome.Ran], "outcomes %v", counts)
 	t.Logf("outcomes: %v", counts)
 }
 
@@ -115,8 +116,8 @@ func TestTriggerRunsElsewhereWhilePaused(t *testing.T) {
 	ev := led.waitEvent(t, "the manual run", func(e event) bool { return e.Trigger == id })
 	assert.Equal(t, "runner", ev.Replica)
 	assert.Less(t, ev.Start.Sub(asked), time.Second, "started within a second")
-	o := led.waitOutcome(t, "its outcome", func(o outcome) bool { return o.Outcome != "" })
-	assert.Equal(t, middleware.OutcomeFailed, o.Outcome)
+	o := led.waitOutcome(t, "its outcome", func(o tickOutcome) bool { return o.Outcome != "" })
+	assert.Equal(t, outcome.Failed, o.Outcome)
 	require.Eventually(t, func() bool { return c.exists(t, layout.TriggersKey("cronlock")) == 0 }, waitLimit, 10*time.Millisecond)
 	assert.True(t, c.doneOnQuorum(t, layout.TriggerKey("cronlock", "manual", id)), "a failed manual run is kept as done")
 	require.NoError(t, runner.Stop(ctx))
@@ -175,7 +176,7 @@ func TestTriggerWaitsForTheRunningRun(t *testing.T) {
 	<-started
 	second, err := s.Trigger(ctx, "slow")
 	require.NoError(t, err)
-	led.waitOutcome(t, "the second refused while the first runs", func(o outcome) bool { return o.Outcome == middleware.OutcomeSkippedOverlap })
+	led.waitOutcome(t, "the second refused while the first runs", func(o tickOutcome) bool { return o.Outcome == outcome.SkippedOverlap })
 	close(release)
 	led.waitEvent(t, "the second run", func(e event) bool { return e.Trigger == second })
 	_, events := led.snapshot()

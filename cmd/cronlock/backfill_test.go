@@ -20,8 +20,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -184,20 +184,20 @@ func TestBackfillSkipsTicksSkippedWhilePaused(t *testing.T) {
 	}
 
 	from := time.Now().Truncate(time.Second)
-	proctest.Eventually(t, "a run", func() bool { return len(history(from, time.Now())[middleware.OutcomeRan]) > 0 })
+	proctest.Eventually(t, "a run", func() bool { return len(history(from, time.Now())[outcome.Ran]) > 0 })
 	code, _, errOut := runCLI(t, "pause", "tick", "--config", d.cfg, "--reason", "maintenance")
 	require.Equal(t, 0, code, errOut)
 	proctest.Eventually(t, "three ticks skipped while paused", func() bool {
-		return len(history(from, time.Now())[middleware.OutcomeSkippedPaused]) >= 3
+		return len(history(from, time.Now())[outcome.SkippedPaused]) >= 3
 	})
 	code, _, errOut = runCLI(t, "resume", "tick", "--config", d.cfg)
 	require.Equal(t, 0, code, errOut)
 	resumed := time.Now()
 	proctest.Eventually(t, "a run after the pause", func() bool {
-		return slices.ContainsFunc(history(from, time.Now())[middleware.OutcomeRan], resumed.Before)
+		return slices.ContainsFunc(history(from, time.Now())[outcome.Ran], resumed.Before)
 	})
 	to := time.Now().Truncate(time.Second).Add(-time.Second)
-	paused := history(from, to)[middleware.OutcomeSkippedPaused]
+	paused := history(from, to)[outcome.SkippedPaused]
 	require.GreaterOrEqual(t, len(paused), 3)
 
 	args := []string{"backfill", "tick", "--config", d.cfg, "--from", from.Format(time.RFC3339), "--to", to.Format(time.RFC3339), "--url", d.base}

@@ -19,8 +19,8 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/hashslot"
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/middleware"
 )
 
 // lastTick returns the tick of the newest entry pushed to the ledger.
@@ -159,9 +159,9 @@ func TestClusterNodes(t *testing.T) {
 			require.Equal(t, http.StatusOK, status, body)
 			counts = append(counts, regexp.MustCompile(`(?m)^cronlock_job_(runs|ticks_missed)_total\{[^}]*cronlock_job="ledger".*$`).FindAllString(body, -1)...)
 			for _, series := range []string{
-				`cronlock_job_runs_total\{cronlock_job="ledger",cronlock_outcome="` + middleware.OutcomeSkippedLate + `"\}`,
-				`cronlock_job_runs_total\{cronlock_job="ledger",cronlock_outcome="` + middleware.OutcomeQuorumUnavailable + `"\}`,
-				`cronlock_job_runs_total\{cronlock_job="ledger",cronlock_outcome="` + middleware.OutcomeSkippedOverlap + `"\}`,
+				`cronlock_job_runs_total\{cronlock_job="ledger",cronlock_outcome="` + outcome.SkippedLate + `"\}`,
+				`cronlock_job_runs_total\{cronlock_job="ledger",cronlock_outcome="` + outcome.QuorumUnavailable + `"\}`,
+				`cronlock_job_runs_total\{cronlock_job="ledger",cronlock_outcome="` + outcome.SkippedOverlap + `"\}`,
 				`cronlock_job_ticks_missed_total\{[^}]*cronlock_job="ledger"[^}]*\}`, // the replica's scheduler fell behind
 			} {
 				m := regexp.MustCompile(`(?m)^` + series + ` (\d+)$`).FindStringSubmatch(body)

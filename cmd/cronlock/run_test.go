@@ -20,8 +20,8 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/middleware"
 )
 
 func get(t *testing.T, url string) (int, string) {
@@ -80,7 +80,7 @@ jobs:
 		status, body := get(t, base+"/jobs")
 		require.Equal(t, http.StatusOK, status)
 		require.NoError(t, json.Unmarshal([]byte(body), &doc), body)
-		return len(doc.Jobs) == 2 && doc.Jobs[0].Last != nil && doc.Jobs[0].Last.Outcome == middleware.OutcomeRan
+		return len(doc.Jobs) == 2 && doc.Jobs[0].Last != nil && doc.Jobs[0].Last.Outcome == outcome.Ran
 	})
 	assert.Equal(t, "web-1", doc.Replica, "--replica overrides the config's replica")
 	fast := doc.Jobs[0]
@@ -290,7 +290,7 @@ func TestMetricsOfAFreshDaemon(t *testing.T) {
 	assert.Regexp(t, `(?m)^process_resident_memory_bytes `, body)
 	assert.Regexp(t, `(?m)^process_cpu_seconds_total `, body)
 	for _, job := range []string{"nightly", "weekly"} {
-		for _, outcome := range []string{middleware.OutcomeRan, middleware.OutcomeFailed, middleware.OutcomeSkippedPaused, middleware.OutcomeLeaseLost} {
+		for _, outcome := range []string{outcome.Ran, outcome.Failed, outcome.SkippedPaused, outcome.LeaseLost} {
 			assert.Regexp(t, `(?m)^cronlock_job_runs_total\{cronlock_job="`+job+`",cronlock_outcome="`+outcome+`"\} 0$`, body)
 		}
 	}

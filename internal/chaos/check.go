@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -317,7 +317,7 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 					reported = append(reported, o)
 				}
 			}
-			if len(reported) > 0 && !slices.ContainsFunc(reported, func(o Outcome) bool { return o.Outcome == "ran" }) {
+			if len(reported) > 0 && !slices.ContainsFunc(reported, func(o Outcome) bool { return o.Outcome == outcome.Ran }) {
 				r.SuccessNotRan++
 				violate("run %s succeeded but its replica reported %s", describe(run), describeOutcomes(reported))
 			}
@@ -349,7 +349,7 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 	}
 
 	for _, o := range d.Outcomes {
-		if o.Outcome == "skipped_overlap" && !o.Fired.IsZero() && !slices.ContainsFunc(byJob[o.Job], func(run *JobRun) bool {
+		if o.Outcome == outcome.SkippedOverlap && !o.Fired.IsZero() && !slices.ContainsFunc(byJob[o.Job], func(run *JobRun) bool {
 			return !run.Start.After(o.Done) && !lockEnd[run].Before(o.Fired)
 		}) {
 			r.IdleOverlapSkips++
@@ -427,7 +427,7 @@ func checkRecords(p Params, tl *Timeline, d Data, r *Result, violate func(string
 	count := map[string]int{}
 	for _, rec := range d.History {
 		r.Records++
-		if rec.Outcome == middleware.OutcomeInterrupted {
+		if rec.Outcome == outcome.Interrupted {
 			r.Interrupted++
 		}
 		count[rec.Job]++
@@ -463,7 +463,7 @@ func checkRecords(p Params, tl *Timeline, d Data, r *Result, violate func(string
 		}
 		rec, found := byRun[runKey{run.Job, run.Tick.UnixMilli(), run.Token}]
 		switch {
-		case found && !run.Finished && rec.Outcome != middleware.OutcomeInterrupted:
+		case found && !run.Finished && rec.Outcome != outcome.Interrupted:
 			r.KilledNotInterrupted++
 			violate("run %s: its worker was killed under it, but its record says %s", describe(run), rec.Outcome)
 		case found || !ok || end.Add(p.RescueBound).After(p.Recorded) || tl.lostQuorum(w, run.Start, cut):
@@ -517,7 +517,7 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 				return MissOverlap
 			}
 		}
-		if slices.ContainsFunc(outcomes, func(o Outcome) bool { return o.Outcome == "skipped_overlap" }) {
+		if slices.ContainsFunc(outcomes, func(o Outcome) bool { return o.Outcome == outcome.SkippedOverlap }) {
 			for _, run := range jobRuns {
 				if run.Start.Before(to) && leftEnd[run].After(from) {
 					return MissLeftover
@@ -530,7 +530,7 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 	// one cut off from nodes that took its requests (a round trip above the node timeout): it
 	// gives up, and its release does not reach them.
 	if slices.ContainsFunc(outcomes, func(o Outcome) bool {
-		return o.Outcome == "skipped_held" || j.exclusive() && o.Outcome == "skipped_overlap"
+		return o.Outcome == outcome.SkippedHeld || j.exclusive() && o.Outcome == outcome.SkippedOverlap
 	}) {
 		if tl.workerAway(from, to.Add(p.TTL)) || tl.linkCutDuring(from, to) {
 			return MissHolder

@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cronlock/cronlock/middleware"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -594,7 +594,7 @@ func record(run JobRun, attempt int, outcome string) scheduler.Record {
 func cleanRecorded() Data {
 	d := clean()
 	for _, run := range d.Runs {
-		d.History = append(d.History, record(run, 1, middleware.OutcomeRan))
+		d.History = append(d.History, record(run, 1, outcome.Ran))
 	}
 	return d
 }
@@ -648,7 +648,7 @@ func TestCheckAttemptRecordedTwice(t *testing.T) {
 	d := cleanRecorded()
 	other := d.Runs[1]
 	other.Token, other.Replica = 7, "w2"
-	d.History = append(d.History, record(other, 1, middleware.OutcomeInterrupted))
+	d.History = append(d.History, record(other, 1, outcome.Interrupted))
 	r := Check(recorded(), timeline(), d)
 	assert.Equal(t, 1, r.AttemptRecordedTwice)
 	require.Len(t, r.Violations, 1)
@@ -667,13 +667,13 @@ func TestCheckKilledRunRecordedInterrupted(t *testing.T) {
 	d.Runs[1].Finished, d.Runs[1].End, d.Runs[1].Deadline = false, time.Time{}, time.Time{}
 	tl := timeline()
 	tl.add(effect{kind: workerKilled, worker: 1, node: -1, from: at(1100 * ms), to: at(3 * time.Second)})
-	d.History[1].Outcome = middleware.OutcomeInterrupted
+	d.History[1].Outcome = outcome.Interrupted
 	r := Check(recorded(), tl, d)
 	assert.True(t, r.OK(), "%v", r.Violations)
 	assert.Equal(t, 1, r.Interrupted)
 
 	// Recorded with another outcome: its worker could not have written it.
-	d.History[1].Outcome = middleware.OutcomeRan
+	d.History[1].Outcome = outcome.Ran
 	r = Check(recorded(), tl, d)
 	assert.Equal(t, 1, r.KilledNotInterrupted)
 	require.Len(t, r.Violations, 1)

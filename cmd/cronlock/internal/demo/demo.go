@@ -22,6 +22,7 @@ import (
 	"github.com/cronlock/cronlock/internal/ctxsleep"
 	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -428,7 +429,7 @@ func (d *demoRun) flush(all bool) {
 		}
 		var others []string
 		for _, r := range d.replicas {
-			if o, ok := row.outcomes[r.name]; ok && o != middleware.OutcomeRan {
+			if o, ok := row.outcomes[r.name]; ok && o != outcome.Ran {
 				others = append(others, r.name+" "+o)
 			}
 		}
@@ -458,7 +459,7 @@ func (d *demoRun) summary() error {
 	for _, row := range rows {
 		ran := 0
 		for _, o := range row.outcomes {
-			if o == middleware.OutcomeRan {
+			if o == outcome.Ran {
 				ran++
 			}
 		}
@@ -471,7 +472,7 @@ func (d *demoRun) summary() error {
 			dups++
 		case row.cancel != "":
 			cancelled++
-		case ran == 0 && len(row.runs) == 0 && slices.Contains(slices.Collect(maps.Values(row.outcomes)), middleware.OutcomeSkippedPaused):
+		case ran == 0 && len(row.runs) == 0 && slices.Contains(slices.Collect(maps.Values(row.outcomes)), outcome.SkippedPaused):
 			paused++
 		case ran == 0 && len(row.runs) == 0:
 			missed++

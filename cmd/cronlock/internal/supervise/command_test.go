@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -58,7 +59,7 @@ func TestCommandFailure(t *testing.T) {
 	err := c.Run(runCtx(time.Now(), 1))
 	require.Error(t, err)
 	assert.Equal(t, "command exited with status 3: the last words", err.Error())
-	assert.Equal(t, middleware.OutcomeFailed, middleware.Outcome(err))
+	assert.Equal(t, outcome.Failed, middleware.Outcome(err))
 }
 
 func TestCommandNotFound(t *testing.T) {
@@ -107,7 +108,7 @@ func TestCommandKillAfterGrace(t *testing.T) {
 	err := c.Run(ctx)
 	require.Error(t, err)
 	assert.ErrorIs(t, err, redlock.ErrLeaseLost)
-	assert.Equal(t, middleware.OutcomeLeaseLost, middleware.Outcome(err))
+	assert.Equal(t, outcome.LeaseLost, middleware.Outcome(err))
 	assert.Contains(t, err.Error(), "killed by signal killed")
 	for _, pid := range proctest.ReadPIDs(t, pidFile) {
 		proctest.Eventually(t, "the command's processes to exit", func() bool { return proctest.ProcessGone(pid) })

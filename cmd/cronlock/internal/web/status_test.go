@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/middleware"
 )
 
 // The outcome a replica records for a tick another replica ran names the runner.
@@ -25,7 +25,7 @@ func TestJobStatusRecordsSkips(t *testing.T) {
 	st.mu.Lock()
 	last := *st.last["j"]
 	st.mu.Unlock()
-	assert.Equal(t, middleware.OutcomeSkippedDone, last.Outcome)
+	assert.Equal(t, outcome.SkippedDone, last.Outcome)
 	assert.Equal(t, "other", last.Runner)
 	assert.Zero(t, last.Token)
 

@@ -14,8 +14,8 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
+	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/internal/tickmath"
-	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -173,12 +173,12 @@ func (c *control) withOutputs(ctx context.Context, j *pageJob) *pageJob {
 
 // runs returns the job's records of runs (not of paused ticks), newest first.
 func (j *pageJob) runs() []pageRun {
-	return slices.DeleteFunc(slices.Clone(j.History), func(r pageRun) bool { return r.Outcome == middleware.OutcomeSkippedPaused })
+	return slices.DeleteFunc(slices.Clone(j.History), func(r pageRun) bool { return r.Outcome == outcome.SkippedPaused })
 }
 
 // failure reports whether a run's outcome is a failure.
-func failure(outcome string) bool {
-	return outcome == middleware.OutcomeFailed || outcome == middleware.OutcomeLeaseLost || outcome == middleware.OutcomeInterrupted
+func failure(o string) bool {
+	return o == outcome.Failed || o == outcome.LeaseLost || o == outcome.Interrupted
 }
 
 // pageData is what every page shows, and what one page needs.
