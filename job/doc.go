@@ -40,7 +40,7 @@
 //	Task                         Identifiers
 //	---------------------------  ------------------------------------------------------------
 //	defining a job               Job (Validate), Handler, Options (WithDefaults), Overlap
-//	                             (Forbid, Allow, Replace), DefaultLockTTL, ValidateName
+//	                             (Forbid, Allow, Replace)
 //	invalid jobs                 ErrInvalid, InvalidError
 //	inside a handler             RunFrom (Run: the tick, fencing token, attempt, replica)
 //	outcomes                     ErrSkipped, SkipError (SkipReason: SkipHeld, SkipDone,

@@ -47,11 +47,8 @@ func (o Overlap) String() string {
 	return fmt.Sprintf("Overlap(%d)", int(o))
 }
 
-// Defaults of Options, applied by WithDefaults.
-const (
-	// DefaultLockTTL is the default Options.LockTTL (Redisson's watchdog value).
-	DefaultLockTTL = 30 * time.Second
-)
+// defaultLockTTL is the default Options.LockTTL (Redisson's watchdog value).
+const defaultLockTTL = 30 * time.Second
 
 // Options tune how a job runs. The zero value of each field means its default.
 type Options struct {
@@ -102,7 +99,7 @@ type Options struct {
 // WithDefaults returns o with each zero field set to its default.
 func (o Options) WithDefaults() Options {
 	if o.LockTTL == 0 {
-		o.LockTTL = DefaultLockTTL
+		o.LockTTL = defaultLockTTL
 	}
 	if o.RenewEvery == 0 {
 		o.RenewEvery = o.LockTTL / 3
@@ -168,7 +165,7 @@ func (j Job) Validate() error {
 	bad := func(field, format string, args ...any) error {
 		return &InvalidError{Job: j.Name, Field: field, Problem: fmt.Sprintf(format, args...)}
 	}
-	if err := ValidateName(j.Name); err != nil {
+	if err := validateName(j.Name); err != nil {
 		return err
 	}
 	if strings.TrimSpace(j.Spec) == "" {
@@ -182,7 +179,7 @@ func (j Job) Validate() error {
 	case o.Timeout < 0:
 		return bad("Options.Timeout", "%v is negative: give a positive bound, or 0 for none", o.Timeout)
 	case o.LockTTL < 0:
-		return bad("Options.LockTTL", "%v is negative: give a positive TTL, or 0 for the default %v", o.LockTTL, DefaultLockTTL)
+		return bad("Options.LockTTL", "%v is negative: give a positive TTL, or 0 for the default %v", o.LockTTL, defaultLockTTL)
 	case o.RenewEvery < 0:
 		return bad("Options.RenewEvery", "%v is negative: give a positive interval, or 0 for LockTTL/3 (%v)", o.RenewEvery, o.LockTTL/3)
 	case o.RenewEvery >= o.LockTTL:
@@ -201,8 +198,8 @@ func (j Job) Validate() error {
 	return nil
 }
 
-// ValidateName reports whether name can name a job, as an *InvalidError or nil.
-func ValidateName(name string) error {
+// validateName reports whether name can name a job, as an *InvalidError or nil.
+func validateName(name string) error {
 	bad := func(format string, args ...any) error {
 		return &InvalidError{Job: name, Field: "Name", Problem: fmt.Sprintf(format, args...)}
 	}

@@ -117,7 +117,7 @@ func ExampleRunFrom() {
 }
 
 func TestLongNameIsCutInMessages(t *testing.T) {
-	err := job.ValidateName(strings.Repeat("n", 10_000))
+	err := job.Job{Name: strings.Repeat("n", 10_000)}.Validate()
 	require.ErrorIs(t, err, job.ErrInvalid)
 	assert.Less(t, len(err.Error()), 300, err.Error())
 	assert.Contains(t, err.Error(), "(10000 bytes)")

@@ -30,7 +30,7 @@ type LockConfig struct {
 	// Prefix starts every key of the job ({prefix:job}:tick:<unix ms>, {prefix:job}:run, and so
 	// the job's fence counter {prefix:job}:fence). Default "cronlock".
 	Prefix string
-	// TTL of the tick's lock. Default job.DefaultLockTTL (30s).
+	// TTL of the tick's lock. Default 30s, as job.Options.LockTTL.
 	TTL time.Duration
 	// RenewEvery is how often the lease renews the lock. Default TTL/3.
 	RenewEvery time.Duration
@@ -76,7 +76,7 @@ func (c LockConfig) withDefaults() LockConfig {
 		c.Prefix = DefaultPrefix
 	}
 	if c.TTL == 0 {
-		c.TTL = job.DefaultLockTTL
+		c.TTL = job.Options{}.WithDefaults().LockTTL
 	}
 	if c.RenewEvery == 0 {
 		c.RenewEvery = c.TTL / 3

@@ -46,7 +46,7 @@ var budgets = []budget{
 	{dir: "redlock", target: 60, limit: 78},
 	{dir: "middleware", target: 30, limit: 30},
 	{dir: "scheduler", target: 45, limit: 71},
-	{dir: "job", target: 30, limit: 36},
+	{dir: "job", target: 30, limit: 34},
 }
 
 func main() {

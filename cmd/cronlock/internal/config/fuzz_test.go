@@ -1,6 +1,7 @@
 package config_test
 
 import (
+	"context"
 	"errors"
 	"regexp"
 	"strings"
@@ -68,8 +69,9 @@ func FuzzParse(f *testing.F) {
 				t.Errorf("accepted job name %q twice", j.Name)
 			}
 			names[j.Name] = true
-			if err := job.ValidateName(j.Name); err != nil {
-				t.Errorf("accepted a bad name: %v", err)
+			nop := func(context.Context) error { return nil }
+			if err := (job.Job{Name: j.Name, Spec: j.Schedule, Handler: nop, Options: j.Options()}).Validate(); err != nil {
+				t.Errorf("accepted a job that job.Validate refuses: %v", err)
 			}
 			if _, err := scheduler.ParseSpec(j.Schedule, time.UTC); err != nil {
 				t.Errorf("accepted a bad spec: %v", err)
