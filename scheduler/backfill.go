@@ -6,17 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/cronlock/cronlock/internal/scheddefault"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 )
 
-// DefaultBackfillMax is the default of BackfillOptions.Max.
-const DefaultBackfillMax = 1000
-
 // BackfillOptions tunes Backfill. The zero value is the defaults.
 type BackfillOptions struct {
 	// Max is the most ticks a backfill may have: a range with more is refused before anything
-	// runs. Default DefaultBackfillMax.
+	// runs. Default, and with 0: 1000.
 	Max int
 	// IncludePaused runs the ticks that were skipped because the job was paused then, too.
 	// Default false: they are left alone, and counted in BackfillSummary.Paused.
@@ -69,7 +67,7 @@ type BackfillSummary struct {
 func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Time, opts BackfillOptions) (BackfillSummary, error) {
 	var sum BackfillSummary
 	if opts.Max == 0 {
-		opts.Max = DefaultBackfillMax
+		opts.Max = scheddefault.BackfillMax
 	}
 	e, err := s.backfillJob(name, from, to, opts.Max)
 	if err != nil {
@@ -122,7 +120,7 @@ func (s *Scheduler) backfillJob(name string, from, to time.Time, limit int) (*en
 	case st != running:
 		return nil, fmt.Errorf("scheduler: backfill %q: the scheduler is not started: Start it first", name)
 	case limit < 0:
-		return nil, fmt.Errorf("scheduler: backfill %q: Max %d: give a positive bound, or 0 for %d", name, limit, DefaultBackfillMax)
+		return nil, fmt.Errorf("scheduler: backfill %q: Max %d: give a positive bound, or 0 for %d", name, limit, scheddefault.BackfillMax)
 	case from.After(to):
 		return nil, fmt.Errorf("scheduler: backfill %q: from %s is after to %s: give the range's start first", name, from.Format(time.RFC3339), to.Format(time.RFC3339))
 	case to.After(s.cfg.clock.Now()):

@@ -113,11 +113,9 @@
 //	running jobs                 New, Option, Scheduler.Add, Scheduler.Remove, Scheduler.Start,
 //	                             Scheduler.Stop; ErrStarted, ErrStopped, ErrDuplicate
 //	options                      WithReplica, WithPrefix, WithLocation, WithLogger,
-//	                             WithMiddleware, WithLockConcurrency, WithMaxClockSkew
-//	                             (DefaultMaxClockSkew), WithTickRetention, WithHistorySize
-//	                             (DefaultHistorySize), WithTriggerPoll (DefaultTriggerPoll),
-//	                             WithRescueEvery (DefaultRescueEvery), WithHeartbeat
-//	                             (DefaultHeartbeat), WithVersion
+//	                             WithMiddleware, WithLockConcurrency, WithMaxClockSkew,
+//	                             WithTickRetention, WithHistorySize, WithTriggerPoll,
+//	                             WithRescueEvery, WithHeartbeat, WithVersion
 //	specs                        ParseSpec, ResolveSpec (H forms), SpecError
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status, its
 //	                             runs in flight InFlight), Scheduler.Replica,
@@ -130,7 +128,6 @@
 //	                             ErrUnknownJob; Control.Forget (ErrJobRunning); who asks:
 //	                             WithOperator, CheckOperator
 //	a run's output               KeepOutput (MaxOutput), read by HistoryWithOutput
-//	running past ticks           Scheduler.Backfill (BackfillOptions, BackfillSummary,
-//	                             DefaultBackfillMax)
+//	running past ticks           Scheduler.Backfill (BackfillOptions, BackfillSummary)
 //	testing with a fake clock    WithClock (a middleware.Clock)
 package scheduler

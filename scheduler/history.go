@@ -20,9 +20,6 @@ import (
 	"github.com/cronlock/cronlock/redlock"
 )
 
-// DefaultHistorySize is the default of WithHistorySize.
-const DefaultHistorySize = 100
-
 // Record is one entry of a job's run history: one attempt at a tick or manual run whose handler
 // ran (outcome ran, failed, lease_lost, replaced, stopped when Stop cut it short, or
 // interrupted when its replica vanished and another one recorded it), or a tick skipped

@@ -15,9 +15,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultHeartbeat is the default of WithHeartbeat.
-const DefaultHeartbeat = 10 * time.Second
-
 // missedBeats is how many heartbeats in a row a replica may miss before it counts as missing.
 const missedBeats = 3
 

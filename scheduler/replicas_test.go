@@ -13,6 +13,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/scheddefault"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -111,7 +112,7 @@ func TestReplicas(t *testing.T) {
 		assert.Equal(t, []string{"report"}, r.Jobs)
 		assert.Equal(t, started.UnixMilli(), r.Started.UnixMilli())
 		assert.Equal(t, beat, r.Heartbeat)
-		assert.Equal(t, 3*beat+scheduler.DefaultMaxClockSkew, r.MissingAfter)
+		assert.Equal(t, 3*beat+scheddefault.MaxClockSkew, r.MissingAfter)
 		assert.Zero(t, r.Running)
 		assert.NotEmpty(t, r.ConfigHash)
 	}
@@ -135,7 +136,7 @@ func TestReplicas(t *testing.T) {
 	cancel()
 	require.NoError(t, rs[2].Stop(ended))
 	lastSeen := waitReplicas(t, ctl, "r2's last heartbeat", func(map[string]scheduler.Replica) bool { return true })["r2"].LastSeen
-	clock.Advance(3*beat + scheduler.DefaultMaxClockSkew + time.Millisecond)
+	clock.Advance(3*beat + scheddefault.MaxClockSkew + time.Millisecond)
 	got = waitReplicas(t, ctl, "r2 missing", func(m map[string]scheduler.Replica) bool {
 		return !m["r2"].Alive && m["r0"].Alive && m["r1"].Alive && m["r0"].LastSeen.After(lastSeen)
 	})

@@ -18,9 +18,6 @@ import (
 	"github.com/cronlock/cronlock/redlock"
 )
 
-// DefaultTriggerPoll is the default of WithTriggerPoll.
-const DefaultTriggerPoll = time.Second
-
 // Scripts of the queue of manual runs (layout.TriggersKey): a sorted set of
 // "<id> <job> <by>" members (by: who asked, see WithOperator; it may hold spaces, an id and a
 // job name cannot) scored by the Unix milliseconds they were asked at.

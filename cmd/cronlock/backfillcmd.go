@@ -12,6 +12,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/backfill"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/internal/scheddefault"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -32,7 +33,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs, cf := cli.FlagSet("backfill")
 	fromS := fs.String("from", "", "the range's start, RFC 3339 (e.g. 2026-12-01T00:00:00Z)")
 	toS := fs.String("to", "", "the range's end, RFC 3339, not in the future")
-	maxTicks := fs.Int("max", scheduler.DefaultBackfillMax, "refuse a range of more ticks than this")
+	maxTicks := fs.Int("max", scheddefault.BackfillMax, "refuse a range of more ticks than this")
 	includePaused := fs.Bool("include-paused", false, "also run the ticks skipped because the job was paused then")
 	baseURL := fs.String("url", "", "the daemon's HTTP server (default: the config's http:, on loopback when it has no host)")
 	by := cli.OperatorFlag(fs)
