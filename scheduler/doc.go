@@ -33,6 +33,14 @@
 // in a repeated hour runs once, at its first occurrence). Specs without CRON_TZ are in UTC
 // unless WithLocation says otherwise.
 //
+// A job's spec may also use Jenkins' H forms in any cron field, alone or in a list: H (one
+// value of the field's range; days of the month 1-28, which every month has), H(a-b) (one
+// value in a-b), H/n (every n from an offset below n) and H(a-b)/n. Each is a value hashed
+// from the job's name, the field and its place in the list: the same on every replica, across
+// restarts and releases, so that "H H * * *" spreads many jobs over the day while each keeps
+// one time. Add resolves them (Entry.Schedule shows the result) and refuses a malformed H,
+// naming the field; ParseSpec does not take H.
+//
 // # The loop
 //
 // One goroutine keeps a min-heap of the jobs' next ticks and one timer for the earliest. A
@@ -116,7 +124,7 @@
 //	                             WithMiddleware, WithLockConcurrency, WithMaxClockSkew,
 //	                             WithTickRetention, WithHistorySize, WithTriggerPoll,
 //	                             WithRescueEvery, WithHeartbeat, WithVersion
-//	specs                        ParseSpec, ResolveSpec (H forms), SpecError
+//	specs                        ParseSpec, SpecError
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status, its
 //	                             runs in flight InFlight), Scheduler.Replica,
 //	                             Scheduler.RegisterGauges
@@ -126,7 +134,7 @@
 //	                             HistoryWithOutput, Record, Running), the same on Scheduler
 //	                             (Running: in Status);
 //	                             ErrUnknownJob; Control.Forget (ErrJobRunning); who asks:
-//	                             WithOperator, CheckOperator
+//	                             WithOperator
 //	a run's output               KeepOutput (MaxOutput), read by HistoryWithOutput
 //	running past ticks           Scheduler.Backfill (BackfillOptions, BackfillSummary)
 //	testing with a fake clock    WithClock (a middleware.Clock)

@@ -15,6 +15,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -225,7 +226,7 @@ func TestJitterBoundsAndManualRuns(t *testing.T) {
 	require.NoError(t, s.Add(job.Job{Name: "hashed", Spec: "H H * * *", Options: job.Options{Jitter: time.Hour}, Handler: led.handler(nop)}))
 	es := s.Entries()
 	require.Len(t, es, 1)
-	resolved, err := scheduler.ResolveSpec("H H * * *", "hashed")
+	resolved, err := schedseam.ResolveSpec("H H * * *", "hashed")
 	require.NoError(t, err)
 	assert.Equal(t, scheduler.Entry{Name: "hashed", Spec: "H H * * *", Schedule: resolved, Jitter: time.Hour, Next: es[0].Next}, es[0])
 	require.NoError(t, s.Start())

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -84,7 +85,7 @@ func TestOperatorIsRecorded(t *testing.T) {
 	p, err = ctl.Paused(ctx, "ops")
 	require.NoError(t, err)
 	assert.Nil(t, p, "a refused pause writes nothing")
-	assert.NoError(t, scheduler.CheckOperator("émile@host-1.example"))
+	assert.NoError(t, schedseam.CheckOperator("émile@host-1.example"))
 }
 
 // recordKind tells the records of TestOperatorIsRecorded apart; id is the trigger bob asked.

@@ -38,8 +38,8 @@ var (
 type Entry struct {
 	Name string
 	Spec string
-	// Schedule is the spec the ticks are computed from: Spec with its H resolved from the
-	// job's name (ResolveSpec); Spec itself when it has no H.
+	// Schedule is the spec the ticks are computed from: Spec with its H forms resolved from
+	// the job's name (see the package doc, "Specs"); Spec itself when it has no H.
 	Schedule string
 	// Jitter is the job's Options.Jitter: each tick starts up to this much after its instant.
 	Jitter time.Duration
@@ -187,7 +187,7 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
-	schedule, err := ResolveSpec(j.Spec, j.Name)
+	schedule, err := resolveSpec(j.Spec, j.Name)
 	var sched cron.Schedule
 	if err == nil {
 		sched, err = ParseSpec(schedule, s.cfg.loc)

@@ -13,7 +13,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/internal/scheddefault"
-	"github.com/cronlock/cronlock/scheduler"
+	"github.com/cronlock/cronlock/internal/schedseam"
 )
 
 const backfillUsage = `Usage: cronlock backfill JOB --from TIME --to TIME --config FILE [flags]
@@ -58,7 +58,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case *maxTicks <= 0:
 		return usageError{Err: fmt.Errorf("backfill: --max %d: give a positive number of ticks", *maxTicks)}
 	}
-	if err := scheduler.CheckOperator(*by); err != nil {
+	if err := schedseam.CheckOperator(*by); err != nil {
 		return usageError{Err: fmt.Errorf("backfill: --by: %w", err)}
 	}
 	cfg, err := cf.Load("backfill")

@@ -13,6 +13,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 	"github.com/cronlock/cronlock/internal/scheddefault"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -22,7 +23,7 @@ import (
 // the tick's jitter delay), and its jitter ("-" for none).
 func scheduleOf(name, spec string, jitter time.Duration, now time.Time) (schedule, next, jit string) {
 	schedule, next, jit = spec, "-", "-"
-	resolved, err := scheduler.ResolveSpec(spec, name)
+	resolved, err := schedseam.ResolveSpec(spec, name)
 	if err != nil {
 		return schedule, next, jit
 	}
