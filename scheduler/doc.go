@@ -126,10 +126,8 @@
 //	                             WithRescueEvery, WithHeartbeat, WithVersion
 //	specs                        ParseSpec, SpecError
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status, its
-//	                             runs in flight InFlight), Scheduler.Replica,
-//	                             Scheduler.RegisterGauges
-//	the cluster's replicas       Scheduler.Replicas and Control.Replicas (Replica),
-//	                             Scheduler.SetConfigHash
+//	                             runs in flight InFlight), Scheduler.Replica
+//	the cluster's replicas       Scheduler.Replicas and Control.Replicas (Replica)
 //	control from anywhere        NewControl (Control: Pause, Resume, Paused, Trigger, History,
 //	                             HistoryWithOutput, Record, Running), the same on Scheduler
 //	                             (Running: in Status);

@@ -36,8 +36,8 @@ type Replica struct {
 	Heartbeat time.Duration
 	// Jobs are the names of its registered jobs, sorted.
 	Jobs []string
-	// ConfigHash is a hash of its configuration: SetConfigHash's, else one of its jobs'
-	// names, specs and options.
+	// ConfigHash is a hash of its configuration: a hash of its jobs' names, specs and options
+	// (cronlock run's daemons report one of their config file's jobs instead).
 	ConfigHash string
 	// Running counts its runs in flight: handlers running as of its last heartbeat.
 	Running int
@@ -152,12 +152,12 @@ func (c *Control) mergeReplicas(replies []any) []Replica {
 	return out
 }
 
-// SetConfigHash sets the hash of this scheduler's configuration that its heartbeats report
+// setConfigHash sets the hash of this scheduler's configuration that its heartbeats report
 // (Replica.ConfigHash), and sends a heartbeat at once if the scheduler is running. Give a
 // hash of whatever decides what the replicas run, so that a replica whose configuration
 // differs from the others' shows; cronlock run gives one of its config file's jobs. Default,
 // and with "": a hash of the registered jobs' names, specs and options.
-func (s *Scheduler) SetConfigHash(h string) {
+func (s *Scheduler) setConfigHash(h string) {
 	s.mu.Lock()
 	s.configHash = h
 	s.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/scheddefault"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -99,7 +100,7 @@ func TestReplicas(t *testing.T) {
 	require.NoError(t, err)
 
 	reader := sdkmetric.NewManualReader()
-	reg, err := rs[0].RegisterGauges(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	reg, err := schedseam.RegisterGauges(rs[0], sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, reg.Unregister()) }()
 
@@ -125,7 +126,7 @@ func TestReplicas(t *testing.T) {
 	_, err = rs[1].Trigger(ctxT(t), "report")
 	require.NoError(t, err)
 	<-running
-	rs[2].SetConfigHash("custom")
+	schedseam.SetConfigHash(rs[2], "custom")
 	waitReplicas(t, ctl, "a run in flight and the set hash", func(m map[string]scheduler.Replica) bool {
 		return m["r0"].Running+m["r1"].Running+m["r2"].Running == 1 && m["r2"].ConfigHash == "custom"
 	})
@@ -219,7 +220,7 @@ func TestReplicasStoppedWhileANodeWasAway(t *testing.T) {
 	// Stop marks the replica stopped only once its own heartbeat came back (the gauges are
 	// reported from then on): before that, the nodes may be out of reach.
 	reader := sdkmetric.NewManualReader()
-	reg, err := s.RegisterGauges(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	reg, err := schedseam.RegisterGauges(s, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, reg.Unregister()) }()
 	waitFor(t, "r0's first heartbeat back", func() bool { _, _, ok := replicaGauges(t, reader); return ok })

@@ -82,7 +82,7 @@ type Scheduler struct {
 	cancelRuns  context.CancelCauseFunc
 	limiter     *limiter.Limiter // shared by the jobs' Lock middleware
 
-	configHash string             // SetConfigHash's; guarded by mu
+	configHash string             // setConfigHash's; guarded by mu
 	beatNow    chan struct{}      // asks the heartbeat goroutine for a heartbeat now
 	endBeats   context.CancelFunc // ends the heartbeat goroutine and its requests
 	beatDone   chan struct{}      // closed when the heartbeat goroutine exits

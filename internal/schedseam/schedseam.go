@@ -1,11 +1,15 @@
 // Package schedseam gives cronlock's own packages the parts of package scheduler that they
 // need and a user of scheduler does not: checking an operator's name before asking anything
-// (the CLI and the web console) and resolving a spec's H forms (the config checks). Keeping
-// them here keeps scheduler's exported API to what users call.
+// (the CLI and the web console), resolving a spec's H forms (the config checks), and the
+// daemon's gauges and configuration hash. Keeping them here keeps scheduler's exported API to
+// what users call.
 //
 // CheckOperator is defined here, and package scheduler checks the names of WithOperator with
 // it. Package scheduler sets the variables in an init function, with its unexported
-// functions; a program that uses them imports scheduler.
+// functions; a program that uses them imports scheduler. This package cannot import scheduler
+// (scheduler imports it), so a scheduler travels as any: each function takes the
+// *scheduler.Scheduler its doc names, and panics on another type — a bug in cronlock, never
+// input.
 package schedseam
 
 import (
@@ -13,6 +17,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/metric"
 )
 
 // maxOperatorLen is the most characters an operator's name may have (CheckOperator).
@@ -43,3 +49,13 @@ func CheckOperator(name string) error {
 // are in docs/scheduler.md, "Jitter and H"). Specs without H, descriptors and "@every d" are
 // returned as they are; a malformed H is an error (*scheduler.SpecError) naming the field.
 var ResolveSpec func(spec, name string) (string, error)
+
+// RegisterGauges adds the per-job and replica instruments of the *scheduler.Scheduler s to
+// mp, read at each collection (docs/observability.md lists them). Unregister the returned
+// registration to stop.
+var RegisterGauges func(s any, mp metric.MeterProvider) (metric.Registration, error)
+
+// SetConfigHash sets the hash of the configuration of the *scheduler.Scheduler s that its
+// heartbeats report (scheduler.Replica.ConfigHash), and sends a heartbeat at once if it is
+// running. With "": a hash of its registered jobs' names, specs and options, the default.
+var SetConfigHash func(s any, hash string)
