@@ -64,7 +64,6 @@
 //   - WithTickRetention: max(2·MaxClockSkew + 1s, 1 min).
 //   - WithLockConcurrency: 10·GOMAXPROCS tick locks requested at once.
 //   - WithHistorySize: 100 records per job (History).
-//   - WithTriggerPoll: the queue of manual runs read every second (besides announcements).
 //   - WithHeartbeat: a heartbeat on the lock nodes every 10s (Replicas).
 //   - WithVersion: the main module's version from the build information.
 //
@@ -122,8 +121,8 @@
 //	                             Scheduler.Stop; ErrStarted, ErrStopped, ErrDuplicate
 //	options                      WithReplica, WithPrefix, WithLocation, WithLogger,
 //	                             WithMiddleware, WithLockConcurrency, WithMaxClockSkew,
-//	                             WithTickRetention, WithHistorySize, WithTriggerPoll,
-//	                             WithRescueEvery, WithHeartbeat, WithVersion
+//	                             WithTickRetention, WithHistorySize, WithRescueEvery,
+//	                             WithHeartbeat, WithVersion
 //	specs                        ParseSpec, SpecError
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status, its
 //	                             runs in flight InFlight), Scheduler.Replica

@@ -206,7 +206,7 @@ func TestJitterBoundsAndManualRuns(t *testing.T) {
 	clock := clocktest.NewFake(t0)
 	led := newLedger()
 	s := newScheduler(t, c.client(t, false), scheduler.WithClock(clock), scheduler.WithMiddleware(led.observe()),
-		scheduler.WithTriggerPoll(10*time.Millisecond))
+		schedseam.WithTriggerPoll(10*time.Millisecond).(scheduler.Option))
 	for _, tc := range []struct {
 		spec   string
 		jitter time.Duration

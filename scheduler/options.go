@@ -213,11 +213,11 @@ func WithHistorySize(n int) Option {
 	}
 }
 
-// WithTriggerPoll sets how often a running scheduler reads the queue of manual runs
+// withTriggerPoll sets how often a running scheduler reads the queue of manual runs
 // (Trigger) from the nodes, in case an announcement was lost, and for the requests that
 // waited for a run of their job to end (Overlap Forbid). Default 1s; each look is one
 // request per node, whatever the number of jobs.
-func WithTriggerPoll(d time.Duration) Option {
+func withTriggerPoll(d time.Duration) Option {
 	return func(cfg *config) error {
 		if d <= 0 {
 			return fmt.Errorf("scheduler: trigger poll %v: must be positive, e.g. %v", d, scheddefault.TriggerPoll)
@@ -294,7 +294,7 @@ func (cfg *config) notForControl() []string {
 		{cfg.retentionSet, "WithTickRetention"},
 		{cfg.lockConc != d.lockConc, "WithLockConcurrency"},
 		{cfg.historySize != d.historySize, "WithHistorySize"},
-		{cfg.triggerPoll != d.triggerPoll, "WithTriggerPoll"},
+		{cfg.triggerPoll != d.triggerPoll, "schedseam.WithTriggerPoll"},
 		{cfg.rescueEvery != d.rescueEvery, "WithRescueEvery"},
 		{cfg.heartbeat != d.heartbeat, "WithHeartbeat"},
 		{cfg.version != d.version, "WithVersion"},

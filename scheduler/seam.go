@@ -1,6 +1,8 @@
 package scheduler
 
 import (
+	"time"
+
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/cronlock/cronlock/internal/schedseam"
@@ -13,4 +15,5 @@ func init() {
 		return s.(*Scheduler).registerGauges(mp)
 	}
 	schedseam.SetConfigHash = func(s any, h string) { s.(*Scheduler).setConfigHash(h) }
+	schedseam.WithTriggerPoll = func(d time.Duration) any { return withTriggerPoll(d) }
 }

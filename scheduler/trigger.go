@@ -39,7 +39,7 @@ return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')`)
 // Trigger asks for one manual run of the job named name, now, and returns its id. The run
 // happens once across the cluster: some running replica with the job starts it — this one at
 // once, the others when the nodes announce it (Pub/Sub), or at their next look at the queue
-// (WithTriggerPoll, default every second) — under the lock key {prefix:job}:trigger:<id> instead of a
+// (every second) — under the lock key {prefix:job}:trigger:<id> instead of a
 // tick key, with job.Run.Trigger set to the id (and Tick to when it was asked) and job.Run.By
 // to who asked: the operator named by ctx (WithOperator), else this replica. The job's
 // Overlap applies: with Forbid, the run waits until no other run of the job is running. A

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -191,7 +192,7 @@ func TestTriggerIsAnnounced(t *testing.T) {
 	h := job.Job{Name: "hinted", Spec: onlyManual, Handler: led.handler(func(context.Context) error { return nil })}
 	asker := newScheduler(t, c.client(t, false), scheduler.WithReplica("asker"))
 	require.NoError(t, asker.Add(h))
-	runner := newScheduler(t, c.client(t, false), scheduler.WithReplica("runner"), scheduler.WithTriggerPoll(time.Hour))
+	runner := newScheduler(t, c.client(t, false), scheduler.WithReplica("runner"), schedseam.WithTriggerPoll(time.Hour).(scheduler.Option))
 	require.NoError(t, runner.Add(h))
 	require.NoError(t, runner.Start())
 	ctx := ctxT(t)

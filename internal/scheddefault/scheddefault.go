@@ -10,7 +10,8 @@ const (
 	MaxClockSkew = time.Second
 	// HistorySize is the default of scheduler.WithHistorySize: records kept per job and node.
 	HistorySize = 100
-	// TriggerPoll is the default of scheduler.WithTriggerPoll.
+	// TriggerPoll is how often a running scheduler reads the queue of manual runs by default
+	// (schedseam.WithTriggerPoll).
 	TriggerPoll = time.Second
 	// RescueEvery is the default of scheduler.WithRescueEvery.
 	RescueEvery = 10 * time.Second

@@ -1,13 +1,13 @@
 // Package schedseam gives cronlock's own packages the parts of package scheduler that they
 // need and a user of scheduler does not: checking an operator's name before asking anything
-// (the CLI and the web console), resolving a spec's H forms (the config checks), and the
-// daemon's gauges and configuration hash. Keeping them here keeps scheduler's exported API to
-// what users call.
+// (the CLI and the web console), resolving a spec's H forms (the config checks), the daemon's
+// gauges and configuration hash, and a faster or slower look at the queue of manual runs
+// (tests). Keeping them here keeps scheduler's exported API to what users call.
 //
 // CheckOperator is defined here, and package scheduler checks the names of WithOperator with
 // it. Package scheduler sets the variables in an init function, with its unexported
 // functions; a program that uses them imports scheduler. This package cannot import scheduler
-// (scheduler imports it), so a scheduler travels as any: each function takes the
+// (scheduler imports it), so a scheduler and an option travel as any: each function takes the
 // *scheduler.Scheduler its doc names, and panics on another type — a bug in cronlock, never
 // input.
 package schedseam
@@ -15,6 +15,7 @@ package schedseam
 import (
 	"fmt"
 	"strings"
+	"time"
 	"unicode"
 	"unicode/utf8"
 
@@ -59,3 +60,8 @@ var RegisterGauges func(s any, mp metric.MeterProvider) (metric.Registration, er
 // heartbeats report (scheduler.Replica.ConfigHash), and sends a heartbeat at once if it is
 // running. With "": a hash of its registered jobs' names, specs and options, the default.
 var SetConfigHash func(s any, hash string)
+
+// WithTriggerPoll returns the scheduler.Option that sets how often a running scheduler reads
+// the queue of manual runs from the nodes, besides the nodes' announcements. Default 1s
+// (scheddefault.TriggerPoll); NewControl refuses it.
+var WithTriggerPoll func(d time.Duration) any
