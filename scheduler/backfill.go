@@ -184,7 +184,7 @@ func (s *Scheduler) pastTicks(ctx context.Context, name string, from time.Time) 
 	if s.cfg.historySize == 0 {
 		return past
 	}
-	records, _ := s.ctl.History(ctx, name, s.cfg.historySize)
+	records, _ := s.ctl.history(ctx, name, s.cfg.historySize, false)
 	for _, r := range records {
 		if r.Trigger != "" || r.Tick.Before(from) {
 			continue

@@ -69,13 +69,16 @@
 //
 // # Control
 //
-// Pause and Resume stop and restart a job on every replica, Trigger asks for one manual run,
-// History and Status read what the cluster did, Replicas lists the schedulers of the cluster
-// from their heartbeats (alive or missing, and whose configuration differs), and
-// Control.Forget removes what a retired job left on the nodes. All of it lives on the lock nodes, under the
-// job's hash tag (the trigger queue under the prefix's), written to a quorum and read merged:
-// no coordinator, and a minority of nodes down loses nothing (docs/guarantees.md). Each
-// records who asked: the operator named by the context (WithOperator), else the replica.
+// A Control — a scheduler's own (Scheduler.Control), or one made by NewControl for an admin
+// tool that runs no jobs — acts on the cluster's jobs by name: Pause and Resume stop and
+// restart a job on every replica, Trigger asks for one manual run, History reads what the
+// cluster did (Scheduler.Status too), Replicas lists the schedulers of the cluster from their
+// heartbeats (alive or missing, and whose configuration differs), and Forget removes what a
+// retired job left on the nodes. A scheduler's Control refuses a job it does not have
+// (ErrUnknownJob). All of it lives on the lock nodes, under the job's hash tag (the trigger
+// queue under the prefix's), written to a quorum and read merged: no coordinator, and a
+// minority of nodes down loses nothing (docs/guarantees.md). Each records who asked: the
+// operator named by the context (WithOperator), else the replica.
 //
 // Per job (job.Options): LockTTL 30s, RenewEvery LockTTL/3, Overlap Forbid, no Timeout, no
 // Retries, no CatchUp.
@@ -126,10 +129,9 @@
 //	specs                        ParseSpec, SpecError
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status, its
 //	                             runs in flight InFlight), Scheduler.Replica
-//	the cluster's replicas       Scheduler.Replicas and Control.Replicas (Replica)
-//	control from anywhere        NewControl (Control: Pause, Resume, Paused, Trigger, History,
-//	                             HistoryWithOutput, Record, Running), the same on Scheduler
-//	                             (Running: in Status);
+//	control of the cluster       Scheduler.Control, or NewControl without a Scheduler
+//	                             (Control: Pause, Resume, Paused, Trigger, History,
+//	                             HistoryWithOutput (Record), Running, Replicas (Replica));
 //	                             ErrUnknownJob; Control.Forget (ErrJobRunning); who asks:
 //	                             WithOperator
 //	a run's output               KeepOutput (MaxOutput), read by HistoryWithOutput

@@ -230,7 +230,7 @@ func TestJitterBoundsAndManualRuns(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, scheduler.Entry{Name: "hashed", Spec: "H H * * *", Schedule: resolved, Jitter: time.Hour, Next: es[0].Next}, es[0])
 	require.NoError(t, s.Start())
-	id, err := s.Trigger(ctxT(t), "hashed")
+	id, err := s.Control().Trigger(ctxT(t), "hashed")
 	require.NoError(t, err)
 	e := led.waitEvent(t, "the manual run", func(e event) bool { return e.Trigger == id })
 	assert.True(t, e.Planned.Equal(e.Tick), "a manual run starts when asked: planned %v, asked %v", e.Planned, e.Tick)
@@ -254,7 +254,7 @@ func TestJitteredTickIsTracedAndRecorded(t *testing.T) {
 	var h []scheduler.Record
 	require.Eventually(t, func() bool {
 		var err error
-		h, err = s.History(ctx, "traced", 1)
+		h, err = s.Control().History(ctx, "traced", 1)
 		return err == nil && len(h) == 1
 	}, waitLimit, 10*time.Millisecond)
 	assert.True(t, h[0].Tick.Equal(tick), "%v", h[0].Tick)

@@ -74,7 +74,7 @@ func TestRegisterGauges(t *testing.T) {
 	assert.Equal(t, 0.0, g["cronlock.job.paused"]["ctl"])
 	assert.Equal(t, map[string]float64{"": 0}, g["cronlock.jobs.unread"], "every job's state was read")
 
-	require.NoError(t, rs[0].Pause(ctx, "ctl", "for the gauge"))
+	require.NoError(t, rs[0].Control().Pause(ctx, "ctl", "for the gauge"))
 	assert.Equal(t, 1.0, gauges(t, reader)["cronlock.job.paused"]["ctl"])
 
 	require.NoError(t, c.Servers[0].Kill()) // a quorum of the nodes is gone: nothing to read

@@ -8,8 +8,8 @@ import (
 
 type operatorKey struct{}
 
-// WithOperator returns a copy of ctx that names the operator who asks: Pause, Resume, Trigger
-// and Backfill, of a Scheduler or a Control, called with it record that name — in the pause
+// WithOperator returns a copy of ctx that names the operator who asks: a Control's Pause,
+// Resume and Trigger, and Scheduler.Backfill, called with it record that name — in the pause
 // (job.Pause.By), in the manual and backfilled runs (job.Run.By, Record.By) and in their log
 // lines — instead of the replica's name (WithReplica). The name must have 1 to 64 printable
 // characters (spaces allowed), not only spaces: for another, those methods return an error

@@ -93,9 +93,6 @@ return redis.call('HGETALL', KEYS[1])`)
 // merged from every node that answers, so a minority of nodes down loses nothing. It returns
 // an error matching redlock.ErrQuorumUnavailable, with the replicas that could be read, if
 // fewer than a quorum of nodes answered.
-func (s *Scheduler) Replicas(ctx context.Context) ([]Replica, error) { return s.ctl.Replicas(ctx) }
-
-// Replicas returns the schedulers of the cluster, as Scheduler.Replicas does.
 func (c *Control) Replicas(ctx context.Context) ([]Replica, error) {
 	replies, err := c.locks.Broadcast(ctx, readReplicasScript, []string{layout.ReplicasKey(c.cfg.prefix)})
 	if replies == nil {

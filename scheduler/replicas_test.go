@@ -123,7 +123,7 @@ func TestReplicas(t *testing.T) {
 	assert.False(t, got["r1"].ConfigDiffers)
 
 	// A run in flight is counted; SetConfigHash replaces the jobs' hash.
-	_, err = rs[1].Trigger(ctxT(t), "report")
+	_, err = rs[1].Control().Trigger(ctxT(t), "report")
 	require.NoError(t, err)
 	<-running
 	schedseam.SetConfigHash(rs[2], "custom")
@@ -175,7 +175,7 @@ func TestReplicasMinorityDown(t *testing.T) {
 	require.NoError(t, s.Start())
 	waitReplicas(t, mustControl(t, c), "r0", func(m map[string]scheduler.Replica) bool { return m["r0"].Alive })
 	require.NoError(t, c.Servers[0].Kill())
-	got, err := s.Replicas(ctxT(t))
+	got, err := s.Control().Replicas(ctxT(t))
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	assert.Equal(t, "r0", got[0].Name)

@@ -56,7 +56,7 @@ type Entry struct {
 type Scheduler struct {
 	locks *redlock.Client
 	cfg   config
-	ctl   *Control // the control of its jobs, with the same options
+	ctl   *Control // the control of its jobs, with the same options (Control)
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -137,6 +137,7 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 		active:      make(map[*recorder]bool),
 		runsChanged: make(chan struct{}),
 	}
+	ctl.sched = s
 	s.runCtx, s.cancelRuns = context.WithCancelCause(context.Background())
 	s.stopping, s.halt = context.WithCancel(context.Background())
 	s.stop = s.stopping.Done()

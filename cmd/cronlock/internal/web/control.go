@@ -76,9 +76,9 @@ func (c *control) mount(mux *http.ServeMux) {
 			}
 			n = v
 		}
-		read := c.sched.History
+		read := c.sched.Control().History
 		if c.bearer(r) {
-			read = c.sched.HistoryWithOutput // the outputs go with the token, as the command lines
+			read = c.sched.Control().HistoryWithOutput // the outputs go with the token, as the command lines
 		}
 		h, err := read(r.Context(), r.PathValue("name"), n)
 		if c.failed(w, err, h == nil, c.bearer(r)) {
@@ -227,11 +227,11 @@ func (c *control) act(w http.ResponseWriter, r *http.Request, action string) {
 		if strings.TrimSpace(reason) == "" {
 			reason = "paused over HTTP"
 		}
-		err = c.sched.Pause(ctx, name, reason)
+		err = c.sched.Control().Pause(ctx, name, reason)
 	case "resume":
-		err = c.sched.Resume(ctx, name)
+		err = c.sched.Control().Resume(ctx, name)
 	case "trigger":
-		out["trigger"], err = c.sched.Trigger(ctx, name)
+		out["trigger"], err = c.sched.Control().Trigger(ctx, name)
 	}
 	if c.failed(w, err, true, true) {
 		return
