@@ -7,17 +7,15 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/internal/outcome"
+	"github.com/cronlock/cronlock/internal/scheddefault"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 )
 
-// DefaultBackfillMax is the default of BackfillOptions.Max.
-const DefaultBackfillMax = 1000
-
 // BackfillOptions tunes Backfill. The zero value is the defaults.
 type BackfillOptions struct {
 	// Max is the most ticks a backfill may have: a range with more is refused before anything
-	// runs. Default DefaultBackfillMax.
+	// runs. Default, and with 0: 1000.
 	Max int
 	// IncludePaused runs the ticks that were skipped because the job was paused then, too.
 	// Default false: they are left alone, and counted in BackfillSummary.Paused.
@@ -70,7 +68,7 @@ type BackfillSummary struct {
 func (s *Scheduler) Backfill(ctx context.Context, name string, from, to time.Time, opts BackfillOptions) (BackfillSummary, error) {
 	var sum BackfillSummary
 	if opts.Max == 0 {
-		opts.Max = DefaultBackfillMax
+		opts.Max = scheddefault.BackfillMax
 	}
 	e, err := s.backfillJob(name, from, to, opts.Max)
 	if err != nil {
@@ -123,7 +121,7 @@ func (s *Scheduler) backfillJob(name string, from, to time.Time, limit int) (*en
 	case st != running:
 		return nil, fmt.Errorf("scheduler: backfill %q: the scheduler is not started: Start it first", name)
 	case limit < 0:
-		return nil, fmt.Errorf("scheduler: backfill %q: Max %d: give a positive bound, or 0 for %d", name, limit, DefaultBackfillMax)
+		return nil, fmt.Errorf("scheduler: backfill %q: Max %d: give a positive bound, or 0 for %d", name, limit, scheddefault.BackfillMax)
 	case from.After(to):
 		return nil, fmt.Errorf("scheduler: backfill %q: from %s is after to %s: give the range's start first", name, from.Format(time.RFC3339), to.Format(time.RFC3339))
 	case to.After(s.cfg.clock.Now()):
@@ -187,7 +185,7 @@ func (s *Scheduler) pastTicks(ctx context.Context, name string, from time.Time) 
 	if s.cfg.historySize == 0 {
 		return past
 	}
-	records, _ := s.ctl.History(ctx, name, s.cfg.historySize)
+	records, _ := s.ctl.history(ctx, name, s.cfg.historySize, false)
 	for _, r := range records {
 		if r.Trigger != "" || r.Tick.Before(from) {
 			continue

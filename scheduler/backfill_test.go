@@ -93,7 +93,7 @@ func TestBackfillRunsEachTickOnceAcrossReplicas(t *testing.T) {
 		assert.False(t, backfilled[i].Start.Before(backfilled[i-1].End), "runs overlap: %v and %v", backfilled[i-1], backfilled[i])
 	}
 
-	h, err := rs[0].History(ctx, "bf", 100)
+	h, err := rs[0].Control().History(ctx, "bf", 100)
 	require.NoError(t, err)
 	n := 0
 	for _, r := range h {
@@ -146,10 +146,10 @@ func TestBackfillRefusesAndStops(t *testing.T) {
 	_, err := notStarted.Backfill(ctx, "bf", to, to, scheduler.BackfillOptions{})
 	assert.ErrorContains(t, err, "not started")
 
-	require.NoError(t, s.Pause(ctx, "bf", "maintenance"))
+	require.NoError(t, s.Control().Pause(ctx, "bf", "maintenance"))
 	_, err = s.Backfill(ctx, "bf", to.Add(-time.Minute), to, scheduler.BackfillOptions{})
 	assert.ErrorContains(t, err, "the job is paused")
-	require.NoError(t, s.Resume(ctx, "bf"))
+	require.NoError(t, s.Control().Resume(ctx, "bf"))
 
 	stopCtx, stop := context.WithCancel(ctx)
 	sum, err := s.Backfill(stopCtx, "bf", to.Add(-9*time.Minute), to, scheduler.BackfillOptions{
@@ -184,17 +184,17 @@ func TestBackfillLeavesTicksSkippedWhilePaused(t *testing.T) {
 	from := time.Now().Truncate(time.Second)
 	require.NoError(t, s.Start())
 	led.waitOutcome(t, "a run", func(o tickOutcome) bool { return o.Outcome == outcome.Ran })
-	require.NoError(t, s.Pause(ctx, "p", "maintenance"))
+	require.NoError(t, s.Control().Pause(ctx, "p", "maintenance"))
 	pausedAt := time.Now()
 	led.waitOutcome(t, "the third tick skipped while paused", func(o tickOutcome) bool {
 		return o.Outcome == outcome.SkippedPaused && o.Tick.After(pausedAt.Add(2*time.Second))
 	})
-	require.NoError(t, s.Resume(ctx, "p"))
+	require.NoError(t, s.Control().Resume(ctx, "p"))
 	resumedAt := time.Now()
 	led.waitOutcome(t, "a run after the pause", func(o tickOutcome) bool { return o.Outcome == outcome.Ran && o.Tick.After(resumedAt) })
 	to := time.Now().Truncate(time.Second).Add(-time.Second)
 
-	h, err := s.History(ctx, "p", 100)
+	h, err := s.Control().History(ctx, "p", 100)
 	require.NoError(t, err)
 	var paused []time.Time
 	for _, r := range h {

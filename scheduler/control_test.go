@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/scheduler"
@@ -72,7 +73,7 @@ func TestPauseStopsEveryReplicaUntilResume(t *testing.T) {
 	ctx := ctxT(t)
 	led.waitEvent(t, "a first run", func(event) bool { return true })
 
-	require.NoError(t, rs[0].Pause(ctx, "ctl", "migration 42"))
+	require.NoError(t, rs[0].Control().Pause(ctx, "ctl", "migration 42"))
 	paused := time.Now()
 	checkPaused(t, led, 3, paused, "migration 42")
 	require.NoError(t, c.Servers[2].Kill()) // a minority down: the pause holds
@@ -80,7 +81,7 @@ func TestPauseStopsEveryReplicaUntilResume(t *testing.T) {
 	checkPaused(t, led, 3, down, "migration 42")
 
 	resuming := time.Now()
-	require.NoError(t, rs[1].Resume(ctx, "ctl"))
+	require.NoError(t, rs[1].Control().Resume(ctx, "ctl"))
 	resumed := time.Now()
 	led.waitEvent(t, "a run after resume", func(e event) bool { return e.Tick.After(resumed) })
 	_, events := led.snapshot()
@@ -99,10 +100,10 @@ func TestPauseAndResumeWithOneNodeDown(t *testing.T) {
 	ctx := ctxT(t)
 	require.NoError(t, c.Servers[0].Kill())
 
-	require.NoError(t, rs[2].Pause(ctx, "ctl", "node 0 is down"))
+	require.NoError(t, rs[2].Control().Pause(ctx, "ctl", "node 0 is down"))
 	paused := time.Now()
 	checkPaused(t, led, 3, paused, "node 0 is down")
-	require.NoError(t, rs[0].Resume(ctx, "ctl"))
+	require.NoError(t, rs[0].Control().Resume(ctx, "ctl"))
 	resumed := time.Now()
 	led.waitEvent(t, "a run after resume", func(e event) bool { return e.Tick.After(resumed) })
 }
@@ -111,8 +112,34 @@ func TestPauseRefusesBadInput(t *testing.T) {
 	c := newCluster(t, 1, false)
 	s := newScheduler(t, c.client(t, false))
 	ctx := ctxT(t)
-	require.ErrorIs(t, s.Pause(ctx, "nope", "x"), scheduler.ErrUnknownJob)
-	require.ErrorIs(t, s.Resume(ctx, "nope"), scheduler.ErrUnknownJob)
+	require.ErrorIs(t, s.Control().Pause(ctx, "nope", "x"), scheduler.ErrUnknownJob)
+	require.ErrorIs(t, s.Control().Resume(ctx, "nope"), scheduler.ErrUnknownJob)
 	require.NoError(t, s.Add(job.Job{Name: "j", Spec: "@hourly", Handler: func(context.Context) error { return nil }}))
-	require.ErrorContains(t, s.Pause(ctx, "j", " "), "the reason is empty")
+	require.ErrorContains(t, s.Control().Pause(ctx, "j", " "), "the reason is empty")
+}
+
+// A Scheduler's Control refuses to trigger or read the history of a job that the scheduler
+// does not have, writing nothing; a NewControl's, which knows no jobs, asks the nodes.
+func TestSchedulersControlKnowsItsJobs(t *testing.T) {
+	c := newCluster(t, 1, false)
+	s := newScheduler(t, c.client(t, false))
+	ctx := ctxT(t)
+	require.Same(t, s.Control(), s.Control())
+	_, err := s.Control().Trigger(ctx, "nope")
+	require.ErrorIs(t, err, scheduler.ErrUnknownJob)
+	_, err = s.Control().History(ctx, "nope", 1)
+	require.ErrorIs(t, err, scheduler.ErrUnknownJob)
+	_, err = s.Control().HistoryWithOutput(ctx, "nope", 1)
+	require.ErrorIs(t, err, scheduler.ErrUnknownJob)
+	n, err := c.Servers[0].Client().Exists(ctx, layout.TriggersKey("cronlock")).Result()
+	require.NoError(t, err)
+	assert.Zero(t, n, "a refused trigger writes nothing")
+
+	ctl, err := scheduler.NewControl(c.client(t, false))
+	require.NoError(t, err)
+	_, err = ctl.Trigger(ctx, "nope")
+	require.NoError(t, err)
+	h, err := ctl.History(ctx, "nope", 1)
+	require.NoError(t, err)
+	assert.Empty(t, h)
 }

@@ -33,6 +33,14 @@
 // in a repeated hour runs once, at its first occurrence). Specs without CRON_TZ are in UTC
 // unless WithLocation says otherwise.
 //
+// A job's spec may also use Jenkins' H forms in any cron field, alone or in a list: H (one
+// value of the field's range; days of the month 1-28, which every month has), H(a-b) (one
+// value in a-b), H/n (every n from an offset below n) and H(a-b)/n. Each is a value hashed
+// from the job's name, the field and its place in the list: the same on every replica, across
+// restarts and releases, so that "H H * * *" spreads many jobs over the day while each keeps
+// one time. Add resolves them (Entry.Schedule shows the result) and refuses a malformed H,
+// naming the field; ParseSpec does not take H.
+//
 // # The loop
 //
 // One goroutine keeps a min-heap of the jobs' next ticks and one timer for the earliest. A
@@ -56,19 +64,21 @@
 //   - WithTickRetention: max(2·MaxClockSkew + 1s, 1 min).
 //   - WithLockConcurrency: 10·GOMAXPROCS tick locks requested at once.
 //   - WithHistorySize: 100 records per job (History).
-//   - WithTriggerPoll: the queue of manual runs read every second (besides announcements).
 //   - WithHeartbeat: a heartbeat on the lock nodes every 10s (Replicas).
 //   - WithVersion: the main module's version from the build information.
 //
 // # Control
 //
-// Pause and Resume stop and restart a job on every replica, Trigger asks for one manual run,
-// History and Status read what the cluster did, Replicas lists the schedulers of the cluster
-// from their heartbeats (alive or missing, and whose configuration differs), and
-// Control.Forget removes what a retired job left on the nodes. All of it lives on the lock nodes, under the
-// job's hash tag (the trigger queue under the prefix's), written to a quorum and read merged:
-// no coordinator, and a minority of nodes down loses nothing (docs/guarantees.md). Each
-// records who asked: the operator named by the context (WithOperator), else the replica.
+// A Control — a scheduler's own (Scheduler.Control), or one made by NewControl for an admin
+// tool that runs no jobs — acts on the cluster's jobs by name: Pause and Resume stop and
+// restart a job on every replica, Trigger asks for one manual run, History reads what the
+// cluster did (Scheduler.Status too), Replicas lists the schedulers of the cluster from their
+// heartbeats (alive or missing, and whose configuration differs), and Forget removes what a
+// retired job left on the nodes. A scheduler's Control refuses a job it does not have
+// (ErrUnknownJob). All of it lives on the lock nodes, under the job's hash tag (the trigger
+// queue under the prefix's), written to a quorum and read merged: no coordinator, and a
+// minority of nodes down loses nothing (docs/guarantees.md). Each records who asked: the
+// operator named by the context (WithOperator), else the replica.
 //
 // Per job (job.Options): LockTTL 30s, RenewEvery LockTTL/3, Overlap Forbid, no Timeout, no
 // Retries, no CatchUp.
@@ -113,24 +123,18 @@
 //	running jobs                 New, Option, Scheduler.Add, Scheduler.Remove, Scheduler.Start,
 //	                             Scheduler.Stop; ErrStarted, ErrStopped, ErrDuplicate
 //	options                      WithReplica, WithPrefix, WithLocation, WithLogger,
-//	                             WithMiddleware, WithLockConcurrency, WithMaxClockSkew
-//	                             (DefaultMaxClockSkew), WithTickRetention, WithHistorySize
-//	                             (DefaultHistorySize), WithTriggerPoll (DefaultTriggerPoll),
-//	                             WithRescueEvery (DefaultRescueEvery), WithHeartbeat
-//	                             (DefaultHeartbeat), WithVersion
-//	specs                        ParseSpec, ResolveSpec (H forms), SpecError
+//	                             WithMiddleware, WithLockConcurrency, WithMaxClockSkew,
+//	                             WithTickRetention, WithHistorySize, WithRescueEvery,
+//	                             WithHeartbeat, WithVersion
+//	specs                        ParseSpec, SpecError
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status, its
-//	                             runs in flight InFlight), Scheduler.Replica,
-//	                             Scheduler.RegisterGauges
-//	the cluster's replicas       Scheduler.Replicas and Control.Replicas (Replica),
-//	                             Scheduler.SetConfigHash
-//	control from anywhere        NewControl (Control: Pause, Resume, Paused, Trigger, History,
-//	                             HistoryWithOutput, Record, Running), the same on Scheduler
-//	                             (Running: in Status);
+//	                             runs in flight InFlight), Scheduler.Replica
+//	control of the cluster       Scheduler.Control, or NewControl without a Scheduler
+//	                             (Control: Pause, Resume, Paused, Trigger, History,
+//	                             HistoryWithOutput (Record), Running, Replicas (Replica));
 //	                             ErrUnknownJob; Control.Forget (ErrJobRunning); who asks:
-//	                             WithOperator, CheckOperator
+//	                             WithOperator
 //	a run's output               KeepOutput (MaxOutput), read by HistoryWithOutput
-//	running past ticks           Scheduler.Backfill (BackfillOptions, BackfillSummary,
-//	                             DefaultBackfillMax)
+//	running past ticks           Scheduler.Backfill (BackfillOptions, BackfillSummary)
 //	testing with a fake clock    WithClock (a middleware.Clock)
 package scheduler

@@ -17,7 +17,7 @@ var fieldBounds = [][2]int{{0, 59}, {0, 59}, {0, 23}, {1, 31}, {1, 12}, {0, 6}}
 // has days 1-28, so a hashed day is in every month.
 const hashDomMax = 28
 
-// ResolveSpec returns spec with every H of its cron fields replaced by concrete values hashed
+// resolveSpec returns spec with every H of its cron fields replaced by concrete values hashed
 // from the job's name, so that a spec such as "H H * * *" spreads many jobs over the day while
 // each job keeps one fixed time: the same on every replica and across restarts. The forms
 // are Jenkins':
@@ -35,7 +35,7 @@ const hashDomMax = 28
 // "@every d" are returned as they are; a "CRON_TZ=Zone " prefix is kept. A malformed H is an
 // error (*SpecError) naming the field. ParseSpec does not accept H: the scheduler resolves a
 // job's spec with its name (job.Job.Name) before parsing it.
-func ResolveSpec(spec, name string) (string, error) {
+func resolveSpec(spec, name string) (string, error) {
 	s := strings.TrimSpace(spec)
 	prefix := ""
 	if strings.HasPrefix(s, "CRON_TZ=") || strings.HasPrefix(s, "TZ=") {

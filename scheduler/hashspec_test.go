@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -33,7 +34,7 @@ func TestResolveSpecSpreadsNames(t *testing.T) {
 	}
 	for n := range 100 {
 		name := fmt.Sprintf("job-%d", n)
-		spec, err := scheduler.ResolveSpec("H H H H H H", name)
+		spec, err := schedseam.ResolveSpec("H H H H H H", name)
 		require.NoError(t, err, name)
 		_, err = scheduler.ParseSpec(spec, nil)
 		require.NoError(t, err, "%s: %q parses", name, spec)
@@ -60,10 +61,10 @@ func TestResolveSpecIsPinned(t *testing.T) {
 		{"report-daily", "H H * * *", "13 9 * * *"},
 		{"report-daily", "0 H(9-17)/2 * * 1-5", "0 10-17/2 * * 1-5"},
 	} {
-		got, err := scheduler.ResolveSpec(tc.spec, tc.name)
+		got, err := schedseam.ResolveSpec(tc.spec, tc.name)
 		require.NoError(t, err)
 		assert.Equal(t, tc.want, got, "%s %q", tc.name, tc.spec)
-		again, _ := scheduler.ResolveSpec(tc.spec, tc.name)
+		again, _ := schedseam.ResolveSpec(tc.spec, tc.name)
 		assert.Equal(t, got, again, "deterministic")
 	}
 	tick := time.Unix(1767225600, 0) // 2026-01-01T00:00:00Z
@@ -78,7 +79,7 @@ func TestResolveSpecForms(t *testing.T) {
 	const name = "forms"
 	in := func(t *testing.T, spec string, field int, check func(v string) bool) {
 		t.Helper()
-		got, err := scheduler.ResolveSpec(spec, name)
+		got, err := schedseam.ResolveSpec(spec, name)
 		require.NoError(t, err, spec)
 		_, err = scheduler.ParseSpec(got, nil)
 		require.NoError(t, err, "%q resolves to %q, which parses", spec, got)
@@ -111,7 +112,7 @@ func TestResolveSpecForms(t *testing.T) {
 	})
 	in(t, "H(5-5) * * * *", 0, func(v string) bool { return v == "5" })
 	for _, spec := range []string{"*/5 * * * *", "0 9 * * THU", "@hourly", "@every 10s", "CRON_TZ=Asia/Ho_Chi_Minh 0 9 * * *"} {
-		got, err := scheduler.ResolveSpec(spec, name)
+		got, err := schedseam.ResolveSpec(spec, name)
 		require.NoError(t, err)
 		assert.Equal(t, spec, got, "no H: unchanged")
 	}
@@ -135,7 +136,7 @@ func TestResolveSpecRefusesMalformedH(t *testing.T) {
 		{"0 0 * * 1,H(7-8)", `field 5 (day of week) "1,H(7-8)"`, "within 0-6"},
 		{"H H 0 * * * *", "", ""}, // 7 fields: left to ParseSpec, which names the count
 	} {
-		_, err := scheduler.ResolveSpec(tc.spec, "bad")
+		_, err := schedseam.ResolveSpec(tc.spec, "bad")
 		if tc.field == "" {
 			require.NoError(t, err, tc.spec)
 			_, err = scheduler.ParseSpec(tc.spec, nil)

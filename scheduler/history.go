@@ -22,9 +22,6 @@ import (
 	"github.com/cronlock/cronlock/redlock"
 )
 
-// DefaultHistorySize is the default of WithHistorySize.
-const DefaultHistorySize = 100
-
 // Record is one entry of a job's run history: one attempt at a tick or manual run whose handler
 // ran (outcome ran, failed, lease_lost, replaced, stopped when Stop cut it short, or
 // interrupted when its replica vanished and another one recorded it), or a tick skipped
@@ -287,33 +284,23 @@ func (s *Scheduler) appendHistory(r Record, keep time.Duration, inFlight string,
 // History returns the last n records of the job named name, newest first (by tick, then start), read
 // from every lock node that answers and merged, so a minority of nodes down loses nothing.
 // At most the history size (WithHistorySize) is kept. It returns an error matching
-// ErrUnknownJob if no such job is registered, and one matching redlock.ErrQuorumUnavailable,
-// with the records that could be read, if fewer than a quorum of nodes answered.
-func (s *Scheduler) History(ctx context.Context, name string, n int) ([]Record, error) {
-	if err := s.known(name); err != nil {
+// ErrUnknownJob if c is a Scheduler's Control and no such job is registered there, and one
+// matching redlock.ErrQuorumUnavailable, with the records that could be read, if fewer than a
+// quorum of nodes answered.
+func (c *Control) History(ctx context.Context, name string, n int) ([]Record, error) {
+	if err := c.known(name); err != nil {
 		return nil, err
 	}
-	return s.ctl.History(ctx, name, n)
-}
-
-// History returns the last n records of the job named name, as Scheduler.History does.
-func (c *Control) History(ctx context.Context, name string, n int) ([]Record, error) {
 	return c.history(ctx, name, n, false)
 }
 
 // HistoryWithOutput returns the last n records of the job named name, as History does, each
 // with the output its run kept (KeepOutput). It reads more from the nodes than History: the
 // outputs, up to MaxOutput bytes each.
-func (s *Scheduler) HistoryWithOutput(ctx context.Context, name string, n int) ([]Record, error) {
-	if err := s.known(name); err != nil {
+func (c *Control) HistoryWithOutput(ctx context.Context, name string, n int) ([]Record, error) {
+	if err := c.known(name); err != nil {
 		return nil, err
 	}
-	return s.ctl.HistoryWithOutput(ctx, name, n)
-}
-
-// HistoryWithOutput returns the last n records of the job named name, as
-// Scheduler.HistoryWithOutput does.
-func (c *Control) HistoryWithOutput(ctx context.Context, name string, n int) ([]Record, error) {
 	return c.history(ctx, name, n, true)
 }
 

@@ -27,7 +27,7 @@ func TestHistoryAndStatus(t *testing.T) {
 	rs := replicas(t, c, led, 3)
 	ctx := ctxT(t)
 	led.wait(t, "three runs", func() bool { return len(led.events) >= 3 })
-	require.NoError(t, rs[0].Pause(ctx, "ctl", "for the history"))
+	require.NoError(t, rs[0].Control().Pause(ctx, "ctl", "for the history"))
 	paused := time.Now()
 	checkPaused(t, led, 3, paused, "for the history")
 	stop, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -37,7 +37,7 @@ func TestHistoryAndStatus(t *testing.T) {
 	}
 	_, events := led.snapshot()
 
-	h, err := rs[1].History(ctx, "ctl", 100)
+	h, err := rs[1].Control().History(ctx, "ctl", 100)
 	require.NoError(t, err)
 	ran := map[uint64]scheduler.Record{}
 	pausedTicks := map[int64]int{}
@@ -71,10 +71,10 @@ func TestHistoryAndStatus(t *testing.T) {
 
 	// One node down: the same history, merged from the other two.
 	require.NoError(t, c.Servers[0].Kill())
-	h2, err := rs[2].History(ctx, "ctl", 100)
+	h2, err := rs[2].Control().History(ctx, "ctl", 100)
 	require.NoError(t, err)
 	assert.Equal(t, runsOf(h), runsOf(h2))
-	last, err := rs[2].History(ctx, "ctl", 2)
+	last, err := rs[2].Control().History(ctx, "ctl", 2)
 	require.NoError(t, err)
 	assert.Equal(t, runsOf(h[:2]), runsOf(last))
 
@@ -132,11 +132,11 @@ func TestHistoryLastRecordsAreTheNewestTicks(t *testing.T) {
 	close(release)
 	led.waitOutcome(t, "the first tick ran", func(o tickOutcome) bool { return o.Tick.Equal(first) })
 	require.Eventually(t, func() bool {
-		h, err := s.History(ctx, "slow", 10)
+		h, err := s.Control().History(ctx, "slow", 10)
 		return err == nil && len(h) == 2
 	}, waitLimit, time.Millisecond, "both runs recorded")
 
-	last, err := s.History(ctx, "slow", 1)
+	last, err := s.Control().History(ctx, "slow", 1)
 	require.NoError(t, err)
 	require.Len(t, last, 1)
 	assert.True(t, last[0].Tick.Equal(second), "the newest tick %v, not the record written last (%v)", second, last[0].Tick)
@@ -157,7 +157,7 @@ func TestHistoryIsCapped(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, int64(5), n, "records on %s", s.Addr())
 	}
-	h, err := rs[0].History(ctx, "ctl", 100)
+	h, err := rs[0].Control().History(ctx, "ctl", 100)
 	require.NoError(t, err)
 	assert.Len(t, h, 5)
 	_, events := led.snapshot()
@@ -175,11 +175,11 @@ func TestHistoryRecordsFailedTrigger(t *testing.T) {
 	require.NoError(t, s.Add(job.Job{Name: "j", Spec: onlyManual, Handler: func(context.Context) error { return fmt.Errorf("disk full") }}))
 	require.NoError(t, s.Start())
 	ctx := ctxT(t)
-	id, err := s.Trigger(ctx, "j")
+	id, err := s.Control().Trigger(ctx, "j")
 	require.NoError(t, err)
 	var h []scheduler.Record
 	require.Eventually(t, func() bool {
-		h, err = s.History(ctx, "j", 10)
+		h, err = s.Control().History(ctx, "j", 10)
 		return err == nil && len(h) == 1
 	}, waitLimit, 10*time.Millisecond)
 	assert.Equal(t, id, h[0].Trigger)
@@ -192,7 +192,7 @@ func TestHistoryRecordsFailedTrigger(t *testing.T) {
 	assert.Nil(t, st.Paused)
 	require.NotNil(t, st.LastRun)
 	assert.Equal(t, id, st.LastRun.Trigger)
-	_, err = s.History(ctx, "j", 0)
+	_, err = s.Control().History(ctx, "j", 0)
 	require.ErrorContains(t, err, "at least 1")
 }
 
@@ -231,22 +231,22 @@ func TestHistoryKeepsOutput(t *testing.T) {
 	ctx := ctxT(t)
 	scheduler.KeepOutput(ctx, "outside a run: nothing happens")
 
-	id, err := s.Trigger(ctx, "j")
+	id, err := s.Control().Trigger(ctx, "j")
 	require.NoError(t, err)
 	h := waitHistory(t, s, "j", func(h []scheduler.Record) bool { return len(h) == 1 })
 	assert.Equal(t, id, h[0].Trigger)
 	assert.Empty(t, h[0].Output, "History leaves the outputs out")
-	h, err = s.HistoryWithOutput(ctx, "j", 10)
+	h, err = s.Control().HistoryWithOutput(ctx, "j", 10)
 	require.NoError(t, err)
 	require.Len(t, h, 1)
 	assert.Equal(t, strings.Repeat("a", scheduler.MaxOutput-4)+"END", h[0].Output, "the last bytes, from a whole character")
 
 	for range 2 {
-		_, err = s.Trigger(ctx, "j")
+		_, err = s.Control().Trigger(ctx, "j")
 		require.NoError(t, err)
 	}
 	waitHistory(t, s, "j", func(h []scheduler.Record) bool { return len(h) == 2 && h[0].Trigger != id && h[1].Trigger != id })
-	h, err = s.HistoryWithOutput(ctx, "j", 10)
+	h, err = s.Control().HistoryWithOutput(ctx, "j", 10)
 	require.NoError(t, err)
 	require.Len(t, h, 2)
 	got := []string{h[0].Output, h[1].Output}
@@ -262,7 +262,7 @@ func waitHistory(t *testing.T, s *scheduler.Scheduler, name string, ok func([]sc
 	var h []scheduler.Record
 	require.Eventually(t, func() bool {
 		var err error
-		h, err = s.History(context.Background(), name, 10)
+		h, err = s.Control().History(context.Background(), name, 10)
 		return err == nil && ok(h)
 	}, waitLimit, 10*time.Millisecond, "the history of %s", name)
 	return h
@@ -303,7 +303,7 @@ func TestHistoryRecordsEachAttempt(t *testing.T) {
 	_, events := led.snapshot()
 	require.Len(t, events, 2)
 
-	h, err := rs[1].History(ctxT(t), "disk", 10)
+	h, err := rs[1].Control().History(ctxT(t), "disk", 10)
 	require.NoError(t, err)
 	require.Len(t, h, 2, "one record per attempt that ran, and nothing else: %+v", h)
 	for i, r := range h {
@@ -351,7 +351,7 @@ func TestStatusListsRunsInFlight(t *testing.T) {
 	require.NoError(t, err)
 	assert.Empty(t, st.Running, "nothing runs yet")
 
-	id, err := runner.Trigger(ctx, "long")
+	id, err := runner.Control().Trigger(ctx, "long")
 	require.NoError(t, err)
 	var run *job.Run
 	select {

@@ -16,6 +16,7 @@ import (
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/outcome"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
@@ -206,7 +207,7 @@ func TestJitterBoundsAndManualRuns(t *testing.T) {
 	clock := clocktest.NewFake(t0)
 	led := newLedger()
 	s := newScheduler(t, c.client(t, false), scheduler.WithClock(clock), scheduler.WithMiddleware(led.observe()),
-		scheduler.WithTriggerPoll(10*time.Millisecond))
+		schedseam.WithTriggerPoll(10*time.Millisecond).(scheduler.Option))
 	for _, tc := range []struct {
 		spec   string
 		jitter time.Duration
@@ -226,11 +227,11 @@ func TestJitterBoundsAndManualRuns(t *testing.T) {
 	require.NoError(t, s.Add(job.Job{Name: "hashed", Spec: "H H * * *", Options: job.Options{Jitter: time.Hour}, Handler: led.handler(nop)}))
 	es := s.Entries()
 	require.Len(t, es, 1)
-	resolved, err := scheduler.ResolveSpec("H H * * *", "hashed")
+	resolved, err := schedseam.ResolveSpec("H H * * *", "hashed")
 	require.NoError(t, err)
 	assert.Equal(t, scheduler.Entry{Name: "hashed", Spec: "H H * * *", Schedule: resolved, Jitter: time.Hour, Next: es[0].Next}, es[0])
 	require.NoError(t, s.Start())
-	id, err := s.Trigger(ctxT(t), "hashed")
+	id, err := s.Control().Trigger(ctxT(t), "hashed")
 	require.NoError(t, err)
 	e := led.waitEvent(t, "the manual run", func(e event) bool { return e.Trigger == id })
 	assert.True(t, e.Planned.Equal(e.Tick), "a manual run starts when asked: planned %v, asked %v", e.Planned, e.Tick)
@@ -254,7 +255,7 @@ func TestJitteredTickIsTracedAndRecorded(t *testing.T) {
 	var h []scheduler.Record
 	require.Eventually(t, func() bool {
 		var err error
-		h, err = s.History(ctx, "traced", 1)
+		h, err = s.Control().History(ctx, "traced", 1)
 		return err == nil && len(h) == 1
 	}, waitLimit, 10*time.Millisecond)
 	assert.True(t, h[0].Tick.Equal(tick), "%v", h[0].Tick)

@@ -11,7 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// RegisterGauges adds per-job instruments to mp, read at each collection, each with the job's
+// registerGauges adds per-job instruments to mp, read at each collection, each with the job's
 // name as cronlock.job:
 //
 //   - cronlock.job.next_tick.time (gauge, s): the next tick, Unix seconds;
@@ -47,7 +47,7 @@ import (
 // job, 8 at a time, the whole collection bounded by 2s; a job whose nodes do not answer in time
 // gets no value from the lock nodes rather than a wrong one. Unregister the returned
 // registration to stop.
-func (s *Scheduler) RegisterGauges(mp metric.MeterProvider) (metric.Registration, error) {
+func (s *Scheduler) registerGauges(mp metric.MeterProvider) (metric.Registration, error) {
 	m := mp.Meter("github.com/cronlock/cronlock/scheduler")
 	g, err := newGauges(m)
 	if err != nil {
@@ -59,7 +59,7 @@ func (s *Scheduler) RegisterGauges(mp metric.MeterProvider) (metric.Registration
 	}, g.next, g.interval, g.last, g.failures, g.paused, g.missed, g.replicas, g.differs, g.unread)
 }
 
-// gauges are the instruments of RegisterGauges.
+// gauges are the instruments of registerGauges.
 type gauges struct {
 	next, interval, last                        metric.Float64ObservableGauge
 	failures, paused, replicas, differs, unread metric.Int64ObservableGauge
@@ -181,7 +181,7 @@ func (s *Scheduler) replicaCounts() (alive, missing, drift int, ok bool) {
 	return alive, missing, drift, true
 }
 
-// timing is what RegisterGauges reports of a job's schedule on this scheduler.
+// timing is what registerGauges reports of a job's schedule on this scheduler.
 type timing struct {
 	entry    Entry         // Next zero: no more ticks
 	interval time.Duration // from the last tick to the next; 0 when unknown

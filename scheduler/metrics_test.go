@@ -14,6 +14,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/outcome"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -60,7 +61,7 @@ func TestRegisterGauges(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	reg, err := rs[0].RegisterGauges(mp)
+	reg, err := schedseam.RegisterGauges(rs[0], mp)
 	require.NoError(t, err)
 	var st scheduler.Status
 	require.Eventually(t, func() bool { // the run is recorded after its handler returned
@@ -73,7 +74,7 @@ func TestRegisterGauges(t *testing.T) {
 	assert.Equal(t, 0.0, g["cronlock.job.paused"]["ctl"])
 	assert.Equal(t, map[string]float64{"": 0}, g["cronlock.jobs.unread"], "every job's state was read")
 
-	require.NoError(t, rs[0].Pause(ctx, "ctl", "for the gauge"))
+	require.NoError(t, rs[0].Control().Pause(ctx, "ctl", "for the gauge"))
 	assert.Equal(t, 1.0, gauges(t, reader)["cronlock.job.paused"]["ctl"])
 
 	require.NoError(t, c.Servers[0].Kill()) // a quorum of the nodes is gone: nothing to read
@@ -105,7 +106,7 @@ func TestGaugesForAlerts(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	_, err := s.RegisterGauges(mp)
+	_, err := schedseam.RegisterGauges(s, mp)
 	require.NoError(t, err)
 	g := gauges(t, reader)
 	assert.Equal(t, 60.0, g["cronlock.job.interval"]["flaky"], "before the first tick: from the next tick to the one after")

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/outcome"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -33,7 +34,7 @@ func TestOperatorIsRecorded(t *testing.T) {
 	require.NoError(t, err)
 
 	alice := scheduler.WithOperator(ctx, "Alice Smith")
-	require.NoError(t, s.Pause(alice, "ops", "migration"))
+	require.NoError(t, s.Control().Pause(alice, "ops", "migration"))
 	p, err := ctl.Paused(ctx, "ops")
 	require.NoError(t, err)
 	require.NotNil(t, p)
@@ -47,7 +48,7 @@ func TestOperatorIsRecorded(t *testing.T) {
 	id, err := ctl.Trigger(scheduler.WithOperator(ctx, "bob"), "ops")
 	require.NoError(t, err)
 	assert.Equal(t, "bob", <-byRun)
-	_, err = s.Trigger(ctx, "ops")
+	_, err = s.Control().Trigger(ctx, "ops")
 	require.NoError(t, err)
 	assert.Equal(t, "r1", <-byRun, "no operator: the replica asked")
 
@@ -59,7 +60,7 @@ func TestOperatorIsRecorded(t *testing.T) {
 
 	by := map[string]string{}
 	require.Eventually(t, func() bool { // the records are written after the handlers return
-		h, err := s.History(ctx, "ops", 10)
+		h, err := s.Control().History(ctx, "ops", 10)
 		clear(by)
 		for _, r := range h {
 			if r.Outcome == outcome.Ran && (r.Backfill || r.Trigger != "") {
@@ -72,7 +73,7 @@ func TestOperatorIsRecorded(t *testing.T) {
 
 	for _, bad := range []string{"", "   ", "a\nb", "tab\there", strings.Repeat("x", 65), "\xff"} {
 		bctx := scheduler.WithOperator(ctx, bad)
-		err := s.Pause(bctx, "ops", "x")
+		err := s.Control().Pause(bctx, "ops", "x")
 		require.Error(t, err, "%q", bad)
 		assert.Contains(t, err.Error(), "operator name", "%q", bad)
 		_, err = ctl.Trigger(bctx, "ops")
@@ -84,7 +85,7 @@ func TestOperatorIsRecorded(t *testing.T) {
 	p, err = ctl.Paused(ctx, "ops")
 	require.NoError(t, err)
 	assert.Nil(t, p, "a refused pause writes nothing")
-	assert.NoError(t, scheduler.CheckOperator("émile@host-1.example"))
+	assert.NoError(t, schedseam.CheckOperator("émile@host-1.example"))
 }
 
 // recordKind tells the records of TestOperatorIsRecorded apart; id is the trigger bob asked.

@@ -11,6 +11,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/cronlock/cronlock/internal/scheddefault"
 	"github.com/cronlock/cronlock/middleware"
 )
 
@@ -35,9 +36,6 @@ type config struct {
 	version      string
 }
 
-// DefaultMaxClockSkew is the default of WithMaxClockSkew.
-const DefaultMaxClockSkew = time.Second
-
 func defaultConfig() config {
 	host, _ := os.Hostname()
 	if host == "" {
@@ -49,13 +47,13 @@ func defaultConfig() config {
 		replica:  fmt.Sprintf("%s-%d", host, os.Getpid()),
 		logger:   slog.Default(),
 		loc:      time.UTC,
-		maxSkew:  DefaultMaxClockSkew,
+		maxSkew:  scheddefault.MaxClockSkew,
 		lockConc: 10 * runtime.GOMAXPROCS(0),
 
-		historySize: DefaultHistorySize,
-		triggerPoll: DefaultTriggerPoll,
-		rescueEvery: DefaultRescueEvery,
-		heartbeat:   DefaultHeartbeat,
+		historySize: scheddefault.HistorySize,
+		triggerPoll: scheddefault.TriggerPoll,
+		rescueEvery: scheddefault.RescueEvery,
+		heartbeat:   scheddefault.Heartbeat,
 		version:     mainVersion(),
 	}
 }
@@ -208,21 +206,21 @@ func WithLockConcurrency(n int) Option {
 func WithHistorySize(n int) Option {
 	return func(cfg *config) error {
 		if n < 0 {
-			return fmt.Errorf("scheduler: history size %d is negative: give how many records of each job's runs to keep, e.g. %d, or 0 for none", n, DefaultHistorySize)
+			return fmt.Errorf("scheduler: history size %d is negative: give how many records of each job's runs to keep, e.g. %d, or 0 for none", n, scheddefault.HistorySize)
 		}
 		cfg.historySize = n
 		return nil
 	}
 }
 
-// WithTriggerPoll sets how often a running scheduler reads the queue of manual runs
+// withTriggerPoll sets how often a running scheduler reads the queue of manual runs
 // (Trigger) from the nodes, in case an announcement was lost, and for the requests that
 // waited for a run of their job to end (Overlap Forbid). Default 1s; each look is one
 // request per node, whatever the number of jobs.
-func WithTriggerPoll(d time.Duration) Option {
+func withTriggerPoll(d time.Duration) Option {
 	return func(cfg *config) error {
 		if d <= 0 {
-			return fmt.Errorf("scheduler: trigger poll %v: must be positive, e.g. %v", d, DefaultTriggerPoll)
+			return fmt.Errorf("scheduler: trigger poll %v: must be positive, e.g. %v", d, scheddefault.TriggerPoll)
 		}
 		cfg.triggerPoll = d
 		return nil
@@ -239,7 +237,7 @@ func WithTriggerPoll(d time.Duration) Option {
 func WithRescueEvery(d time.Duration) Option {
 	return func(cfg *config) error {
 		if d <= 0 {
-			return fmt.Errorf("scheduler: rescue period %v: must be positive, e.g. %v", d, DefaultRescueEvery)
+			return fmt.Errorf("scheduler: rescue period %v: must be positive, e.g. %v", d, scheddefault.RescueEvery)
 		}
 		cfg.rescueEvery = d
 		return nil
@@ -253,7 +251,7 @@ func WithRescueEvery(d time.Duration) Option {
 func WithHeartbeat(d time.Duration) Option {
 	return func(cfg *config) error {
 		if d <= 0 {
-			return fmt.Errorf("scheduler: heartbeat %v: must be positive, e.g. %v", d, DefaultHeartbeat)
+			return fmt.Errorf("scheduler: heartbeat %v: must be positive, e.g. %v", d, scheddefault.Heartbeat)
 		}
 		cfg.heartbeat = d
 		return nil
@@ -296,7 +294,7 @@ func (cfg *config) notForControl() []string {
 		{cfg.retentionSet, "WithTickRetention"},
 		{cfg.lockConc != d.lockConc, "WithLockConcurrency"},
 		{cfg.historySize != d.historySize, "WithHistorySize"},
-		{cfg.triggerPoll != d.triggerPoll, "WithTriggerPoll"},
+		{cfg.triggerPoll != d.triggerPoll, "schedseam.WithTriggerPoll"},
 		{cfg.rescueEvery != d.rescueEvery, "WithRescueEvery"},
 		{cfg.heartbeat != d.heartbeat, "WithHeartbeat"},
 		{cfg.version != d.version, "WithVersion"},

@@ -16,9 +16,6 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// DefaultHeartbeat is the default of WithHeartbeat.
-const DefaultHeartbeat = 10 * time.Second
-
 // missedBeats is how many heartbeats in a row a replica may miss before it counts as missing.
 const missedBeats = 3
 
@@ -40,8 +37,8 @@ type Replica struct {
 	Heartbeat time.Duration
 	// Jobs are the names of its registered jobs, sorted.
 	Jobs []string
-	// ConfigHash is a hash of its configuration: SetConfigHash's, else one of its jobs'
-	// names, specs and options.
+	// ConfigHash is a hash of its configuration: a hash of its jobs' names, specs and options
+	// (cronlock run's daemons report one of their config file's jobs instead).
 	ConfigHash string
 	// Running counts its runs in flight: handlers running as of its last heartbeat.
 	Running int
@@ -97,9 +94,6 @@ return redis.call('HGETALL', KEYS[1])`)
 // merged from every node that answers, so a minority of nodes down loses nothing. It returns
 // an error matching redlock.ErrQuorumUnavailable, with the replicas that could be read, if
 // fewer than a quorum of nodes answered.
-func (s *Scheduler) Replicas(ctx context.Context) ([]Replica, error) { return s.ctl.Replicas(ctx) }
-
-// Replicas returns the schedulers of the cluster, as Scheduler.Replicas does.
 func (c *Control) Replicas(ctx context.Context) ([]Replica, error) {
 	replies, err := lockseam.Broadcast(c.locks, ctx, readReplicasScript, []string{layout.ReplicasKey(c.cfg.prefix)})
 	if replies == nil {
@@ -156,12 +150,12 @@ func (c *Control) mergeReplicas(replies []any) []Replica {
 	return out
 }
 
-// SetConfigHash sets the hash of this scheduler's configuration that its heartbeats report
+// setConfigHash sets the hash of this scheduler's configuration that its heartbeats report
 // (Replica.ConfigHash), and sends a heartbeat at once if the scheduler is running. Give a
 // hash of whatever decides what the replicas run, so that a replica whose configuration
 // differs from the others' shows; cronlock run gives one of its config file's jobs. Default,
 // and with "": a hash of the registered jobs' names, specs and options.
-func (s *Scheduler) SetConfigHash(h string) {
+func (s *Scheduler) setConfigHash(h string) {
 	s.mu.Lock()
 	s.configHash = h
 	s.mu.Unlock()

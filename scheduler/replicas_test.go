@@ -13,6 +13,8 @@ import (
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/scheddefault"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -98,7 +100,7 @@ func TestReplicas(t *testing.T) {
 	require.NoError(t, err)
 
 	reader := sdkmetric.NewManualReader()
-	reg, err := rs[0].RegisterGauges(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	reg, err := schedseam.RegisterGauges(rs[0], sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, reg.Unregister()) }()
 
@@ -111,7 +113,7 @@ func TestReplicas(t *testing.T) {
 		assert.Equal(t, []string{"report"}, r.Jobs)
 		assert.Equal(t, started.UnixMilli(), r.Started.UnixMilli())
 		assert.Equal(t, beat, r.Heartbeat)
-		assert.Equal(t, 3*beat+scheduler.DefaultMaxClockSkew, r.MissingAfter)
+		assert.Equal(t, 3*beat+scheddefault.MaxClockSkew, r.MissingAfter)
 		assert.Zero(t, r.Running)
 		assert.NotEmpty(t, r.ConfigHash)
 	}
@@ -121,10 +123,10 @@ func TestReplicas(t *testing.T) {
 	assert.False(t, got["r1"].ConfigDiffers)
 
 	// A run in flight is counted; SetConfigHash replaces the jobs' hash.
-	_, err = rs[1].Trigger(ctxT(t), "report")
+	_, err = rs[1].Control().Trigger(ctxT(t), "report")
 	require.NoError(t, err)
 	<-running
-	rs[2].SetConfigHash("custom")
+	schedseam.SetConfigHash(rs[2], "custom")
 	waitReplicas(t, ctl, "a run in flight and the set hash", func(m map[string]scheduler.Replica) bool {
 		return m["r0"].Running+m["r1"].Running+m["r2"].Running == 1 && m["r2"].ConfigHash == "custom"
 	})
@@ -135,7 +137,7 @@ func TestReplicas(t *testing.T) {
 	cancel()
 	require.NoError(t, rs[2].Stop(ended))
 	lastSeen := waitReplicas(t, ctl, "r2's last heartbeat", func(map[string]scheduler.Replica) bool { return true })["r2"].LastSeen
-	clock.Advance(3*beat + scheduler.DefaultMaxClockSkew + time.Millisecond)
+	clock.Advance(3*beat + scheddefault.MaxClockSkew + time.Millisecond)
 	got = waitReplicas(t, ctl, "r2 missing", func(m map[string]scheduler.Replica) bool {
 		return !m["r2"].Alive && m["r0"].Alive && m["r1"].Alive && m["r0"].LastSeen.After(lastSeen)
 	})
@@ -173,7 +175,7 @@ func TestReplicasMinorityDown(t *testing.T) {
 	require.NoError(t, s.Start())
 	waitReplicas(t, mustControl(t, c), "r0", func(m map[string]scheduler.Replica) bool { return m["r0"].Alive })
 	require.NoError(t, c.Servers[0].Kill())
-	got, err := s.Replicas(ctxT(t))
+	got, err := s.Control().Replicas(ctxT(t))
 	require.NoError(t, err)
 	require.Len(t, got, 1)
 	assert.Equal(t, "r0", got[0].Name)
@@ -218,7 +220,7 @@ func TestReplicasStoppedWhileANodeWasAway(t *testing.T) {
 	// Stop marks the replica stopped only once its own heartbeat came back (the gauges are
 	// reported from then on): before that, the nodes may be out of reach.
 	reader := sdkmetric.NewManualReader()
-	reg, err := s.RegisterGauges(sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
+	reg, err := schedseam.RegisterGauges(s, sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)))
 	require.NoError(t, err)
 	defer func() { require.NoError(t, reg.Unregister()) }()
 	waitFor(t, "r0's first heartbeat back", func() bool { _, _, ok := replicaGauges(t, reader); return ok })

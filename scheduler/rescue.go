@@ -18,9 +18,6 @@ import (
 	"github.com/cronlock/cronlock/middleware"
 )
 
-// DefaultRescueEvery is the default of WithRescueEvery.
-const DefaultRescueEvery = 10 * time.Second
-
 // inFlight is what the nodes know of an attempt under way: enough to record it interrupted
 // if its holder vanishes, and its lock, to tell whether it did.
 type inFlight struct {

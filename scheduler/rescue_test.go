@@ -62,7 +62,7 @@ func TestVanishedRunIsRecordedInterrupted(t *testing.T) {
 				a.signal(t, syscall.SIGTERM)
 				a.wait(t) // its own record (lease_lost) was offered before it exited
 			}
-			h, err := live.History(ctxT(t), "vanish", 10)
+			h, err := live.Control().History(ctxT(t), "vanish", 10)
 			require.NoError(t, err)
 			require.Len(t, h, 1, "one record of the attempt: %+v", h)
 			r := h[0]

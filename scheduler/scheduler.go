@@ -39,8 +39,8 @@ var (
 type Entry struct {
 	Name string
 	Spec string
-	// Schedule is the spec the ticks are computed from: Spec with its H resolved from the
-	// job's name (ResolveSpec); Spec itself when it has no H.
+	// Schedule is the spec the ticks are computed from: Spec with its H forms resolved from
+	// the job's name (see the package doc, "Specs"); Spec itself when it has no H.
 	Schedule string
 	// Jitter is the job's Options.Jitter: each tick starts up to this much after its instant.
 	Jitter time.Duration
@@ -57,7 +57,7 @@ type Entry struct {
 type Scheduler struct {
 	locks *redlock.Client
 	cfg   config
-	ctl   *Control // the control of its jobs, with the same options
+	ctl   *Control // the control of its jobs, with the same options (Control)
 
 	mu      sync.Mutex
 	entries map[string]*entry
@@ -83,7 +83,7 @@ type Scheduler struct {
 	cancelRuns  context.CancelCauseFunc
 	limiter     *limiter.Limiter // shared by the jobs' Lock middleware
 
-	configHash string             // SetConfigHash's; guarded by mu
+	configHash string             // setConfigHash's; guarded by mu
 	beatNow    chan struct{}      // asks the heartbeat goroutine for a heartbeat now
 	endBeats   context.CancelFunc // ends the heartbeat goroutine and its requests
 	beatDone   chan struct{}      // closed when the heartbeat goroutine exits
@@ -138,6 +138,7 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 		active:      make(map[*recorder]bool),
 		runsChanged: make(chan struct{}),
 	}
+	ctl.sched = s
 	s.runCtx, s.cancelRuns = context.WithCancelCause(context.Background())
 	s.stopping, s.halt = context.WithCancel(context.Background())
 	s.stop = s.stopping.Done()
@@ -188,7 +189,7 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 	if err := j.Validate(); err != nil {
 		return nil, err
 	}
-	schedule, err := ResolveSpec(j.Spec, j.Name)
+	schedule, err := resolveSpec(j.Spec, j.Name)
 	var sched cron.Schedule
 	if err == nil {
 		sched, err = ParseSpec(schedule, s.cfg.loc)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -51,11 +52,11 @@ func FuzzResolveSpec(f *testing.F) {
 		f.Add(seed, "job")
 	}
 	f.Fuzz(func(t *testing.T, spec, name string) {
-		got, err := scheduler.ResolveSpec(spec, name)
+		got, err := schedseam.ResolveSpec(spec, name)
 		if err != nil {
 			return
 		}
-		again, _ := scheduler.ResolveSpec(spec, name)
+		again, _ := schedseam.ResolveSpec(spec, name)
 		if again != got {
 			t.Fatalf("%q for %q: %q, then %q", spec, name, got, again)
 		}

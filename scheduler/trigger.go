@@ -19,9 +19,6 @@ import (
 	"github.com/cronlock/cronlock/middleware"
 )
 
-// DefaultTriggerPoll is the default of WithTriggerPoll.
-const DefaultTriggerPoll = time.Second
-
 // Scripts of the queue of manual runs (layout.TriggersKey): a sorted set of
 // "<id> <job> <by>" members (by: who asked, see WithOperator; it may hold spaces, an id and a
 // job name cannot) scored by the Unix milliseconds they were asked at.
@@ -41,37 +38,24 @@ return redis.call('ZRANGE', KEYS[1], 0, -1, 'WITHSCORES')`)
 )
 
 // Trigger asks for one manual run of the job named name, now, and returns its id. The run
-// happens once across the cluster: some running replica with the job starts it — this one at
-// once, the others when the nodes announce it (Pub/Sub), or at their next look at the queue
-// (WithTriggerPoll, default every second) — under the lock key {prefix:job}:trigger:<id> instead of a
-// tick key, with job.Run.Trigger set to the id (and Tick to when it was asked) and job.Run.By
-// to who asked: the operator named by ctx (WithOperator), else this replica. The job's
-// Overlap applies: with Forbid, the run waits until no other run of the job is running. A
+// happens once across the cluster: some running replica with the job starts it — the
+// Scheduler whose Control c is (if any) at once, the others when the nodes announce it
+// (Pub/Sub), or at their next look at the queue (every second) — under the lock key
+// {prefix:job}:trigger:<id> instead of a tick key, with job.Run.Trigger set to the id (and
+// Tick to when it was asked) and job.Run.By to who asked: the operator named by ctx
+// (WithOperator), else c's replica (WithReplica). The job's Overlap applies: with Forbid, the run waits until no other run of the job is running. A
 // pause does not stop it, and it is not retried: its lock is kept as done whatever the
 // outcome. A request that no replica could start within the tick retention minus twice the
 // max clock skew is dropped.
 //
 // The request is written to every lock node and a quorum must confirm. It returns an error
-// matching ErrUnknownJob if the job is not registered here, and one matching
-// redlock.ErrQuorumUnavailable if a quorum did not confirm (the run may still happen).
-func (s *Scheduler) Trigger(ctx context.Context, name string) (string, error) {
-	if err := s.known(name); err != nil {
-		return "", err
-	}
-	id, err := s.ctl.Trigger(ctx, name)
-	if err != nil {
-		return "", err
-	}
-	select { // look at once, so that this replica starts it if it is running
-	case s.pollNow <- struct{}{}:
-	default:
-	}
-	return id, nil
-}
-
-// Trigger asks for a manual run of the job named name, as Scheduler.Trigger does; a
-// scheduler that runs the job starts it within its trigger poll interval.
+// matching ErrUnknownJob if c is a Scheduler's Control and the job is not registered there,
+// and one matching redlock.ErrQuorumUnavailable if a quorum did not confirm (the run may
+// still happen).
 func (c *Control) Trigger(ctx context.Context, name string) (string, error) {
+	if err := c.known(name); err != nil {
+		return "", err
+	}
 	by, err := operator(ctx, c.cfg.replica)
 	if err != nil {
 		return "", fmt.Errorf("scheduler: trigger %q: %w", name, err)
@@ -83,6 +67,12 @@ func (c *Control) Trigger(ctx context.Context, name string) (string, error) {
 	_, err = lockseam.Broadcast(c.locks, ctx, enqueueScript, []string{layout.TriggersKey(c.cfg.prefix)}, asked, id+" "+name+" "+by, layout.TriggersChannel(c.cfg.prefix))
 	if err != nil {
 		return "", fmt.Errorf("scheduler: trigger %q: %w", name, err)
+	}
+	if c.sched != nil {
+		select { // look at once, so that this replica starts it if it is running
+		case c.sched.pollNow <- struct{}{}:
+		default:
+		}
 	}
 	return id, nil
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/outcome"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -49,7 +50,7 @@ func TestTriggersRunExactlyOnce(t *testing.T) {
 	for i := range n {
 		wg.Go(func() {
 			<-start
-			id, err := rs[i%3].Trigger(ctx, "manual")
+			id, err := rs[i%3].Control().Trigger(ctx, "manual")
 			assert.NoError(t, err)
 			ids <- id
 		})
@@ -108,10 +109,10 @@ func TestTriggerRunsElsewhereWhilePaused(t *testing.T) {
 	require.NoError(t, runner.Add(h))
 	require.NoError(t, runner.Start())
 	ctx := ctxT(t)
-	require.NoError(t, asker.Pause(ctx, "manual", "paused, but an operator asks"))
+	require.NoError(t, asker.Control().Pause(ctx, "manual", "paused, but an operator asks"))
 
 	asked := time.Now()
-	id, err := asker.Trigger(ctx, "manual")
+	id, err := asker.Control().Trigger(ctx, "manual")
 	require.NoError(t, err)
 	ev := led.waitEvent(t, "the manual run", func(e event) bool { return e.Trigger == id })
 	assert.Equal(t, "runner", ev.Replica)
@@ -134,7 +135,7 @@ func TestTriggerIsTracedAndRecorded(t *testing.T) {
 	require.NoError(t, s.Add(job.Job{Name: "traced", Spec: onlyManual, Handler: func(context.Context) error { return nil }}))
 	require.NoError(t, s.Start())
 	ctx := ctxT(t)
-	id, err := s.Trigger(ctx, "traced")
+	id, err := s.Control().Trigger(ctx, "traced")
 	require.NoError(t, err)
 	var h []scheduler.Record
 	var root sdktrace.ReadOnlySpan
@@ -145,7 +146,7 @@ func TestTriggerIsTracedAndRecorded(t *testing.T) {
 				root = sp
 			}
 		}
-		h, err = s.History(ctx, "traced", 1)
+		h, err = s.Control().History(ctx, "traced", 1)
 		return err == nil && len(h) == 1 && root != nil
 	}, waitLimit, 10*time.Millisecond, "the run's record and its cronlock.trigger span")
 	assert.Contains(t, root.Attributes(), attribute.String("cronlock.trigger", id))
@@ -171,10 +172,10 @@ func TestTriggerWaitsForTheRunningRun(t *testing.T) {
 		})}))
 	require.NoError(t, s.Start())
 	ctx := ctxT(t)
-	first, err := s.Trigger(ctx, "slow")
+	first, err := s.Control().Trigger(ctx, "slow")
 	require.NoError(t, err)
 	<-started
-	second, err := s.Trigger(ctx, "slow")
+	second, err := s.Control().Trigger(ctx, "slow")
 	require.NoError(t, err)
 	led.waitOutcome(t, "the second refused while the first runs", func(o tickOutcome) bool { return o.Outcome == outcome.SkippedOverlap })
 	close(release)
@@ -192,7 +193,7 @@ func TestTriggerIsAnnounced(t *testing.T) {
 	h := job.Job{Name: "hinted", Spec: onlyManual, Handler: led.handler(func(context.Context) error { return nil })}
 	asker := newScheduler(t, c.client(t, false), scheduler.WithReplica("asker"))
 	require.NoError(t, asker.Add(h))
-	runner := newScheduler(t, c.client(t, false), scheduler.WithReplica("runner"), scheduler.WithTriggerPoll(time.Hour))
+	runner := newScheduler(t, c.client(t, false), scheduler.WithReplica("runner"), schedseam.WithTriggerPoll(time.Hour).(scheduler.Option))
 	require.NoError(t, runner.Add(h))
 	require.NoError(t, runner.Start())
 	ctx := ctxT(t)
@@ -201,7 +202,7 @@ func TestTriggerIsAnnounced(t *testing.T) {
 		n, err := c.Servers[0].Client().PubSubNumSub(ctx, layout.TriggersKey("cronlock")+":asked").Result()
 		return err == nil && n[layout.TriggersKey("cronlock")+":asked"] == 1
 	}, waitLimit, 10*time.Millisecond)
-	id, err := asker.Trigger(ctx, "hinted")
+	id, err := asker.Control().Trigger(ctx, "hinted")
 	require.NoError(t, err)
 	ev := led.waitEvent(t, "the announced run", func(e event) bool { return e.Trigger == id })
 	assert.Equal(t, "runner", ev.Replica)

@@ -23,7 +23,7 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/proctest"
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/scheduler"
+	"github.com/cronlock/cronlock/internal/scheddefault"
 )
 
 // minutesAsSeconds is the test's one rewrite of deploy/prometheus/alerts.yml: every duration
@@ -120,7 +120,7 @@ func TestAlertsFireInPrometheus(t *testing.T) {
 // a run, vanishes: the survivor records the run interrupted and counts the killed replica
 // missing, and Prometheus fires CronlockRunInterrupted for the job and CronlockReplicaMissing.
 // The daemons beat every second, so that the killed one is missing within seconds; the
-// rescue of the run takes the lock's TTL plus two rescue periods (scheduler.DefaultRescueEvery).
+// rescue of the run takes the lock's TTL plus two rescue periods (scheddefault.RescueEvery).
 func TestRunInterruptedAndReplicaMissingFireInPrometheus(t *testing.T) {
 	requirePrometheus(t)
 	bin := buildBinary(t, t.TempDir())
@@ -141,7 +141,7 @@ func TestRunInterruptedAndReplicaMissingFireInPrometheus(t *testing.T) {
 
 	// The bound: the lock's TTL (2s) plus two rescue periods, and a margin for Prometheus's
 	// scrape and evaluation on a loaded machine.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+2*scheduler.DefaultRescueEvery+30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+2*scheddefault.RescueEvery+30*time.Second)
 	defer cancel()
 	as := prom.waitFiring(ctx, "the run of the killed daemon and the killed replica", "CronlockRunInterrupted slow", "CronlockReplicaMissing ")
 	for _, al := range as {

@@ -12,7 +12,8 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/backfill"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
-	"github.com/cronlock/cronlock/scheduler"
+	"github.com/cronlock/cronlock/internal/scheddefault"
+	"github.com/cronlock/cronlock/internal/schedseam"
 )
 
 const backfillUsage = `Usage: cronlock backfill JOB --from TIME --to TIME --config FILE [flags]
@@ -32,7 +33,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs, cf := cli.FlagSet("backfill")
 	fromS := fs.String("from", "", "the range's start, RFC 3339 (e.g. 2026-12-01T00:00:00Z)")
 	toS := fs.String("to", "", "the range's end, RFC 3339, not in the future")
-	maxTicks := fs.Int("max", scheduler.DefaultBackfillMax, "refuse a range of more ticks than this")
+	maxTicks := fs.Int("max", scheddefault.BackfillMax, "refuse a range of more ticks than this")
 	includePaused := fs.Bool("include-paused", false, "also run the ticks skipped because the job was paused then")
 	baseURL := fs.String("url", "", "the daemon's HTTP server (default: the config's http:, on loopback when it has no host)")
 	by := cli.OperatorFlag(fs)
@@ -57,7 +58,7 @@ func backfillCmd(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	case *maxTicks <= 0:
 		return usageError{Err: fmt.Errorf("backfill: --max %d: give a positive number of ticks", *maxTicks)}
 	}
-	if err := scheduler.CheckOperator(*by); err != nil {
+	if err := schedseam.CheckOperator(*by); err != nil {
 		return usageError{Err: fmt.Errorf("backfill: --by: %w", err)}
 	}
 	cfg, err := cf.Load("backfill")

@@ -13,6 +13,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/history"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -57,7 +58,7 @@ func controlCmd(ctx context.Context, cmd string, args []string, stdout, stderr i
 		return usageError{Err: fmt.Errorf("%s: give the job's name: cronlock %s JOB --config FILE", cmd, cmd)}
 	}
 	if by != nil {
-		if err := scheduler.CheckOperator(*by); err != nil {
+		if err := schedseam.CheckOperator(*by); err != nil {
 			return usageError{Err: fmt.Errorf("%s: --by: %w", cmd, err)}
 		}
 	}

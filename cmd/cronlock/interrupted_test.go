@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/internal/scheddefault"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -43,9 +44,9 @@ jobs:
 	a.signal(t, syscall.SIGKILL)
 	killed := time.Now()
 
-	// The bound: the lock's TTL (2s) plus two rescue periods (scheduler.DefaultRescueEvery),
+	// The bound: the lock's TTL (2s) plus two rescue periods (scheddefault.RescueEvery),
 	// and a margin for a loaded machine.
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+2*scheduler.DefaultRescueEvery+20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second+2*scheddefault.RescueEvery+20*time.Second)
 	defer cancel()
 	var rec *scheduler.Record
 	for rec == nil {

@@ -39,7 +39,7 @@ func TestLocksReadsEachKeyByItsType(t *testing.T) {
 	require.NoError(t, s.Start())
 	history := layout.HistoryKey(middleware.DefaultPrefix, "j")
 	proctest.Eventually(t, "two runs in the history", func() bool { return node.Client().XLen(ctx, history).Val() >= 2 })
-	require.NoError(t, s.Pause(ctx, "j", "disk full"))
+	require.NoError(t, s.Control().Pause(ctx, "j", "disk full"))
 	require.NoError(t, s.Stop(ctx))
 	require.NoError(t, locks.Close())
 	records := node.Client().XLen(ctx, history).Val()

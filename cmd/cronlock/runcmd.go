@@ -11,7 +11,7 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/daemon"
-	"github.com/cronlock/cronlock/scheduler"
+	"github.com/cronlock/cronlock/internal/scheddefault"
 )
 
 const runUsage = `Usage: cronlock run --config FILE [flags]
@@ -50,8 +50,8 @@ func parseRun(args []string, stdout io.Writer) (daemon.Flags, error) {
 	fs.Var((*optionalDuration)(&f.KillGrace), "kill-grace", "`duration` from SIGTERM to SIGKILL of a run's process group, which gets SIGKILL when its lease ends (default: the config's kill_grace:, else 10s or half of lock_ttl − renew_every)")
 	fs.DurationVar(&f.Drain, "drain", 30*time.Second, "on SIGINT/SIGTERM, how long running jobs may finish before they are stopped")
 	fs.TextVar(&f.LogLevel, "log-level", slog.LevelInfo, "least `level` logged: debug (every tick's outcome), info, warn or error")
-	fs.DurationVar(&f.Heartbeat, "heartbeat", scheduler.DefaultHeartbeat, "how often this replica writes its heartbeat to the lock nodes (cronlock replicas); it shows as missing after 3 of them plus 1s")
-	fs.DurationVar(&f.RescueEvery, "rescue-every", scheduler.DefaultRescueEvery, "how often this replica looks for runs whose replica vanished, to record them interrupted (within the lock's TTL plus two of these); each look is one request per node per job")
+	fs.DurationVar(&f.Heartbeat, "heartbeat", scheddefault.Heartbeat, "how often this replica writes its heartbeat to the lock nodes (cronlock replicas); it shows as missing after 3 of them plus 1s")
+	fs.DurationVar(&f.RescueEvery, "rescue-every", scheddefault.RescueEvery, "how often this replica looks for runs whose replica vanished, to record them interrupted (within the lock's TTL plus two of these); each look is one request per node per job")
 	fs.StringVar(&f.LogFormat, "log-format", "text", "`format` of the log on stderr: text (logfmt) or json (one object per line)")
 	if err := cli.ParseFlags(fs, runUsage, args, stdout); err != nil {
 		return f, err
@@ -67,9 +67,9 @@ func parseRun(args []string, stdout io.Writer) (daemon.Flags, error) {
 	case f.ReadTimeout <= 0 || f.IdleTimeout <= 0:
 		return f, usageError{Err: fmt.Errorf("--http-read-timeout %v, --http-idle-timeout %v: give positive durations", f.ReadTimeout, f.IdleTimeout)}
 	case f.Heartbeat <= 0:
-		return f, usageError{Err: fmt.Errorf("--heartbeat %v: give a positive interval, e.g. %v", f.Heartbeat, scheduler.DefaultHeartbeat)}
+		return f, usageError{Err: fmt.Errorf("--heartbeat %v: give a positive interval, e.g. %v", f.Heartbeat, scheddefault.Heartbeat)}
 	case f.RescueEvery <= 0:
-		return f, usageError{Err: fmt.Errorf("--rescue-every %v: give a positive interval, e.g. %v", f.RescueEvery, scheduler.DefaultRescueEvery)}
+		return f, usageError{Err: fmt.Errorf("--rescue-every %v: give a positive interval, e.g. %v", f.RescueEvery, scheddefault.RescueEvery)}
 	case f.MaxConns <= 0:
 		return f, usageError{Err: fmt.Errorf("--http-max-conns %d: give a positive number of connections", f.MaxConns)}
 	case f.Set["replica"] && f.Replica == "":

@@ -400,7 +400,7 @@ var (
 	scripts  = regexp.MustCompile(`(?m)^cmdstat_(eval(?:sha)?):calls=(\d+),`)
 	commands = regexp.MustCompile(`(?m)^cmdstat_(\w+(?:\|\w+)?):calls=(\d+),`)
 	// triggerPolls matches the command that only the script of the scheduler's poll of the
-	// queue of manual runs sends (scheduler.WithTriggerPoll): one per script run.
+	// queue of manual runs sends (schedseam.WithTriggerPoll): one per script run.
 	triggerPolls = regexp.MustCompile(`(?m)^cmdstat_(zremrangebyscore):calls=(\d+),`)
 )
 

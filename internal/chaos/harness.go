@@ -25,6 +25,7 @@ import (
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/pgtest"
 	"github.com/cronlock/cronlock/internal/redistest"
+	"github.com/cronlock/cronlock/internal/scheddefault"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -150,7 +151,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	rep.Result = Check(Params{Jobs: jobs, Interval: s.interval, From: from, To: to, TTL: s.ttl, Replicas: replicas, Daemons: daemons, Retries: s.retries,
 		// A dead run's lock expires, then a live replica finds it gone at two looks in a row.
-		Recorded: recorded, RescueBound: s.ttl + 2*scheduler.DefaultRescueEvery + s.interval, HistorySize: scheduler.DefaultHistorySize}, h.tl, d)
+		Recorded: recorded, RescueBound: s.ttl + 2*scheddefault.RescueEvery + s.interval, HistorySize: scheddefault.HistorySize}, h.tl, d)
 	return rep, nil
 }
 
@@ -174,7 +175,7 @@ func (h *harness) history(ctx context.Context) ([]scheduler.Record, error) {
 	defer cancel()
 	var out []scheduler.Record
 	for _, j := range jobs {
-		recs, err := ctl.History(ctx, j.Name, scheduler.DefaultHistorySize)
+		recs, err := ctl.History(ctx, j.Name, scheddefault.HistorySize)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", j.Name, err)
 		}

@@ -15,7 +15,7 @@ import (
 
 // Hash hashes its parts (FNV-1a, each part followed by a zero byte, then a 64-bit finalizer
 // so that names differing in one letter land far apart). It is the same on every replica and
-// in every release: H values (scheduler.ResolveSpec) and jitter delays (JitterDelay) derive
+// in every release: H values (schedseam.ResolveSpec) and jitter delays (JitterDelay) derive
 // from it, so changing it would move every user's jobs.
 func Hash(parts ...string) uint64 {
 	f := fnv.New64a()

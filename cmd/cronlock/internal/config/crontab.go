@@ -18,6 +18,7 @@ import (
 
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -381,7 +382,7 @@ var fieldLike = regexp.MustCompile(`^[0-9*?/,H()-]+$`)
 // secondsLine reports whether the first six words of a job line are a schedule with seconds
 // (with any H resolved, under any name: the name does not change whether it parses).
 func secondsLine(words []string) bool {
-	spec, err := scheduler.ResolveSpec(strings.Join(words[:6], " "), "")
+	spec, err := schedseam.ResolveSpec(strings.Join(words[:6], " "), "")
 	if err == nil {
 		_, err = scheduler.ParseSpec(spec, nil)
 	}

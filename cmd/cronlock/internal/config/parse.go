@@ -20,6 +20,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/scheduler"
@@ -978,7 +979,7 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 	if e, ok := m["schedule"]; ok {
 		if s, ok := p.str(e, path+".schedule"); ok {
 			j.Schedule = s
-			resolved, err := scheduler.ResolveSpec(s, j.Name) // H is hashed from the name
+			resolved, err := schedseam.ResolveSpec(s, j.Name) // H is hashed from the name
 			var sched cron.Schedule
 			if err == nil {
 				sched, err = scheduler.ParseSpec(resolved, time.UTC)

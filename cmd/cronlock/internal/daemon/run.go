@@ -29,6 +29,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/nodes"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/supervise"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -273,7 +274,7 @@ func (d *daemon) start() error {
 		return usageError{Err: fmt.Errorf("%s: %w", cfg.File, err)}
 	}
 	d.locks = locks
-	if _, err := d.sched.RegisterGauges(d.tel.meters); err != nil {
+	if _, err := schedseam.RegisterGauges(d.sched, d.tel.meters); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
 	if err := d.tel.registerReadiness(d.ready); err != nil {
@@ -301,7 +302,7 @@ func (d *daemon) start() error {
 		d.current[def.job.Name] = def
 	}
 	d.jobs.Store(cfg)
-	d.sched.SetConfigHash(configHash(cfg))
+	schedseam.SetConfigHash(d.sched, configHash(cfg))
 	if addr != "" {
 		d.server = web.NewServer(addr, web.Handler(d.jobs.Load, d.replica, d.sched, d.status, d.ready.Report, d.tel.metrics), f.Limits, d.log)
 	}
@@ -472,7 +473,7 @@ func (d *daemon) reload() {
 		d.log.Info("reload: job removed: it takes no new ticks; a run under way finishes under its lease", "job", g.Name)
 	}
 	d.jobs.Store(cfg)
-	d.sched.SetConfigHash(configHash(cfg))
+	schedseam.SetConfigHash(d.sched, configHash(cfg))
 	d.log.Info("reloaded", "file", cfg.File, "jobs", len(cfg.Jobs), "added", added, "changed", changed, "removed", len(gone))
 }
 

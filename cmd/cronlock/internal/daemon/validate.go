@@ -12,6 +12,8 @@ import (
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
+	"github.com/cronlock/cronlock/internal/scheddefault"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -21,7 +23,7 @@ import (
 // the tick's jitter delay), and its jitter ("-" for none).
 func scheduleOf(name, spec string, jitter time.Duration, now time.Time) (schedule, next, jit string) {
 	schedule, next, jit = spec, "-", "-"
-	resolved, err := scheduler.ResolveSpec(spec, name)
+	resolved, err := schedseam.ResolveSpec(spec, name)
 	if err != nil {
 		return schedule, next, jit
 	}
@@ -68,7 +70,7 @@ func Validate(cf cli.ConfigFlags, stdout, stderr io.Writer) error {
 	}
 	// The daemon's own start, which connects to nothing and starts nothing; variables that are
 	// not set here (warned about above) are taken as empty.
-	d := &daemon{cfg: &checked, flags: Flags{Set: map[string]bool{}, Heartbeat: scheduler.DefaultHeartbeat, RescueEvery: scheduler.DefaultRescueEvery}, status: web.NewJobStatus(), gate: newGate(), log: slog.New(slog.DiscardHandler),
+	d := &daemon{cfg: &checked, flags: Flags{Set: map[string]bool{}, Heartbeat: scheddefault.Heartbeat, RescueEvery: scheddefault.RescueEvery}, status: web.NewJobStatus(), gate: newGate(), log: slog.New(slog.DiscardHandler),
 		lookupEnv: func(name string) (string, bool) { v, _ := os.LookupEnv(name); return v, true }}
 	err = d.start()
 	d.close()

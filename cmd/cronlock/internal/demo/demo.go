@@ -520,7 +520,7 @@ func (d *demoRun) control(ctx context.Context) {
 		defer d.mu.Unlock()
 		fmt.Fprintf(d.out, "           ⏵ "+format+"\n", args...)
 	}
-	if err := r(0).sched.Pause(ctx, "report", "paused by the demo"); err != nil {
+	if err := r(0).sched.Control().Pause(ctx, "report", "paused by the demo"); err != nil {
 		say("pause failed: %v", err)
 		return
 	}
@@ -528,12 +528,12 @@ func (d *demoRun) control(ctx context.Context) {
 	if !ctxsleep.Sleep(ctx, 2*d.cfg.Every+d.cfg.Every/2) {
 		return
 	}
-	if err := r(1).sched.Resume(ctx, "report"); err != nil {
+	if err := r(1).sched.Control().Resume(ctx, "report"); err != nil {
 		say("resume failed: %v", err)
 		return
 	}
 	say("%s resumes it (cronlock resume)", r(1).name)
-	id, err := r(2).sched.Trigger(ctx, "report")
+	id, err := r(2).sched.Control().Trigger(ctx, "report")
 	if err != nil {
 		say("trigger failed: %v", err)
 		return
@@ -542,7 +542,7 @@ func (d *demoRun) control(ctx context.Context) {
 	// The history shows the manual run once the scheduler recorded it, after the run's
 	// outcome: wait for the record itself.
 	deadline := time.Now().Add(safetyLimit)
-	h, err := r(0).sched.History(ctx, "report", 6)
+	h, err := r(0).sched.Control().History(ctx, "report", 6)
 	for !slices.ContainsFunc(h, func(rec scheduler.Record) bool { return rec.Trigger == id }) {
 		if time.Now().After(deadline) {
 			say("the manual run is not in the history after %v", safetyLimit)
@@ -551,7 +551,7 @@ func (d *demoRun) control(ctx context.Context) {
 		if !ctxsleep.Sleep(ctx, 20*time.Millisecond) {
 			return
 		}
-		h, err = r(0).sched.History(ctx, "report", 6)
+		h, err = r(0).sched.Control().History(ctx, "report", 6)
 	}
 	say("the last runs, from the lock nodes (cronlock history report):")
 	d.mu.Lock()

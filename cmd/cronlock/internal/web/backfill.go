@@ -18,7 +18,7 @@ func backfillLine(sum scheduler.BackfillSummary) backfill.Line {
 }
 
 // backfill serves POST /jobs/{name}/backfill, behind the token: the form fields from and to
-// (RFC 3339), max (optional: the most ticks; default scheduler.DefaultBackfillMax) and
+// (RFC 3339), max (optional: the most ticks; default scheddefault.BackfillMax) and
 // include_paused (optional, a boolean: also run the ticks skipped while the job was paused),
 // and by (optional, see operator). It
 // runs the backfill on this daemon and streams its progress as backfill.Lines; a request

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -75,9 +76,9 @@ func (c *control) mount(mux *http.ServeMux) {
 			}
 			n = v
 		}
-		read := c.sched.History
+		read := c.sched.Control().History
 		if c.bearer(r) {
-			read = c.sched.HistoryWithOutput // the outputs go with the token, as the command lines
+			read = c.sched.Control().HistoryWithOutput // the outputs go with the token, as the command lines
 		}
 		h, err := read(r.Context(), r.PathValue("name"), n)
 		if c.failed(w, err, h == nil, c.bearer(r)) {
@@ -176,7 +177,7 @@ func (c *control) formAuthorized(w http.ResponseWriter, r *http.Request) bool {
 // operator returns the context of an authorized request r to act, naming who asks
 // (scheduler.WithOperator): the name signed in for a form of the console; for the API, the
 // form field by if given, else nobody (the scheduler records this replica). For a by that
-// scheduler.CheckOperator refuses it writes 400 and returns false.
+// schedseam.CheckOperator refuses it writes 400 and returns false.
 func (c *control) operator(w http.ResponseWriter, r *http.Request) (context.Context, bool) {
 	if r.Header.Get("Authorization") == "" {
 		name := c.sessions.session(r, time.Now()).name
@@ -194,7 +195,7 @@ func (c *control) operator(w http.ResponseWriter, r *http.Request) (context.Cont
 	if by == "" {
 		return r.Context(), true
 	}
-	if err := scheduler.CheckOperator(by); err != nil {
+	if err := schedseam.CheckOperator(by); err != nil {
 		http.Error(w, "by: "+err.Error(), http.StatusBadRequest)
 		return nil, false
 	}
@@ -226,11 +227,11 @@ func (c *control) act(w http.ResponseWriter, r *http.Request, action string) {
 		if strings.TrimSpace(reason) == "" {
 			reason = "paused over HTTP"
 		}
-		err = c.sched.Pause(ctx, name, reason)
+		err = c.sched.Control().Pause(ctx, name, reason)
 	case "resume":
-		err = c.sched.Resume(ctx, name)
+		err = c.sched.Control().Resume(ctx, name)
 	case "trigger":
-		out["trigger"], err = c.sched.Trigger(ctx, name)
+		out["trigger"], err = c.sched.Control().Trigger(ctx, name)
 	}
 	if c.failed(w, err, true, true) {
 		return

@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cronlock/cronlock/scheduler"
+	"github.com/cronlock/cronlock/internal/schedseam"
 )
 
 // loginPage serves GET /login: the form that takes the token once for a session.
@@ -20,7 +20,7 @@ func (c *control) loginPage(w http.ResponseWriter, r *http.Request) {
 
 // login serves POST /login: the form field token, compared in constant time, signs the browser
 // in with a session cookie (sessions.issue) of the operator named by the field name (checked
-// first: 400 for a name scheduler.CheckOperator refuses) and sends it to the overview. The
+// first: 400 for a name schedseam.CheckOperator refuses) and sends it to the overview. The
 // pauses, manual runs and backfills of the session record that name. Failures are limited
 // (loginLimiter): 429 with Retry-After while the bucket is empty, 401 for a wrong token.
 func (c *control) login(w http.ResponseWriter, r *http.Request) {
@@ -34,7 +34,7 @@ func (c *control) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	name := strings.TrimSpace(r.PostForm.Get("name"))
-	if err := scheduler.CheckOperator(name); err != nil {
+	if err := schedseam.CheckOperator(name); err != nil {
 		d.Error, d.Name = "Your name: "+err.Error()+".", name
 		render(w, http.StatusBadRequest, "login.html", d)
 		return

@@ -35,7 +35,7 @@ type replicasRead struct {
 }
 
 func (c *control) readReplicas(ctx context.Context) replicasRead {
-	rs, err := c.sched.Replicas(ctx)
+	rs, err := c.sched.Control().Replicas(ctx)
 	read := replicasRead{replicas: rs}
 	if err != nil {
 		read.err = err.Error()

@@ -143,13 +143,13 @@ func (c *control) pageRun(rec scheduler.Record) pageRun {
 }
 
 // withOutputs returns a copy of j whose history has the output each run kept, read from the
-// nodes (Scheduler.HistoryWithOutput); j itself, shared by the pages of one read, is left
+// nodes (Control.HistoryWithOutput); j itself, shared by the pages of one read, is left
 // alone. When the nodes cannot be read, it returns j.
 func (c *control) withOutputs(ctx context.Context, j *pageJob) *pageJob {
 	if len(j.History) == 0 {
 		return j
 	}
-	h, _ := c.sched.HistoryWithOutput(ctx, j.Name, len(j.History)) // a failed read shows on the page already
+	h, _ := c.sched.Control().HistoryWithOutput(ctx, j.Name, len(j.History)) // a failed read shows on the page already
 	if h == nil {
 		return j
 	}

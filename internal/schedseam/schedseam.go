@@ -1,0 +1,67 @@
+// Package schedseam gives cronlock's own packages the parts of package scheduler that they
+// need and a user of scheduler does not: checking an operator's name before asking anything
+// (the CLI and the web console), resolving a spec's H forms (the config checks), the daemon's
+// gauges and configuration hash, and a faster or slower look at the queue of manual runs
+// (tests). Keeping them here keeps scheduler's exported API to what users call.
+//
+// CheckOperator is defined here, and package scheduler checks the names of WithOperator with
+// it. Package scheduler sets the variables in an init function, with its unexported
+// functions; a program that uses them imports scheduler. This package cannot import scheduler
+// (scheduler imports it), so a scheduler and an option travel as any: each function takes the
+// *scheduler.Scheduler its doc names, and panics on another type — a bug in cronlock, never
+// input.
+package schedseam
+
+import (
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/metric"
+)
+
+// maxOperatorLen is the most characters an operator's name may have (CheckOperator).
+const maxOperatorLen = 64
+
+// CheckOperator returns an error unless name can name an operator (scheduler.WithOperator):
+// 1 to 64 printable characters (spaces allowed), not only spaces. The error says which rule
+// it broke and how to fix it.
+func CheckOperator(name string) error {
+	switch n := utf8.RuneCountInString(name); {
+	case strings.TrimSpace(name) == "":
+		return fmt.Errorf("scheduler: operator name %q is empty: give who asks, e.g. %q", name, "alice")
+	case !utf8.ValidString(name):
+		return fmt.Errorf("scheduler: operator name %q is not UTF-8: give a name in plain text", name)
+	case n > maxOperatorLen:
+		return fmt.Errorf("scheduler: operator name %q is %d characters long: use at most %d", name, n, maxOperatorLen)
+	}
+	for _, r := range name {
+		if r != ' ' && !unicode.IsPrint(r) {
+			return fmt.Errorf("scheduler: operator name %q contains %q: use letters, digits, punctuation and spaces only", name, r)
+		}
+	}
+	return nil
+}
+
+// ResolveSpec returns spec with every H of its cron fields replaced by concrete values hashed
+// from the job's name, as the scheduler does for a job's spec before parsing it (the forms
+// are in docs/scheduler.md, "Jitter and H"). Specs without H, descriptors and "@every d" are
+// returned as they are; a malformed H is an error (*scheduler.SpecError) naming the field.
+var ResolveSpec func(spec, name string) (string, error)
+
+// RegisterGauges adds the per-job and replica instruments of the *scheduler.Scheduler s to
+// mp, read at each collection (docs/observability.md lists them). Unregister the returned
+// registration to stop.
+var RegisterGauges func(s any, mp metric.MeterProvider) (metric.Registration, error)
+
+// SetConfigHash sets the hash of the configuration of the *scheduler.Scheduler s that its
+// heartbeats report (scheduler.Replica.ConfigHash), and sends a heartbeat at once if it is
+// running. With "": a hash of its registered jobs' names, specs and options, the default.
+var SetConfigHash func(s any, hash string)
+
+// WithTriggerPoll returns the scheduler.Option that sets how often a running scheduler reads
+// the queue of manual runs from the nodes, besides the nodes' announcements. Default 1s
+// (scheddefault.TriggerPoll); NewControl refuses it.
+var WithTriggerPoll func(d time.Duration) any

@@ -1,0 +1,19 @@
+package scheduler
+
+import (
+	"time"
+
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/cronlock/cronlock/internal/schedseam"
+)
+
+// The parts of the scheduler that only cronlock's own packages use (package schedseam).
+func init() {
+	schedseam.ResolveSpec = resolveSpec
+	schedseam.RegisterGauges = func(s any, mp metric.MeterProvider) (metric.Registration, error) {
+		return s.(*Scheduler).registerGauges(mp)
+	}
+	schedseam.SetConfigHash = func(s any, h string) { s.(*Scheduler).setConfigHash(h) }
+	schedseam.WithTriggerPoll = func(d time.Duration) any { return withTriggerPoll(d) }
+}
