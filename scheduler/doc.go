@@ -134,7 +134,7 @@
 //	                             HistoryWithOutput (Record), Running, Replicas (Replica));
 //	                             ErrUnknownJob; Control.Forget (ErrJobRunning); who asks:
 //	                             WithOperator
-//	a run's output               KeepOutput (MaxOutput), read by HistoryWithOutput
+//	a run's output               KeepOutput (the last 64 KiB), read by HistoryWithOutput
 //	running past ticks           Scheduler.Backfill (BackfillOptions, BackfillSummary)
 //	testing with a fake clock    WithClock (a middleware.Clock)
 package scheduler

@@ -17,6 +17,7 @@ import (
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/internal/outcome"
+	"github.com/cronlock/cronlock/internal/scheddefault"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -139,11 +140,8 @@ type recorder struct {
 
 type recorderKey struct{}
 
-// MaxOutput is the most output, in bytes, that KeepOutput keeps of a run: the last bytes.
-const MaxOutput = 64 << 10
-
 // KeepOutput keeps output, what the run under ctx wrote (e.g. the tail of its log), with the
-// record of the run's attempt on the lock nodes: its last MaxOutput bytes, cut at a UTF-8
+// record of the run's attempt on the lock nodes: its last 64 KiB, cut at a UTF-8
 // character. A handler calls it before it returns; a later call replaces the earlier.
 // HistoryWithOutput reads it back. It does nothing outside a run of a Scheduler, or with
 // WithHistorySize(0). Outputs take space on every node: up to WithHistorySize of them per job.
@@ -152,8 +150,8 @@ func KeepOutput(ctx context.Context, output string) {
 	if rec == nil {
 		return
 	}
-	if len(output) > MaxOutput {
-		output = output[len(output)-MaxOutput:]
+	if len(output) > scheddefault.MaxOutput {
+		output = output[len(output)-scheddefault.MaxOutput:]
 		for output != "" && !utf8.RuneStart(output[0]) {
 			output = output[1:]
 		}
@@ -296,7 +294,7 @@ func (c *Control) History(ctx context.Context, name string, n int) ([]Record, er
 
 // HistoryWithOutput returns the last n records of the job named name, as History does, each
 // with the output its run kept (KeepOutput). It reads more from the nodes than History: the
-// outputs, up to MaxOutput bytes each.
+// outputs, up to 64 KiB each (KeepOutput).
 func (c *Control) HistoryWithOutput(ctx context.Context, name string, n int) ([]Record, error) {
 	if err := c.known(name); err != nil {
 		return nil, err

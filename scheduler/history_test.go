@@ -15,6 +15,7 @@ import (
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/outcome"
+	"github.com/cronlock/cronlock/internal/scheddefault"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -215,7 +216,7 @@ func runsOf(h []scheduler.Record) []string {
 // are capped like the records.
 func TestHistoryKeepsOutput(t *testing.T) {
 	c := newCluster(t, 3, false)
-	long := "é" + strings.Repeat("a", scheduler.MaxOutput-4) + "END" // one byte too many, cut inside é
+	long := "é" + strings.Repeat("a", scheddefault.MaxOutput-4) + "END" // one byte too many, cut inside é
 	outputs := map[int]func(context.Context){
 		1: func(ctx context.Context) { scheduler.KeepOutput(ctx, long) },
 		2: func(context.Context) {},
@@ -239,7 +240,7 @@ func TestHistoryKeepsOutput(t *testing.T) {
 	h, err = s.Control().HistoryWithOutput(ctx, "j", 10)
 	require.NoError(t, err)
 	require.Len(t, h, 1)
-	assert.Equal(t, strings.Repeat("a", scheduler.MaxOutput-4)+"END", h[0].Output, "the last bytes, from a whole character")
+	assert.Equal(t, strings.Repeat("a", scheddefault.MaxOutput-4)+"END", h[0].Output, "the last bytes, from a whole character")
 
 	for range 2 {
 		_, err = s.Control().Trigger(ctx, "j")

@@ -19,4 +19,7 @@ const (
 	Heartbeat = 10 * time.Second
 	// BackfillMax is the default of scheduler.BackfillOptions.Max: the most ticks of a backfill.
 	BackfillMax = 1000
+	// MaxOutput is the most output, in bytes, that scheduler.KeepOutput keeps of a run: the
+	// last bytes.
+	MaxOutput = 64 << 10
 )

@@ -210,7 +210,7 @@ type Job struct {
 	OutputLimit int64
 	// OutputKeep is how many bytes of a run's output, its last, are kept with its history
 	// record on the nodes (scheduler.KeepOutput; 0: none). Default 4 KiB, at most
-	// scheduler.MaxOutput.
+	// scheddefault.MaxOutput.
 	OutputKeep int64
 	// Env are the variables added to the command's environment (env:).
 	Env []EnvVar

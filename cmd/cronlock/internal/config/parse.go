@@ -20,6 +20,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cronlock/cronlock/internal/scheddefault"
 	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/job"
@@ -1039,8 +1040,8 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 		j.OutputLimit, _ = p.size(e, path+".output_limit")
 	}
 	if e, ok := m["output_keep"]; ok {
-		if n, ok := p.size(e, path+".output_keep"); ok && n > scheduler.MaxOutput {
-			p.fail(e.val.Line, path+".output_keep", "%d bytes is more than a history record keeps: give at most %d (64KiB)", n, scheduler.MaxOutput)
+		if n, ok := p.size(e, path+".output_keep"); ok && n > scheddefault.MaxOutput {
+			p.fail(e.val.Line, path+".output_keep", "%d bytes is more than a history record keeps: give at most %d (64KiB)", n, scheddefault.MaxOutput)
 		} else {
 			j.OutputKeep = n
 		}
