@@ -237,12 +237,12 @@ type claim struct {
 	tickKey string // the tick's key (TriggerKey for a manual run)
 	runKey  string
 
-	b           backoff.BackOff  // the waits between attempts, made at the first wait
-	unavailable error            // the last ErrQuorumUnavailable
-	rechecks    int              // the attempts made again after the run key was found held
-	settle      time.Duration    // added to the next wait
-	last        *redlock.Attempt // the last attempt redlock made
-	revoked     *redlock.Holder  // the run this tick asked to stop (Replace)
+	b           backoff.BackOff   // the waits between attempts, made at the first wait
+	unavailable error             // the last ErrQuorumUnavailable
+	rechecks    int               // the attempts made again after the run key was found held
+	settle      time.Duration     // added to the next wait
+	last        *lockseam.Attempt // the last attempt redlock made
+	revoked     *redlock.Holder   // the run this tick asked to stop (Replace)
 	// failed are the errors of the last failed acquisitions (up to maxOwnFailures), whose
 	// attempts' leftovers may refuse the next ones (see ownLeftover).
 	failed []error
@@ -262,7 +262,7 @@ const (
 
 // newClaim prepares the acquisition of run's tick.
 func (c LockConfig) newClaim(locks *redlock.Client, run *job.Run, p *lockProbe) claim {
-	cl := claim{c: c, locks: locks, run: run, p: p, last: new(redlock.Attempt),
+	cl := claim{c: c, locks: locks, run: run, p: p, last: new(lockseam.Attempt),
 		tickKey: layout.TickKey(c.Prefix, run.Job, run.Tick), runKey: layout.RunKey(c.Prefix, run.Job)}
 	if run.Trigger != "" {
 		cl.tickKey = layout.TriggerKey(c.Prefix, run.Job, run.Trigger) // an operator's run: a pause does not stop it
@@ -307,7 +307,7 @@ func (cl *claim) options(opts []redlock.AcquireOption) []redlock.AcquireOption {
 		opts = append(opts, seamOption(lockseam.CountAcquisitions(layout.AttemptsKey(c.Prefix, run.Job, run.Tick), ttl)))
 	}
 	last, p := cl.last, cl.p // not cl: the claim stays on the stack
-	return append(opts, redlock.OnAttempt(func(a redlock.Attempt) { *last = a; p.attempt(a) }))
+	return append(opts, seamOption(lockseam.OnAttempt(func(a lockseam.Attempt) { *last = a; p.attempt(a) })))
 }
 
 // seamOption is the redlock.AcquireOption that package lockseam returns as any.
@@ -400,7 +400,7 @@ func (cl *claim) refused(ctx context.Context, ae *redlock.AcquireError, err erro
 	// Let the failed attempt be released before the next one, or it could be refused by its
 	// own leftover: the release was sent when the attempt failed, takes about as long as an
 	// attempt, and is over within the node timeout.
-	cl.settle = min(2*cl.last.Elapsed+time.Millisecond, cl.locks.NodeTimeout(cl.c.TTL))
+	cl.settle = min(2*cl.last.Elapsed+time.Millisecond, lockseam.NodeTimeout(cl.locks, cl.c.TTL))
 	return backOff, err
 }
 
@@ -584,14 +584,15 @@ func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
 // the failed ones in the returned renewalFailures, which logs them.
 func (c LockConfig) leaseOptions(p *lockProbe, run *job.Run, replaced context.CancelCauseFunc) ([]redlock.LeaseOption, *renewalFailures) {
 	rf := &renewalFailures{logger: c.Logger, run: run}
-	return []redlock.LeaseOption{redlock.RenewEvery(c.RenewEvery), redlock.OnRenew(func(rn redlock.Renewal) {
+	onRenew := lockseam.OnRenew(func(rn lockseam.Renewal) {
 		if errors.Is(rn.Err, lockseam.ErrRevoked) {
 			replaced(fmt.Errorf("%w: %w", job.ErrReplaced, rn.Err))
 			return
 		}
 		p.renewal(rn)
 		rf.add(rn)
-	})}, rf
+	})
+	return []redlock.LeaseOption{redlock.RenewEvery(c.RenewEvery), onRenew.(redlock.LeaseOption)}, rf
 }
 
 // renewalFailures logs a run's failed lease renewals: one line for each stretch of consecutive
@@ -606,7 +607,7 @@ type renewalFailures struct {
 	err    error // its last failure's error
 }
 
-func (f *renewalFailures) add(rn redlock.Renewal) {
+func (f *renewalFailures) add(rn lockseam.Renewal) {
 	if rn.Err == nil {
 		f.log(true)
 		return

@@ -80,9 +80,9 @@ func (p *lockProbe) beginAttempt() {
 	_, p.span = p.tracer.Start(p.ctx, spanAcquire)
 }
 
-// attempt reports one acquire attempt, from redlock's OnAttempt hook: it ends the attempt's
+// attempt reports one acquire attempt, from redlock's attempt hook (lockseam.OnAttempt): it ends the attempt's
 // span with what the attempt found, and measures it.
-func (p *lockProbe) attempt(a redlock.Attempt) {
+func (p *lockProbe) attempt(a lockseam.Attempt) {
 	if p == nil {
 		return
 	}
@@ -205,7 +205,7 @@ func (p *lockProbe) startRun(ctx context.Context, run *job.Run) context.Context 
 
 // renewal reports one renewal of the lease, from the lease's goroutine: an event on the run's
 // span, and a failure in the metrics.
-func (p *lockProbe) renewal(r redlock.Renewal) {
+func (p *lockProbe) renewal(r lockseam.Renewal) {
 	if p == nil {
 		return
 	}

@@ -17,6 +17,7 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -41,17 +42,17 @@ func probedLock(renewals int, next job.Handler) job.Handler {
 				sink = redlock.Metadata(md)
 			}
 		}
-		sink = redlock.OnAttempt(func(a redlock.Attempt) { p.attempt(a) })
+		sink = lockseam.OnAttempt(func(a lockseam.Attempt) { p.attempt(a) })
 		p.beginAttempt()
-		p.attempt(redlock.Attempt{Number: 1, OK: 3, Quorum: 2, Elapsed: 300 * time.Microsecond, Validity: 29 * time.Second, Token: 1 << 50})
+		p.attempt(lockseam.Attempt{Number: 1, OK: 3, Quorum: 2, Elapsed: 300 * time.Microsecond, Validity: 29 * time.Second, Token: 1 << 50})
 		r := *run
 		r.FencingToken = 1 << 50
 		rctx := p.startRun(ctx, &r)
 		if p != nil {
-			sink = redlock.OnRenew(func(r redlock.Renewal) { p.renewal(r) })
+			sink = lockseam.OnRenew(func(r lockseam.Renewal) { p.renewal(r) })
 		}
 		for i := range renewals {
-			p.renewal(redlock.Renewal{Number: i + 1, Validity: 29 * time.Second})
+			p.renewal(lockseam.Renewal{Number: i + 1, Validity: 29 * time.Second})
 		}
 		herr := next(job.NewContext(rctx, &r))
 		p.endRun(herr, false, nil, time.Time{})

@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -85,10 +86,10 @@ func TestNilProbe(t *testing.T) {
 		_ = newLockProbe(ctx)
 		_ = p.metadata()
 		p.beginAttempt()
-		p.attempt(redlock.Attempt{Number: 1})
+		p.attempt(lockseam.Attempt{Number: 1})
 		p.endAttempt(renewErr)
 		_ = p.startRun(ctx, run)
-		p.renewal(redlock.Renewal{Err: renewErr})
+		p.renewal(lockseam.Renewal{Err: renewErr})
 		p.endRun(nil, false, nil, time.Time{})
 		p.startRelease(true)
 		p.endRelease(nil)

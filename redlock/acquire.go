@@ -14,28 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/cronlock/cronlock/internal/ctxsleep"
+	"github.com/cronlock/cronlock/internal/lockseam"
 )
-
-// Attempt describes one attempt of an acquisition, for observability (see OnAttempt).
-type Attempt struct {
-	// Number counts the attempts of one Acquire call, from 1.
-	Number int
-	// PrimaryFirst reports that the lock was contended, so the primary node was asked alone
-	// first (unless askEveryNode).
-	PrimaryFirst bool
-	// OK, Refused, Quarantined and Failed count the nodes' answers that had arrived when the
-	// outcome was decided; Quorum is the number of OKs needed.
-	OK, Refused, Quarantined, Failed, Quorum int
-	// Elapsed is the attempt's duration.
-	Elapsed time.Duration
-	// Validity is how long the lock is certainly held, from the end of the attempt; zero on
-	// failure.
-	Validity time.Duration
-	// Token is the fencing token; zero on failure.
-	Token uint64
-	// Err is the attempt's error, nil on success.
-	Err error
-}
 
 // request is a validated acquisition: its keys, the lock it asks for, how its attempts are
 // made, and what the attempts so far found.
@@ -67,13 +47,13 @@ type lockArgs struct {
 	label    string
 	labelArg any // label, boxed once
 	metadata string
-	replicas []int // by node (nil: none), WaitForReplicas
+	replicas []int // by node (nil: none), WithWaitForReplicas
 	hold     *Lock // a live hold of the key that the caller's context carries
 }
 
 // attemptPolicy is how an acquisition makes its attempts.
 type attemptPolicy struct {
-	hook   func(Attempt)
+	hook   func(lockseam.Attempt)
 	wake   bool
 	every  bool      // askEveryNode
 	splits int       // resolveSplits
@@ -90,7 +70,7 @@ type progress struct {
 	// attempts, and refusals how many in a row; "" and 0 after any other outcome.
 	refusedBy string
 	refusals  int
-	last      Attempt // the last attempt made
+	last      lockseam.Attempt // the last attempt made
 	// values are the lock values of the last attempts made, the attempt n-1 at values[(n-1) %
 	// maxOwnValues], which a failure reports (AcquireError.own): a key found held under one of
 	// them is a leftover of this acquisition's own failed attempt, not another holder. made
@@ -115,8 +95,8 @@ func (p *progress) own() []string {
 
 func (r *request) lockKeys() []string { return r.keys[2:] }
 
-// report records a finished attempt and passes it to the OnAttempt hook.
-func (r *request) report(a Attempt) {
+// report records a finished attempt and passes it to the onAttempt hook.
+func (r *request) report(a lockseam.Attempt) {
 	r.last = a
 	if r.hook != nil {
 		r.hook(a)
@@ -165,9 +145,6 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 	if err := c.checkTTL(ttl); err != nil {
 		return nil, err
 	}
-	if ac.replicas < 0 {
-		return nil, fmt.Errorf("redlock: lock %s: WaitForReplicas(%d): give how many replicas of each node must acknowledge, or 0 not to wait", quote(key), ac.replicas)
-	}
 	if !ac.before.IsZero() && !time.Now().Before(ac.before) {
 		return nil, fmt.Errorf("redlock: lock %s: the StartBefore time has passed: %w", quote(key), context.DeadlineExceeded)
 	}
@@ -179,12 +156,6 @@ func (c *Client) newRequest(ctx context.Context, key string, ttl time.Duration, 
 		replicas: c.cfg.byNode, hold: c.heldBy(ctx, key)}
 	if ac.label != "" {
 		args.label, args.labelArg = ac.label, ac.label
-	}
-	if ac.ownReplicas {
-		args.replicas = nil
-		if ac.replicas > 0 {
-			args.replicas = slices.Repeat([]int{ac.replicas}, len(c.nodes))
-		}
 	}
 	return &request{requestKeys: rk, lockArgs: args,
 		attemptPolicy: attemptPolicy{hook: ac.onAttempt, wake: ac.wake, every: ac.everyNode, splits: ac.splits, before: ac.before}}, nil
@@ -720,11 +691,11 @@ func (b *ballot) fail(reason error, detail string) (*Lock, error) {
 	})
 }
 
-// report records the ballot's outcome, the lock l or the error err, as an Attempt (OnAttempt)
+// report records the ballot's outcome, the lock l or the error err, as an Attempt (lockseam.OnAttempt)
 // and returns them.
 func (b *ballot) report(l *Lock, err error) (*Lock, error) {
 	t := &b.t
-	a := Attempt{Number: b.number, PrimaryFirst: b.primaryFirst, Quorum: b.c.quorum,
+	a := lockseam.Attempt{Number: b.number, PrimaryFirst: b.primaryFirst, Quorum: b.c.quorum,
 		OK: t.ok, Refused: t.refused, Quarantined: t.quarantined, Failed: t.failed, Elapsed: time.Since(b.start), Err: err}
 	if l != nil {
 		a.Validity, a.Token = time.Until(l.ValidUntil()), l.token

@@ -14,7 +14,7 @@ import (
 // scheduler keeps its pauses, manual runs and history so (through package lockseam).
 //
 // It returns each node's reply, indexed like the nodes given to New (nil where the node
-// failed), and, when fewer than a quorum of nodes answered, a *QuorumError matching
+// failed), and, when fewer than a quorum of nodes answered, a *quorumError matching
 // ErrQuorumUnavailable with every failed node's error. The replies of the nodes that answered
 // are returned in either case.
 func (c *Client) broadcast(ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error) {
@@ -46,7 +46,7 @@ func (c *Client) broadcast(ctx context.Context, script *redis.Script, keys []str
 		if len(keys) > 0 {
 			key = keys[0]
 		}
-		return out, &QuorumError{Op: "broadcast", Key: key, Reason: ErrQuorumUnavailable, OK: t.ok, Failed: t.failed, Nodes: t.errs}
+		return out, &quorumError{Op: "broadcast", Key: key, Reason: ErrQuorumUnavailable, OK: t.ok, Failed: t.failed, Nodes: t.errs}
 	}
 	return out, nil
 }

@@ -139,7 +139,6 @@ func New(nodes []Node, opts ...Option) (*Client, error) {
 	if cfg.quarantine {
 		c.quarantineMillis = formatMillis(cfg.maxTTL)
 	}
-	c.contended.window = cfg.contentionWindow
 	return c, nil
 }
 
@@ -198,9 +197,6 @@ func nodeName(n Node, i int) string {
 	}
 	return fmt.Sprintf("node%d", i)
 }
-
-// Quorum returns the number of nodes that must agree.
-func (c *Client) Quorum() int { return c.quorum }
 
 // Close ends the Client's work, bounded by its node timeouts, and returns nil:
 //
@@ -307,7 +303,7 @@ func (c *Client) isClosed() bool {
 // requests not sent yet: they are failed with errNotSent.
 type fan struct {
 	call     *call
-	replicas []int // by node (nil: none), WaitForReplicas
+	replicas []int // by node (nil: none), WithWaitForReplicas
 	parse    func(node int, cmd *redis.Cmd) reply
 	late     func(reply)
 	gaveUp   *atomic.Bool
@@ -487,13 +483,8 @@ func (c *Client) ttlArg(ttl time.Duration) any {
 	return p.arg
 }
 
-// MaxTTL returns the longest TTL a lock may ask for (WithMaxTTL).
-func (c *Client) MaxTTL() time.Duration { return c.cfg.maxTTL }
-
-// NodeTimeout returns how long one request to one node may take for a lock of the given TTL:
+// nodeTimeout returns how long one request to one node may take for a lock of the given TTL:
 // WithNodeTimeout's value, or by default TTL/50 and at least 5ms.
-func (c *Client) NodeTimeout(ttl time.Duration) time.Duration { return c.nodeTimeout(ttl) }
-
 func (c *Client) nodeTimeout(ttl time.Duration) time.Duration {
 	if c.cfg.nodeTimeout > 0 {
 		return c.cfg.nodeTimeout
@@ -524,28 +515,30 @@ func (c *Client) drift(ttl time.Duration) time.Duration {
 	return time.Duration(float64(ttl)*c.cfg.driftFactor) + 2*time.Millisecond
 }
 
+// contentionWindow is how long a lock counts as contended after an acquisition saw it held:
+// while it is, acquisitions ask the lock's primary node first and alone, and fan out to the
+// other nodes only if it said yes, so that racers cost one request each and never split the
+// vote. Uncontended locks are asked of every node in parallel.
+const contentionWindow = 10 * time.Minute
+
 // contention remembers which locks were recently seen held, by fence key.
 type contention struct {
-	window time.Duration
-	mu     sync.Mutex
-	seen   map[string]time.Time
-	swept  time.Time // last sweep of expired entries
+	mu    sync.Mutex
+	seen  map[string]time.Time
+	swept time.Time // last sweep of expired entries
 }
 
 func (ct *contention) mark(key string, now time.Time) {
-	if ct.window <= 0 {
-		return
-	}
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	if ct.seen == nil {
 		ct.seen = make(map[string]time.Time)
 	}
 	ct.seen[key] = now
-	if now.Sub(ct.swept) > ct.window {
+	if now.Sub(ct.swept) > contentionWindow {
 		ct.swept = now
 		for k, t := range ct.seen {
-			if now.Sub(t) > ct.window {
+			if now.Sub(t) > contentionWindow {
 				delete(ct.seen, k)
 			}
 		}
@@ -553,11 +546,8 @@ func (ct *contention) mark(key string, now time.Time) {
 }
 
 func (ct *contention) is(key string, now time.Time) bool {
-	if ct.window <= 0 {
-		return false
-	}
 	ct.mu.Lock()
 	defer ct.mu.Unlock()
 	t, ok := ct.seen[key]
-	return ok && now.Sub(t) <= ct.window
+	return ok && now.Sub(t) <= contentionWindow
 }

@@ -209,7 +209,7 @@ func TestCloseEndsLeases(t *testing.T) {
 	goleak.VerifyNone(t, ignore)
 	for i, le := range leases {
 		select {
-		case <-le.Done():
+		case <-le.Context().Done():
 		default:
 			t.Fatalf("lease %d still running after Close", i)
 		}

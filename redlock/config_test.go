@@ -54,7 +54,6 @@ func TestBadConfigIsRefused(t *testing.T) {
 		{"node replicas past the nodes", three, []redlock.Option{redlock.WithNodeReplicas(3, 1)}, "WithNodeReplicas(3, …): there are 3 nodes"},
 		{"boot key", three, []redlock.Option{redlock.WithBootKey("")}, "boot key is empty"},
 		{"backoff", three, []redlock.Option{redlock.WithBackOff(nil)}, "backoff factory is nil"},
-		{"contention window", three, []redlock.Option{redlock.WithContentionWindow(-1)}, "contention window"},
 		{"context timeouts off", []redlock.Node{noCtxTimeout}, nil, "ContextTimeoutEnabled"},
 		{"nil option", three, []redlock.Option{redlock.WithEvenNodes(), nil}, "option 1 is nil"},
 		{"typed nil client", []redlock.Node{node(), (*redis.Client)(nil), node()}, nil, "node 1 is a nil *redis.Client"},

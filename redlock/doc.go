@@ -46,7 +46,7 @@
 // When many clients race for one key at the same instant — as every replica of a cron job
 // does at every tick — a plain parallel Redlock splits the vote: each racer gets some nodes,
 // none a majority, all release and retry. A Client remembers which locks it recently saw held
-// (WithContentionWindow); for those it asks the lock's primary node (hash of the key's hash
+// (for 10 minutes after it saw one held); for those it asks the lock's primary node (hash of the key's hash
 // tag, or of the key without one, mod N) first and alone, and fans out only if the primary said yes. A loser then costs one
 // request and leaves nothing to release. If the primary is down, it falls back to the
 // parallel path. The first race on a calm key can still split: TryAcquire then fails with
@@ -101,7 +101,7 @@
 // that a quorum confirmed, and is cancelled with cause ErrLeaseLost no later than that
 // deadline — before any node can let the lock go, so before anyone else can take it. Its Err
 // also checks the clock, so work resumed after a process pause sees the loss at once. MaxHold
-// and MaxRenewals bound how long a lease may keep a lock. Close stops the goroutine, waits for
+// bounds how long a lease may keep a lock. Close stops the goroutine, waits for
 // it, and releases the lock; the Client's Close does the same for every lease not closed yet
 // (see Lifecycle), cancelling its context with cause ErrClientClosed. A lock has at most one
 // lease, and a released lock none: Lease then fails with ErrLockLost.
@@ -162,7 +162,8 @@
 //
 // # Logs
 //
-// The Client logs nothing itself: failures come back as errors, renewals through OnRenew.
+// The Client logs nothing itself: failures come back as errors, a lost lease through its
+// context's cause.
 // go-redis, though, writes its own lines (a node that refuses connections: "failed to dial
 // after 5 attempts") to its global logger, by default stderr. A library does not change a
 // process's globals; the program decides, once, e.g. to send them to its slog logger:
@@ -208,22 +209,19 @@
 //	---------------------------  ------------------------------------------------------------
 //	making a client              New, Node, Option, Client.Close; WithQuorum, WithEvenNodes,
 //	                             WithNodeTimeout, WithDriftFactor, WithMaxWait, WithBackOff,
-//	                             WithContentionWindow, WithLabel
+//	                             WithLabel
 //	taking a lock                Client.Acquire, Client.TryAcquire, Lock.Release, Lock.Extend;
-//	                             Lock.Key, Lock.Value, Lock.TTL, Lock.ValidUntil
-//	one acquisition's options    AcquireOption: Label, Metadata, Also, WakeOnRelease,
-//	                             WaitForReplicas, OnAttempt (Attempt)
+//	                             Lock.Key, Lock.Value, Lock.ValidUntil
+//	one acquisition's options    AcquireOption: Label, Metadata, Also, WakeOnRelease
 //	why it failed                ErrNotAcquired (AcquireError, Holder), ErrQuorumUnavailable
-//	                             (QuorumError, NodeError), ErrInvalidKey, ErrInvalidTTL
+//	                             (NodeError), ErrInvalidKey, ErrInvalidTTL
 //	                             ErrNotReplicated, ErrClientClosed
 //	fencing tokens               Lock.Token, FenceKey
-//	leases                       Lock.Lease, LeaseOption: RenewEvery, MaxHold, MaxRenewals,
-//	                             OnRenew (Renewal); Lease.Context, Lease.Deadline, Lease.Done,
-//	                             Lease.Err, Lease.Lock, Lease.Close, LeaseFrom; ErrLeaseLost,
+//	leases                       Lock.Lease, LeaseOption: RenewEvery, MaxHold; Lease.Context
+//	                             (its cause: Lease.Err), Lease.Lock, Lease.Close; ErrLeaseLost,
 //	                             ErrLeaseClosed, ErrLockLost
-//	nested holds                 WithHold, Lock.Depth (a lease's context nests too)
-//	quarantine                   WithBootKey, WithMaxTTL, Client.MaxTTL, WithoutQuarantine,
+//	nested holds                 WithHold (a lease's context nests too)
+//	quarantine                   WithBootKey, WithMaxTTL, WithoutQuarantine,
 //	                             Client.EndQuarantine
 //	cluster and replicated nodes WithClusterNodes, WithWaitForReplicas, WithNodeReplicas
-//	sizing                       Client.Quorum, Client.NodeTimeout
 package redlock

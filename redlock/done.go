@@ -84,7 +84,7 @@ func (l *Lock) markDone(ctx context.Context, keep time.Duration) (markedDone, er
 		return done, err
 	}
 	if t.ok < c.quorum {
-		return done, withContext(ctx, &QuorumError{Op: "mark done", Key: l.keys[0], Reason: t.reason(ErrLockLost),
+		return done, withContext(ctx, &quorumError{Op: "mark done", Key: l.keys[0], Reason: t.reason(ErrLockLost),
 			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs})
 	}
 	return done, nil

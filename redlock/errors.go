@@ -21,7 +21,7 @@ var (
 	ErrLockLost = errors.New("redlock: lock lost")
 	// ErrLeaseLost is the cause with which a lease's context is cancelled when the lease
 	// could not be kept: renewal failed until the validity ran out, the lock was lost, or a
-	// MaxHold or MaxRenewals limit was reached.
+	// MaxHold limit was reached.
 	ErrLeaseLost = errors.New("redlock: lease lost")
 	// ErrLeaseClosed is the cause with which a lease's context is cancelled by Lease.Close.
 	ErrLeaseClosed = errors.New("redlock: lease closed")
@@ -36,7 +36,7 @@ var (
 	// another kind under it (a WRONGTYPE reply). Acquire does not retry it.
 	ErrInvalidKey = errors.New("redlock: invalid key")
 	// ErrNotReplicated is matched by a node's error when the node did what was asked but
-	// fewer of its replicas than WaitForReplicas asks for acknowledged it in time: the node's
+	// fewer of its replicas than WithWaitForReplicas asks for acknowledged it in time: the node's
 	// yes does not count, since a failover to a replica that missed it would forget it.
 	ErrNotReplicated = errors.New("redlock: not replicated: the node's replicas did not acknowledge it")
 )
@@ -185,19 +185,23 @@ func (e *AcquireError) Error() string {
 }
 
 // Unwrap returns the reason followed by the node errors.
-func (e *AcquireError) Unwrap() []error {
-	errs := make([]error, 0, 1+len(e.Nodes))
-	errs = append(errs, e.Reason)
-	for _, n := range e.Nodes {
+func (e *AcquireError) Unwrap() []error { return reasonAndNodes(e.Reason, e.Nodes) }
+
+// reasonAndNodes is what a failed decision's error unwraps to: its reason, then each node's
+// error.
+func reasonAndNodes(reason error, nodes []*NodeError) []error {
+	errs := make([]error, 0, 1+len(nodes))
+	errs = append(errs, reason)
+	for _, n := range nodes {
 		errs = append(errs, n)
 	}
 	return errs
 }
 
-// QuorumError is returned by Extend and Release when a quorum did not confirm. It matches
+// quorumError is returned by Extend and Release when a quorum did not confirm. It matches
 // ErrLockLost (the lock is not ours on enough nodes) or ErrQuorumUnavailable (too many nodes
 // failed) with errors.Is, and every node's error with errors.As.
-type QuorumError struct {
+type quorumError struct {
 	Op     string // "extend", "release" or "broadcast"
 	Key    string
 	Reason error
@@ -207,7 +211,7 @@ type QuorumError struct {
 	Nodes               []*NodeError
 }
 
-func (e *QuorumError) Error() string {
+func (e *quorumError) Error() string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "%v: %s key %s (nodes: %d ok, %d not ours, %d failed)", e.Reason, e.Op, quote(e.Key), e.OK, e.Refused, e.Failed)
 	for _, n := range e.Nodes {
@@ -217,11 +221,4 @@ func (e *QuorumError) Error() string {
 }
 
 // Unwrap returns the reason followed by the node errors.
-func (e *QuorumError) Unwrap() []error {
-	errs := make([]error, 0, 1+len(e.Nodes))
-	errs = append(errs, e.Reason)
-	for _, n := range e.Nodes {
-		errs = append(errs, n)
-	}
-	return errs
-}
+func (e *quorumError) Unwrap() []error { return reasonAndNodes(e.Reason, e.Nodes) }

@@ -152,15 +152,14 @@ func Example_fencing() {
 
 // chargeOrder locks the order itself: called on its own it takes the lock; called from work
 // that already holds the order's lock (through a lease's context), it nests instead of
-// waiting for itself.
-func chargeOrder(ctx context.Context, client *redlock.Client, orderID string) error {
+// waiting for itself. It returns the fencing token it charged with.
+func chargeOrder(ctx context.Context, client *redlock.Client, orderID string) (uint64, error) {
 	l, err := client.Acquire(ctx, "order:"+orderID, 10*time.Second)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer l.Release(context.WithoutCancel(ctx))
-	fmt.Println("charging at depth", l.Depth())
-	return nil
+	return l.Token(), nil // a nested hold shares the outer lock's token
 }
 
 // Holds are reentrant by context: a job that holds an order's lock calls a helper that locks
@@ -178,13 +177,15 @@ func ExampleWithHold() {
 		panic(err)
 	}
 	lease, _ := l.Lease(ctx) // its Context carries the hold; WithHold(ctx, l) would too
-	if err := chargeOrder(lease.Context(), client, "42"); err != nil {
+	token, err := chargeOrder(lease.Context(), client, "42")
+	if err != nil {
 		panic(err)
 	}
+	fmt.Println("charged under the job's hold:", token == l.Token())
 	fmt.Println("still held:", lease.Err() == nil)
 	_ = lease.Close(ctx)
 	// Output:
-	// charging at depth 1
+	// charged under the job's hold: true
 	// still held: true
 }
 
@@ -228,37 +229,42 @@ func ExampleWakeOnRelease() {
 	// handed over with a newer token: true
 }
 
-// A client's options, for nodes, clocks and waits that differ from the defaults; Quorum,
-// MaxTTL and NodeTimeout say what the client made of them.
+// A client's options, for nodes, clocks and waits that differ from the defaults. New checks
+// them all, and refuses a TTL above the max TTL before asking any node.
 func ExampleNew() {
 	nodes, stop := localNodes(3)
 	defer stop()
 	opts := []redlock.Option{
-		redlock.WithQuorum(2),                     // of 3 nodes: the default, a majority
-		redlock.WithDriftFactor(0.02),             // clocks that drift by up to 2% of a TTL
-		redlock.WithMaxTTL(2 * time.Minute),       // locks of up to 2 min; a node that lost its memory refuses locks that long
-		redlock.WithBootKey("cronlock:boot"),      // the key whose absence shows a node lost its memory (the default)
-		redlock.WithMaxWait(5 * time.Second),      // Acquire gives up after 5 s of retries
-		redlock.WithContentionWindow(time.Minute), // a lock seen held counts as contended for a minute
-		redlock.WithWaitForReplicas(0),            // nodes without replicas: wait for none (the default)
+		redlock.WithQuorum(2),                // of 3 nodes: the default, a majority
+		redlock.WithDriftFactor(0.02),        // clocks that drift by up to 2% of a TTL
+		redlock.WithMaxTTL(2 * time.Minute),  // locks of up to 2 min; a node that lost its memory refuses locks that long
+		redlock.WithBootKey("cronlock:boot"), // the key whose absence shows a node lost its memory (the default)
+		redlock.WithMaxWait(5 * time.Second), // Acquire gives up after 5 s of retries
+		redlock.WithNodeTimeout(time.Second), // each request to a node may take 1 s (default: TTL/50)
+		redlock.WithWaitForReplicas(0),       // nodes without replicas: wait for none (the default)
 	}
 	client, err := redlock.New(nodes, opts...)
 	if err != nil {
 		panic(err)
 	}
 	defer client.Close()
-	fmt.Println("quorum:", client.Quorum())
-	fmt.Println("max TTL:", client.MaxTTL())
-	fmt.Println("node timeout for a 10s lock:", client.NodeTimeout(10*time.Second))
+	ctx := context.Background()
+	_ = client.EndQuarantine(ctx) // new nodes: nothing to forget
+	_, err = client.TryAcquire(ctx, "report", 5*time.Minute)
+	fmt.Println("5 min lock refused:", errors.Is(err, redlock.ErrInvalidTTL))
+	l, err := client.TryAcquire(ctx, "report", time.Minute)
+	fmt.Println("1 min lock taken:", err == nil)
+	if err == nil {
+		_ = l.Release(ctx)
+	}
 	// Output:
-	// quorum: 2
-	// max TTL: 2m0s
-	// node timeout for a 10s lock: 200ms
+	// 5 min lock refused: true
+	// 1 min lock taken: true
 }
 
 // Extend renews a lock by hand (a Lease does it for you); ValidUntil says until when it is
-// certainly held. The errors: a TTL the client refuses, too many nodes failing (a
-// *QuorumError listing each node's *NodeError), a closed client.
+// certainly held. The errors: a TTL the client refuses, too many nodes failing (matching
+// ErrQuorumUnavailable, and each failed node's *NodeError with errors.As), a closed client.
 func ExampleLock_Extend() {
 	nodes, client, stop := newNodesAndClient(redlock.WithNodeTimeout(time.Second))
 	defer stop()
@@ -281,10 +287,9 @@ func ExampleLock_Extend() {
 	_ = nodes[1].(*redis.Client).Close() // two of the three nodes cannot be reached
 	_ = nodes[2].(*redis.Client).Close()
 	_, err = l.Extend(ctx)
-	var qe *redlock.QuorumError
 	var ne *redlock.NodeError
-	if errors.As(err, &qe) && errors.As(err, &ne) {
-		fmt.Println("quorum unavailable:", errors.Is(err, redlock.ErrQuorumUnavailable), "failed nodes:", len(qe.Nodes))
+	if errors.As(err, &ne) {
+		fmt.Println("quorum unavailable:", errors.Is(err, redlock.ErrQuorumUnavailable), "a failed node:", ne.Node > 0)
 	}
 
 	_ = l.Release(ctx) // node 0 releases the key; the others expire it by its TTL
@@ -294,14 +299,13 @@ func ExampleLock_Extend() {
 	// Output:
 	// an hour: true
 	// extended: true
-	// quorum unavailable: true failed nodes: 2
+	// quorum unavailable: true a failed node: true
 	// closed: true
 }
 
-// A lease's renewals are reported to OnRenew; code deeper in the call stack finds the lease in
-// its context with LeaseFrom. Closing the lease cancels the work's context with
-// ErrLeaseClosed.
-func ExampleLeaseFrom() {
+// Work under a lease finds the lease's state in its context: Err is nil while the lock is
+// held, and once the lease is closed the context's cause is ErrLeaseClosed.
+func ExampleLease_Close() {
 	_, client, stop := newNodesAndClient(redlock.WithNodeTimeout(time.Second))
 	defer stop()
 	ctx := context.Background()
@@ -310,30 +314,16 @@ func ExampleLeaseFrom() {
 	if err != nil {
 		panic(err)
 	}
-	renewed := make(chan struct{}, 1)
-	opts := []redlock.LeaseOption{
-		redlock.RenewEvery(100 * time.Millisecond),
-		redlock.MaxRenewals(1000), // then the lease is lost (ErrLeaseLost) when the validity runs out
-		redlock.OnRenew(func(r redlock.Renewal) {
-			if r.Err == nil {
-				select {
-				case renewed <- struct{}{}:
-				default:
-				}
-			}
-		}),
-	}
+	opts := []redlock.LeaseOption{redlock.RenewEvery(time.Second), redlock.MaxHold(time.Hour)}
 	lease, err := l.Lease(ctx, opts...)
 	if err != nil {
 		panic(err)
 	}
 	work := lease.Context()
-	found, ok := redlock.LeaseFrom(work)
-	fmt.Println("found:", ok && found == lease)
-	<-renewed
+	fmt.Println("held:", lease.Err() == nil && work.Err() == nil)
 	_ = lease.Close(context.Background())
 	fmt.Println("closed:", errors.Is(context.Cause(work), redlock.ErrLeaseClosed))
 	// Output:
-	// found: true
+	// held: true
 	// closed: true
 }

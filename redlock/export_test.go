@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/lockseam"
 )
 
 // WithLinger sets how long the Client's idle sender goroutines wait for more requests before
@@ -56,3 +58,33 @@ func (e *AcquireError) Refusal() (key, value string, ok bool) {
 	}
 	return e.refusal.key, e.refusal.value, true
 }
+
+// Attempt and Renewal are what OnAttempt and OnRenew observe.
+type (
+	Attempt = lockseam.Attempt
+	Renewal = lockseam.Renewal
+)
+
+// OnAttempt calls f after every attempt of the acquisition (see onAttempt).
+func OnAttempt(f func(Attempt)) AcquireOption { return onAttempt(f) }
+
+// OnRenew calls f after every renewal attempt of the lease (see onRenew).
+func OnRenew(f func(Renewal)) LeaseOption { return onRenew(f) }
+
+// LeaseFrom returns the innermost lease whose context ctx is or derives from.
+var LeaseFrom = leaseFrom
+
+// Quorum returns the number of nodes that must agree.
+func (c *Client) Quorum() int { return c.quorum }
+
+// MaxTTL returns the longest TTL a lock may ask for (WithMaxTTL).
+func (c *Client) MaxTTL() time.Duration { return c.cfg.maxTTL }
+
+// NodeTimeout returns how long one request to one node may take for a lock of the TTL.
+func (c *Client) NodeTimeout(ttl time.Duration) time.Duration { return c.nodeTimeout(ttl) }
+
+// Depth returns 0 for a lock, and n for the n-th nested hold of a lock.
+func (l *Lock) Depth() int { return l.depth }
+
+// Deadline returns when the lease ends unless renewed (see deadline).
+func (le *Lease) Deadline() time.Time { return le.deadline() }

@@ -6,42 +6,32 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/cronlock/cronlock/internal/lockseam"
 )
 
 // LeaseOption configures a Lease.
 type LeaseOption func(*leaseConfig)
 
 type leaseConfig struct {
-	renewEvery  time.Duration
-	maxHold     time.Duration
-	maxRenewals int
-	onRenew     func(Renewal)
+	renewEvery time.Duration
+	maxHold    time.Duration
+	onRenew    func(lockseam.Renewal)
 }
 
 // RenewEvery sets how often the lease extends the lock. Default TTL/3. It must be shorter than
 // the TTL. After a failed renewal the lease tries again sooner, after a quarter of the
-// validity left, but never sooner than the node timeout (Client.NodeTimeout).
+// validity left, but never sooner than the node timeout (WithNodeTimeout).
 func RenewEvery(d time.Duration) LeaseOption { return func(c *leaseConfig) { c.renewEvery = d } }
 
 // MaxHold bounds how long the lease keeps the lock, from its acquisition: when it is reached,
 // renewal stops and the lease is lost. Default 0, no bound.
 func MaxHold(d time.Duration) LeaseOption { return func(c *leaseConfig) { c.maxHold = d } }
 
-// MaxRenewals bounds how many times the lease extends the lock; after the last one, the lease
-// is lost when the validity runs out. Default 0, no bound.
-func MaxRenewals(n int) LeaseOption { return func(c *leaseConfig) { c.maxRenewals = n } }
-
-// OnRenew calls f after every renewal attempt, in the lease's goroutine; f must not block.
-func OnRenew(f func(Renewal)) LeaseOption { return func(c *leaseConfig) { c.onRenew = f } }
-
-// Renewal describes one renewal attempt of a lease.
-type Renewal struct {
-	// Number counts the lease's renewal attempts, from 1.
-	Number int
-	// Validity is the lock's validity after a successful renewal.
-	Validity time.Duration
-	// Err is the renewal's error, nil on success.
-	Err error
+// onRenew calls f after every renewal attempt, in the lease's goroutine; f must not block
+// (lockseam.OnRenew).
+func onRenew(f func(lockseam.Renewal)) LeaseOption {
+	return func(c *leaseConfig) { c.onRenew = f }
 }
 
 // Lease keeps a lock while work runs under it: a goroutine extends the lock every RenewEvery,
@@ -79,8 +69,6 @@ func (l *Lock) Lease(ctx context.Context, opts ...LeaseOption) (*Lease, error) {
 		return nil, fmt.Errorf("redlock: RenewEvery %v must be shorter than the TTL %v, e.g. TTL/3 (%v)", cfg.renewEvery, l.ttl, l.ttl/3)
 	case cfg.maxHold < 0:
 		return nil, fmt.Errorf("redlock: MaxHold %v: must not be negative (0 means no bound)", cfg.maxHold)
-	case cfg.maxRenewals < 0:
-		return nil, fmt.Errorf("redlock: MaxRenewals %d: must not be negative (0 means no bound)", cfg.maxRenewals)
 	}
 	if err := l.startLease(); err != nil {
 		return nil, err
@@ -107,10 +95,6 @@ func (le *Lease) Lock() *Lock { return le.lock }
 // over, even before the lease's goroutine has noticed (e.g. right after the process was
 // paused). context.Cause returns an error matching ErrLeaseLost when the lease was lost.
 func (le *Lease) Context() context.Context { return le.ctx }
-
-// Done is closed when the lease's context is cancelled: the lease was lost or closed, or its
-// parent context ended.
-func (le *Lease) Done() <-chan struct{} { return le.ctx.Done() }
 
 // Err returns nil while the lease holds, and then the cause of its end: an error matching
 // ErrLeaseLost, ErrLeaseClosed or ErrClientClosed (the Client was closed), or the parent
@@ -153,7 +137,7 @@ func (le *Lease) watch() {
 	defer renew.Stop()
 	expiry := time.NewTimer(time.Until(le.deadline()))
 	defer expiry.Stop()
-	attempts, renewals := 0, 0
+	attempts := 0
 	for {
 		select {
 		case <-le.stop:
@@ -164,20 +148,16 @@ func (le *Lease) watch() {
 			}
 			expiry.Reset(time.Until(le.deadline()))
 		case <-renew.C:
-			if le.cfg.maxRenewals > 0 && renewals >= le.cfg.maxRenewals {
-				continue
-			}
 			attempts++
 			// An extension that answers after the validity ran out is worthless: bound it.
 			ctx, cancel := context.WithDeadline(context.Background(), le.deadline())
 			validity, err := l.Extend(ctx)
 			cancel()
 			if le.cfg.onRenew != nil {
-				le.cfg.onRenew(Renewal{Number: attempts, Validity: validity, Err: err})
+				le.cfg.onRenew(lockseam.Renewal{Number: attempts, Validity: validity, Err: err})
 			}
 			switch {
 			case err == nil:
-				renewals++
 				renew.Reset(le.cfg.renewEvery)
 				expiry.Reset(time.Until(le.deadline()))
 			case errors.Is(err, ErrLockLost):
@@ -226,18 +206,14 @@ type leaseContext struct {
 // leaseKey is the context key under which a lease's context carries the lease.
 type leaseKey struct{}
 
-// LeaseFrom returns the innermost lease whose context ctx is or derives from.
-func LeaseFrom(ctx context.Context) (*Lease, bool) {
+// leaseFrom returns the innermost lease whose context ctx is or derives from
+// (lockseam.LeaseFrom).
+func leaseFrom(ctx context.Context) (*Lease, bool) {
 	le, ok := ctx.Value(leaseKey{}).(*Lease)
 	return le, ok
 }
 
-// Deadline returns when the lease ends unless renewed: the lock's validity (moved forward by
-// every successful renewal), or MaxHold if sooner. Unlike the Deadline of a context derived
-// from the lease's, it is not shortened by a timeout of that context.
-func (le *Lease) Deadline() time.Time { return le.deadline() }
-
-// Value carries the lease's hold of its lock (see WithHold), and the lease (see LeaseFrom).
+// Value carries the lease's hold of its lock (see WithHold), and the lease (see leaseFrom).
 func (c *leaseContext) Value(key any) any {
 	switch key {
 	case holdsKey{}:

@@ -81,7 +81,7 @@ func TestLeaseLostBeforeExpiryWhenNodesVanish(t *testing.T) {
 	for _, p := range c.proxies {
 		p.Blackhole(true)
 	}
-	<-lease.Done()
+	<-lease.Context().Done()
 	lost := time.Now()
 	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseLost)
 	require.ErrorIs(t, context.Cause(lease.Context()), redlock.ErrLeaseLost)
@@ -128,7 +128,7 @@ func TestLeaseLostWhenLockTakenOver(t *testing.T) {
 	for _, s := range c.servers {
 		require.NoError(t, s.Client().Del(ctx, key).Err())
 	}
-	<-lease.Done()
+	<-lease.Context().Done()
 	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseLost)
 	require.ErrorIs(t, lease.Err(), redlock.ErrLockLost)
 }
@@ -144,31 +144,11 @@ func TestLeaseMaxHold(t *testing.T) {
 	require.NoError(t, err)
 	lease, err := l.Lease(ctx, redlock.MaxHold(400*time.Millisecond), redlock.RenewEvery(100*time.Millisecond))
 	require.NoError(t, err)
-	<-lease.Done()
+	<-lease.Context().Done()
 	assert.GreaterOrEqual(t, time.Since(start), 400*time.Millisecond)
 	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseLost)
 	assert.Contains(t, lease.Err().Error(), "max hold")
 	require.NoError(t, lease.Close(ctx))
-}
-
-func TestLeaseMaxRenewals(t *testing.T) {
-	c := newCluster(t, 3, false)
-	lc := c.client(t)
-	ctx := ctxT(t)
-
-	l, err := lc.TryAcquire(ctx, redistest.Key(t), 300*time.Millisecond)
-	require.NoError(t, err)
-	onRenew, renewed := renewals()
-	lease, err := l.Lease(ctx, redlock.MaxRenewals(2), onRenew)
-	require.NoError(t, err)
-	<-lease.Done()
-	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseLost)
-	assert.Len(t, renewed, 2)
-	assert.False(t, time.Now().Before(l.ValidUntil()))
-	// The keys expire a drift allowance after the validity: they may be gone already.
-	if err := lease.Close(ctx); err != nil {
-		require.ErrorIs(t, err, redlock.ErrLockLost)
-	}
 }
 
 // After a pause (here: the lease's clock simply passing its deadline while renewals are
@@ -208,7 +188,7 @@ func TestLeaseParentCancelled(t *testing.T) {
 	lease, err := l.Lease(parent)
 	require.NoError(t, err)
 	cancel(errStop)
-	<-lease.Done()
+	<-lease.Context().Done()
 	require.ErrorIs(t, lease.Err(), errStop)
 	require.NoError(t, lease.Close(ctxT(t)))
 }
@@ -227,7 +207,6 @@ func TestLeaseBadOptions(t *testing.T) {
 		{redlock.RenewEvery(time.Second), "RenewEvery 1s must be shorter than the TTL 1s"},
 		{redlock.RenewEvery(0), "RenewEvery 0s: must be positive"},
 		{redlock.MaxHold(-1), "MaxHold -1ns: must not be negative"},
-		{redlock.MaxRenewals(-1), "MaxRenewals -1: must not be negative"},
 	} {
 		_, err := l.Lease(ctx, tc.opt)
 		require.Error(t, err)
@@ -318,7 +297,7 @@ func TestLeaseRetriesNoFasterThanNodeTimeout(t *testing.T) {
 		p.RefuseNew(true)
 		p.ResetAll()
 	}
-	<-lease.Done()
+	<-lease.Context().Done()
 	require.ErrorIs(t, lease.Err(), redlock.ErrLeaseLost)
 	_ = lease.Close(ctx) // waits for the lease's goroutine (no more renewals); the nodes refuse the release
 	failed := 0

@@ -257,7 +257,7 @@ func (c *Client) exec(l *link, batch []*op) {
 type sendBatch struct {
 	live     []*op
 	ctx      *batchCtx // the latest deadline's
-	replicas int       // the most replicas a request waits for (WaitForReplicas)
+	replicas int       // the most replicas a request waits for (WithWaitForReplicas)
 	waitBy   time.Time // the earliest deadline of the requests that wait for replicas
 }
 
@@ -294,7 +294,7 @@ func sendable(batch []*op, now time.Time) sendBatch {
 func execEach(node Node, ctx *batchCtx, live []*op) {
 	for _, o := range live {
 		if o.f.replicasOf(o.node) > 0 {
-			o.fail(fmt.Errorf("redlock: WaitForReplicas needs a node that pipelines (a go-redis client), not %T", node))
+			o.fail(fmt.Errorf("redlock: WithWaitForReplicas needs a node that pipelines (a go-redis client), not %T", node))
 			continue
 		}
 		k := o.f.call

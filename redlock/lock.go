@@ -28,7 +28,7 @@ type Lock struct {
 	// acquisitions is the acquisition's number with countAcquisitions; 0 without.
 	acquisitions uint64
 	late         *lateOKs // the acquisition's replies still to come; nil for a nested hold
-	replicas     []int    // by node (nil: none), WaitForReplicas
+	replicas     []int    // by node (nil: none), WithWaitForReplicas
 	// acquiredAt is when the successful attempt started.
 	acquiredAt time.Time
 	// depth is 0 for a lock, n for the n-th nested hold of it (see Acquire).
@@ -78,15 +78,9 @@ func (l *Lock) Value() string { return l.value }
 // equal tokens, or the later a lower one (see the package documentation).
 func (l *Lock) Token() uint64 { return l.token }
 
-// TTL returns the TTL the lock was acquired with; Extend renews it for as long again.
-func (l *Lock) TTL() time.Duration { return l.ttl }
-
 // ValidUntil returns the instant until which the lock is certainly held, on this host's
 // monotonic clock: acquisition (or last extension) start + TTL − drift allowance.
 func (l *Lock) ValidUntil() time.Time { return l.valid.get() }
-
-// Depth returns 0 for a lock, and n for the n-th nested hold of a lock (see Acquire).
-func (l *Lock) Depth() int { return l.depth }
 
 // live reports whether the lock is held as far as this process knows: not released, and
 // within its validity.
@@ -146,7 +140,7 @@ func newValue() string {
 func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 	c := l.c
 	if l.isReleased() {
-		return 0, &QuorumError{Op: "extend", Key: l.keys[0], Reason: ErrLockLost}
+		return 0, &quorumError{Op: "extend", Key: l.keys[0], Reason: ErrLockLost}
 	}
 	start := time.Now()
 	t := tally{n: len(c.nodes), quorum: c.quorum}
@@ -156,7 +150,7 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 		return 0, err
 	}
 	if t.revoked > 0 {
-		return 0, withContext(ctx, &QuorumError{Op: "extend", Key: l.keys[0], Reason: errRevoked,
+		return 0, withContext(ctx, &quorumError{Op: "extend", Key: l.keys[0], Reason: errRevoked,
 			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs})
 	}
 	if t.ok < c.quorum {
@@ -168,13 +162,13 @@ func (l *Lock) Extend(ctx context.Context) (time.Duration, error) {
 		if t.refused > t.n-t.quorum {
 			reason = ErrLockLost
 		}
-		return 0, withContext(ctx, &QuorumError{Op: "extend", Key: l.keys[0], Reason: reason,
+		return 0, withContext(ctx, &quorumError{Op: "extend", Key: l.keys[0], Reason: reason,
 			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs})
 	}
 	validUntil := start.Add(l.ttl - c.drift(l.ttl))
 	validity := time.Until(validUntil)
 	if validity <= 0 {
-		return 0, &QuorumError{Op: "extend", Key: l.keys[0], Reason: ErrQuorumUnavailable, OK: t.ok}
+		return 0, &quorumError{Op: "extend", Key: l.keys[0], Reason: ErrQuorumUnavailable, OK: t.ok}
 	}
 	l.valid.raise(validUntil)
 	return validity, nil
@@ -226,7 +220,7 @@ func unfencedRelease(keys []string, value any) *call {
 // go on; a release that fails or times out on a node is retried in the background until the
 // lock has expired there (Client.Close stops that). Until the lock's primary node confirmed,
 // this Client's contended acquisitions of the lock's group ask every node at once instead of
-// the primary first (see WithContentionWindow); other clients may find the lock still held on
+// the primary first (see contentionWindow); other clients may find the lock still held on
 // the slow nodes for a moment, as with any release.
 // It fails with an error matching ErrLockLost when the lock was not ours anymore on too many
 // nodes (it had expired, or was released before), or ErrQuorumUnavailable when too many nodes
@@ -246,7 +240,7 @@ func (l *Lock) release(ctx context.Context, keepDone time.Duration) error {
 	c := l.c
 	keep := formatMillis(keepDone)
 	if l.markReleased(keep) {
-		return &QuorumError{Op: "release", Key: l.keys[0], Reason: ErrLockLost}
+		return &quorumError{Op: "release", Key: l.keys[0], Reason: ErrLockLost}
 	}
 	t := tally{n: len(c.nodes), quorum: c.quorum}
 	primary, last, group := c.primary(l.group), l.depth == 0, ""
@@ -276,7 +270,7 @@ func (l *Lock) release(ctx context.Context, keepDone time.Duration) error {
 		return err
 	}
 	if t.ok < c.quorum {
-		return withContext(ctx, &QuorumError{Op: "release", Key: l.keys[0], Reason: t.reason(ErrLockLost),
+		return withContext(ctx, &quorumError{Op: "release", Key: l.keys[0], Reason: t.reason(ErrLockLost),
 			OK: t.ok, Refused: t.refused, Failed: t.failed, Nodes: t.errs})
 	}
 	return nil

@@ -158,7 +158,7 @@ func TestMinorityDownStillAcquires(t *testing.T) {
 	require.NoError(t, l.Release(ctx))
 }
 
-func TestMajorityDownFailsWithQuorumError(t *testing.T) {
+func TestMajorityDownFailsWithQuorumUnavailable(t *testing.T) {
 	c := newCluster(t, 5, false)
 	lc := c.client(t)
 	ctx := ctxT(t)
@@ -196,7 +196,7 @@ func TestQuarantineAfterMemoryLoss(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			c := newCluster(t, 3, false)
-			opts := []redlock.Option{redlock.WithContentionWindow(0)}
+			var opts []redlock.Option
 			if !quarantine {
 				opts = append(opts, redlock.WithoutQuarantine())
 			}
@@ -208,7 +208,7 @@ func TestQuarantineAfterMemoryLoss(t *testing.T) {
 			// and could place the lock there once node 2 is back.
 			la, lc := c.client(t, opts...), c.client(t, opts...)
 			require.NoError(t, c.servers[2].Kill())
-			a, err := la.TryAcquire(ctx, key, 30*time.Second)
+			a, err := la.TryAcquire(ctx, key, 30*time.Second, redlock.AskEveryNode())
 			require.NoError(t, err)
 			require.NoError(t, la.Close())
 			require.NoError(t, c.servers[2].Restart())
@@ -218,7 +218,7 @@ func TestQuarantineAfterMemoryLoss(t *testing.T) {
 			require.NoError(t, c.servers[1].Kill())
 			require.NoError(t, c.servers[1].Restart())
 
-			b, err := lc.TryAcquire(ctx, key, 30*time.Second)
+			b, err := lc.TryAcquire(ctx, key, 30*time.Second, redlock.AskEveryNode())
 			if !quarantine {
 				// The unsafe case the quarantine exists for: B takes nodes 1 and 2.
 				require.NoError(t, err)
@@ -531,15 +531,15 @@ func TestReleaseCleansUpLateAcquisitions(t *testing.T) {
 // is decided at three refusals, of which the winner's four nodes give at least two.)
 func TestRefusalNamesTheMajorityHolder(t *testing.T) {
 	c := newCluster(t, 5, false)
-	lc := c.client(t, redlock.WithContentionWindow(0))
+	lc := c.client(t)
 	ctx := ctxT(t)
 	key := redistest.Key(t)
 
-	winner, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("winner"))
+	winner, err := lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("winner"), redlock.AskEveryNode())
 	require.NoError(t, err)
 	// A loser's leftover replaces the winner's lock on node 0 only.
 	require.NoError(t, c.servers[0].Client().HSet(ctx, key, "v", "leftover", "l", "loser").Err())
-	_, err = lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("late"))
+	_, err = lc.TryAcquire(ctx, key, 10*time.Second, redlock.Label("late"), redlock.AskEveryNode())
 	var ae *redlock.AcquireError
 	require.ErrorAs(t, err, &ae)
 	assert.Equal(t, "winner", ae.Holder.Label)

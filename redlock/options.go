@@ -17,20 +17,19 @@ import (
 type Option func(*config) error
 
 type config struct {
-	quorum           int
-	evenNodes        bool
-	driftFactor      float64
-	nodeTimeout      time.Duration
-	maxTTL           time.Duration
-	quarantine       bool
-	bootKey          string
-	cluster          bool // per-slot boot markers and default fence counters (WithClusterNodes)
-	newBackOff       func() backoff.BackOff
-	maxWait          time.Duration
-	label            string
-	contentionWindow time.Duration
-	replicas         int         // WithWaitForReplicas
-	nodeReplicas     map[int]int // WithNodeReplicas, by node
+	quorum       int
+	evenNodes    bool
+	driftFactor  float64
+	nodeTimeout  time.Duration
+	maxTTL       time.Duration
+	quarantine   bool
+	bootKey      string
+	cluster      bool // per-slot boot markers and default fence counters (WithClusterNodes)
+	newBackOff   func() backoff.BackOff
+	maxWait      time.Duration
+	label        string
+	replicas     int         // WithWaitForReplicas
+	nodeReplicas map[int]int // WithNodeReplicas, by node
 	// byNode is how many replicas each node waits for (nil: none), from the two above.
 	byNode []int
 	linger time.Duration // how long an idle sender goroutine waits for work (linger)
@@ -39,14 +38,13 @@ type config struct {
 func defaultConfig() config {
 	host, _ := os.Hostname()
 	return config{
-		driftFactor:      0.01,
-		maxTTL:           lockseam.DefaultMaxTTL,
-		quarantine:       true,
-		bootKey:          layout.BootKey,
-		newBackOff:       jitter.LockRetries,
-		label:            fmt.Sprintf("%s-%d", host, os.Getpid()),
-		contentionWindow: 10 * time.Minute,
-		linger:           linger,
+		driftFactor: 0.01,
+		maxTTL:      lockseam.DefaultMaxTTL,
+		quarantine:  true,
+		bootKey:     layout.BootKey,
+		newBackOff:  jitter.LockRetries,
+		label:       fmt.Sprintf("%s-%d", host, os.Getpid()),
+		linger:      linger,
 	}
 }
 
@@ -107,9 +105,14 @@ func WithMaxTTL(d time.Duration) Option {
 	}
 }
 
-// WithWaitForReplicas makes every acquisition of the client wait for n replicas of each node,
-// as if it were given WaitForReplicas(n), except on the nodes given their own count with
-// WithNodeReplicas. An acquisition's own WaitForReplicas overrides both. Default 0: do not
+// WithWaitForReplicas makes each node's yes count only once n of that node's replicas
+// acknowledged it, for nodes that are a primary with replicas (behind Sentinel, say): the
+// acquire script and a WAIT n go out in one pipeline, and a node whose replicas did not
+// acknowledge within the node timeout counts as failed (ErrNotReplicated). Without it a
+// failover to a replica that missed the lock forgets the lock and its fence counter, silently.
+// The locks' extensions and fencing write-backs wait the same way. Each node must be a go-redis
+// client (it pipelines). Cost: the replication round trip, on every node, on every
+// acquisition and renewal. WithNodeReplicas gives a node a count of its own. Default 0: do not
 // wait.
 func WithWaitForReplicas(n int) Option {
 	return func(c *config) error {
@@ -124,8 +127,7 @@ func WithWaitForReplicas(n int) Option {
 // WithNodeReplicas makes the acquisitions of the client wait for n replicas of node (its index
 // in New's nodes) instead of WithWaitForReplicas's count, for nodes that do not all have the
 // same replicas: 1 for a primary with a replica, 0 for a standalone server. Give it once per
-// node that differs. An acquisition's own WaitForReplicas overrides it. Default: the count of
-// WithWaitForReplicas.
+// node that differs. Default: the count of WithWaitForReplicas.
 func WithNodeReplicas(node, n int) Option {
 	return func(c *config) error {
 		if node < 0 || n < 0 {
@@ -226,39 +228,22 @@ func WithLabel(label string) Option {
 	return func(c *config) error { c.label = label; return nil }
 }
 
-// WithContentionWindow sets how long a lock counts as contended after an acquisition saw it
-// held. Default 10 minutes. While a lock is contended, acquisitions ask the lock's primary
-// node first and alone, and fan out to the other nodes only if it said yes: racers then cost
-// one request each and never split the vote. Uncontended locks are asked of every node in
-// parallel.
-func WithContentionWindow(d time.Duration) Option {
-	return func(c *config) error {
-		if d < 0 {
-			return fmt.Errorf("redlock: contention window %v: must not be negative (0 turns primary-first off)", d)
-		}
-		c.contentionWindow = d
-		return nil
-	}
-}
-
 // AcquireOption configures one acquisition.
 type AcquireOption func(*acquireConfig)
 
 type acquireConfig struct {
-	also        []string
-	fenceKey    string
-	metadata    string
-	label       string
-	onAttempt   func(Attempt)
-	wake        bool
-	splits      int
-	before      time.Time
-	replicas    int  // WaitForReplicas
-	ownReplicas bool // WaitForReplicas was given
-	refuse      []string
-	everyNode   bool
-	counter     string        // countAcquisitions
-	counterTTL  time.Duration // countAcquisitions
+	also       []string
+	fenceKey   string
+	metadata   string
+	label      string
+	onAttempt  func(lockseam.Attempt)
+	wake       bool
+	splits     int
+	before     time.Time
+	refuse     []string
+	everyNode  bool
+	counter    string        // countAcquisitions
+	counterTTL time.Duration // countAcquisitions
 }
 
 // Also takes these keys together with the primary key, atomically on each node: the lock is
@@ -302,9 +287,9 @@ func Label(s string) AcquireOption {
 	return func(c *acquireConfig) { c.label = s }
 }
 
-// OnAttempt calls f after every attempt of the acquisition, successful or not, in the
-// goroutine that called Acquire or TryAcquire.
-func OnAttempt(f func(Attempt)) AcquireOption {
+// onAttempt calls f after every attempt of the acquisition, successful or not, in the
+// goroutine that called Acquire or TryAcquire (lockseam.OnAttempt).
+func onAttempt(f func(lockseam.Attempt)) AcquireOption {
 	return func(c *acquireConfig) { c.onAttempt = f }
 }
 
@@ -331,19 +316,6 @@ func resolveSplits(n int) AcquireOption {
 	return func(c *acquireConfig) { c.splits = n }
 }
 
-// WaitForReplicas makes each node's yes count only once n of that node's replicas
-// acknowledged it, for nodes that are a primary with replicas (behind Sentinel, say): the
-// acquire script and a WAIT n go out in one pipeline, and a node whose replicas did not
-// acknowledge within the node timeout counts as failed (ErrNotReplicated). Without it a
-// failover to a replica that missed the lock forgets the lock and its fence counter, silently.
-// The lock's extensions and fencing write-backs wait the same way. Each node must be a go-redis
-// client (it pipelines). Cost: the replication round trip, on every node, on every
-// acquisition and renewal. It overrides the client's counts (WithWaitForReplicas,
-// WithNodeReplicas): n on every node. Default: the client's counts, 0 unless set.
-func WaitForReplicas(n int) AcquireOption {
-	return func(c *acquireConfig) { c.replicas, c.ownReplicas = n, true }
-}
-
 // startBefore bounds the acquisition in time like a context deadline that cuts no request:
 // no attempt starts at or after t, while an attempt started before t runs to its end. An
 // acquisition called at or after t fails at once with an error matching
@@ -364,7 +336,7 @@ func refuseWhile(key string) AcquireOption {
 }
 
 // askEveryNode makes each attempt of the acquisition ask every node in parallel, even while
-// the lock is contended (see WithContentionWindow): a refusal by the lock's primary node alone
+// the lock is contended (see contentionWindow): a refusal by the lock's primary node alone
 // is then not final, and the lock is refused only where a quorum cannot be had. A release that
 // missed the primary node (down, cut off or too slow when the holder released) leaves the lock
 // there until its TTL, and every client's contended attempts, which ask the primary node first

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/cronlock/cronlock/internal/lockseam"
 )
 
 var (
@@ -67,7 +69,7 @@ func (c *Client) reenter(ctx context.Context, req *request, outer *Lock, number 
 		return reply{node: i, outcome: outcomeOK}
 	}}
 	_, err := c.fanout(ctx, f, c.all(), c.nodeTimeout(outer.ttl), func(r reply) bool { return t.add(c, r) })
-	a := Attempt{Number: number, Quorum: c.quorum, Elapsed: time.Since(start)}
+	a := lockseam.Attempt{Number: number, Quorum: c.quorum, Elapsed: time.Since(start)}
 	var l *Lock
 	switch {
 	case err != nil:

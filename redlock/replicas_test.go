@@ -34,7 +34,7 @@ func newReplicated(t testing.TB) *replicated {
 	}
 	ctx := context.Background()
 	for i, p := range r.primaries {
-		// Ready when the primary counts its replica's acknowledgements, as WaitForReplicas does.
+		// Ready when the primary counts its replica's acknowledgements, as WithWaitForReplicas does.
 		require.Eventually(t, func() bool {
 			n, _ := p.Client().Do(ctx, "wait", 1, 100).Int()
 			return n == 1
@@ -45,7 +45,7 @@ func newReplicated(t testing.TB) *replicated {
 }
 
 // client returns a lock client over the three primaries; node 0 follows failover0.
-func (r *replicated) client(t *testing.T) *redlock.Client {
+func (r *replicated) client(t *testing.T, opts ...redlock.Option) *redlock.Client {
 	t.Helper()
 	var nodes []redlock.Node
 	for i, p := range r.primaries {
@@ -63,7 +63,7 @@ func (r *replicated) client(t *testing.T) *redlock.Client {
 	}
 	// WAIT's timeout is noticed on Redis's server cron, up to 100ms late, and replicas of a
 	// loaded machine running -race acknowledge late: a node timeout with room for both.
-	lc, err := redlock.New(nodes, redlock.WithNodeTimeout(2*time.Second))
+	lc, err := redlock.New(nodes, append([]redlock.Option{redlock.WithNodeTimeout(2 * time.Second)}, opts...)...)
 	require.NoError(t, err)
 	t.Cleanup(func() { _ = lc.Close() })
 	require.NoError(t, lc.EndQuarantine(ctxT(t)))
@@ -88,7 +88,7 @@ func (r *replicated) failover0(t *testing.T) {
 	r.addr0.Store(r.replicas[0].Addr())
 }
 
-// A failover to a replica that missed the lock forgets it: without WaitForReplicas a second
+// A failover to a replica that missed the lock forgets it: without WithWaitForReplicas a second
 // client takes a lock the first still holds; with it, the first acquisition is not counted on a
 // node whose replica did not acknowledge it, and a lock that was acknowledged survives the
 // failover.
@@ -96,24 +96,24 @@ func TestWaitForReplicasSurvivesFailover(t *testing.T) {
 	key := "replicated"
 	for _, tc := range []struct {
 		name string
-		opts []redlock.AcquireOption
-	}{{"without", nil}, {"with", []redlock.AcquireOption{redlock.WaitForReplicas(1)}}} {
-		t.Run(tc.name+" WaitForReplicas, replica 0 behind", func(t *testing.T) {
+		opts []redlock.Option
+	}{{"without", nil}, {"with", []redlock.Option{redlock.WithWaitForReplicas(1)}}} {
+		t.Run(tc.name+" WithWaitForReplicas, replica 0 behind", func(t *testing.T) {
 			r := newReplicated(t)
-			a, b := r.client(t), r.client(t)
+			a, b := r.client(t, tc.opts...), r.client(t, tc.opts...)
 			ctx := ctxT(t)
 			// Node 2 is held by someone else, and replica 0 falls behind: the lock can only be
 			// taken on nodes 0 and 1, and replica 0 misses it.
 			other := r.primaries[2].Client()
 			require.NoError(t, other.HSet(ctx, key, "v", "other", "l", "other").Err())
 			r.detach0(t)
-			la, errA := a.TryAcquire(ctx, key, 10*time.Second, tc.opts...)
+			la, errA := a.TryAcquire(ctx, key, 10*time.Second)
 			// Its request to node 2 may still be on its way, to take the key once other's is
 			// deleted below (and so refuse b there), and a failed attempt's releases too.
 			r.answers.settled(t, a)
 			r.failover0(t)
 			require.NoError(t, other.Del(ctx, key).Err())
-			lb, errB := b.TryAcquire(ctx, key, 10*time.Second, tc.opts...)
+			lb, errB := b.TryAcquire(ctx, key, 10*time.Second)
 			if tc.opts == nil {
 				// The risk the docs describe: two holders at once.
 				require.NoError(t, errA)
@@ -127,30 +127,28 @@ func TestWaitForReplicasSurvivesFailover(t *testing.T) {
 			require.NoError(t, lb.Release(ctx))
 		})
 	}
-	t.Run("with WaitForReplicas, replicas up", func(t *testing.T) {
+	t.Run("with WithWaitForReplicas, replicas up", func(t *testing.T) {
 		r := newReplicated(t)
-		a, b := r.client(t), r.client(t)
+		a, b := r.client(t, redlock.WithWaitForReplicas(1)), r.client(t, redlock.WithWaitForReplicas(1))
 		ctx := ctxT(t)
 		other := r.primaries[2].Client()
 		require.NoError(t, other.HSet(ctx, key, "v", "other", "l", "other").Err())
-		la, err := a.TryAcquire(ctx, key, 10*time.Second, redlock.WaitForReplicas(1))
+		la, err := a.TryAcquire(ctx, key, 10*time.Second)
 		require.NoError(t, err)
 		_, err = la.Extend(ctx) // extensions wait for the replicas too
 		require.NoError(t, err)
 		r.failover0(t)
 		require.NoError(t, other.Del(ctx, key).Err())
-		_, err = b.TryAcquire(ctx, key, 10*time.Second, redlock.WaitForReplicas(1))
+		_, err = b.TryAcquire(ctx, key, 10*time.Second)
 		require.ErrorIs(t, err, redlock.ErrNotAcquired, "the promoted replica kept a's lock")
 	})
 }
 
-func TestWaitForReplicasRefusesBadInput(t *testing.T) {
+// Standalone nodes have no replica to acknowledge: every node fails, and says why.
+func TestWaitForReplicasOnStandaloneNodesFails(t *testing.T) {
 	c := newCluster(t, 3, false)
-	lc := c.client(t, redlock.WithNodeTimeout(time.Second))
-	_, err := lc.TryAcquire(ctxT(t), "k", 10*time.Second, redlock.WaitForReplicas(-1))
-	require.ErrorContains(t, err, "WaitForReplicas(-1)")
-	// Standalone nodes have no replica to acknowledge: every node fails, and says why.
-	_, err = lc.TryAcquire(ctxT(t), "k", 10*time.Second, redlock.WaitForReplicas(1))
+	lc := c.client(t, redlock.WithNodeTimeout(time.Second), redlock.WithWaitForReplicas(1))
+	_, err := lc.TryAcquire(ctxT(t), "k", 10*time.Second)
 	require.ErrorIs(t, err, redlock.ErrQuorumUnavailable)
 	require.ErrorIs(t, err, redlock.ErrNotReplicated)
 	assert.Contains(t, err.Error(), fmt.Sprintf("0 of %d replicas acknowledged", 1))
@@ -163,22 +161,22 @@ func TestWaitForReplicasRefusesBadInput(t *testing.T) {
 func BenchmarkWaitForReplicas(b *testing.B) {
 	for _, tc := range []struct {
 		name string
-		opts []redlock.AcquireOption
-	}{{"off", nil}, {"replicas=1", []redlock.AcquireOption{redlock.WaitForReplicas(1)}}} {
+		opts []redlock.Option
+	}{{"off", nil}, {"replicas=1", []redlock.Option{redlock.WithWaitForReplicas(1)}}} {
 		b.Run(tc.name, func(b *testing.B) {
 			r := newReplicated(b)
 			var nodes []redlock.Node
 			for _, p := range r.primaries {
 				nodes = append(nodes, nodeClient(b, p.Addr()))
 			}
-			lc, err := redlock.New(nodes, redlock.WithNodeTimeout(time.Second))
+			lc, err := redlock.New(nodes, append([]redlock.Option{redlock.WithNodeTimeout(time.Second)}, tc.opts...)...)
 			require.NoError(b, err)
 			b.Cleanup(func() { _ = lc.Close() })
 			ctx := context.Background()
 			require.NoError(b, lc.EndQuarantine(ctx))
 			b.ResetTimer()
 			for i := range b.N {
-				l, err := lc.TryAcquire(ctx, fmt.Sprintf("bench:%d", i), 10*time.Second, tc.opts...)
+				l, err := lc.TryAcquire(ctx, fmt.Sprintf("bench:%d", i), 10*time.Second)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -192,8 +190,7 @@ func BenchmarkWaitForReplicas(b *testing.B) {
 
 // WithNodeReplicas waits for replicas only on the node that has them: on three primaries
 // where only node 1 has a replica, node 1's yes counts while its replica acknowledges and not
-// once the replica stops replicating, and the standalone nodes count without waiting. An
-// acquisition's own WaitForReplicas overrides the per-node counts.
+// once the replica stops replicating, and the standalone nodes count without waiting.
 func TestWithNodeReplicas(t *testing.T) {
 	primaries := redistest.StartN(t, 3, redistest.Config{Args: []string{"--repl-diskless-sync-delay", "0"}})
 	_, port, _ := net.SplitHostPort(primaries[1].Addr())
@@ -231,10 +228,6 @@ func TestWithNodeReplicas(t *testing.T) {
 	require.ErrorIs(t, err, redlock.ErrNotReplicated, "node 1's yes was not replicated, so it did not count")
 	assert.Contains(t, err.Error(), "0 of 1 replicas acknowledged")
 	answers.settled(t, lc) // the failed attempt's releases
-	l, err = lc.TryAcquire(ctx, key, 10*time.Second, redlock.WaitForReplicas(0))
-	require.NoError(t, err, "the acquisition's own count overrides the node's")
-	require.NoError(t, l.Release(ctx))
-	answers.settled(t, lc)
 
 	// Without node 0's holder, nodes 0 and 2 make a quorum without node 1.
 	require.NoError(t, primaries[0].Client().Del(ctx, key).Err())

@@ -71,7 +71,7 @@ func TestRevokedLeaseIsLostAtItsNextRenewal(t *testing.T) {
 	_, err = lockseam.Revoke(other, ctx, refusedHolder(t, other, "k"), "", "")
 	require.NoError(t, err)
 	select {
-	case <-lease.Done():
+	case <-lease.Context().Done():
 	case <-ctx.Done():
 		t.Fatal("the revoked lease was not lost")
 	}

@@ -12,6 +12,12 @@ import (
 // The parts of the client that only cronlock's own packages use (package lockseam).
 func init() {
 	lockseam.ErrRevoked = errRevoked
+	lockseam.OnAttempt = func(f func(lockseam.Attempt)) any { return onAttempt(f) }
+	lockseam.OnRenew = func(f func(lockseam.Renewal)) any { return onRenew(f) }
+	lockseam.Quorum = func(c any) int { return c.(*Client).quorum }
+	lockseam.NodeTimeout = func(c any, ttl time.Duration) time.Duration { return c.(*Client).nodeTimeout(ttl) }
+	lockseam.LeaseFrom = func(ctx context.Context) (any, bool) { return leaseFrom(ctx) }
+	lockseam.LeaseDeadline = func(le any) time.Time { return le.(*Lease).deadline() }
 	lockseam.CheckTTL = func(c any, ttl time.Duration) error { return c.(*Client).checkTTL(ttl) }
 	lockseam.Revoke = func(c any, ctx context.Context, h any, channel, message string) (int, error) {
 		return c.(*Client).revoke(ctx, h.(Holder), channel, message)

@@ -192,7 +192,9 @@ func record(next job.Handler) job.Handler {
 		}
 		rec.ran = true
 		rec.traceID, rec.start = traceID(ctx), time.Now()
-		rec.lease, _ = redlock.LeaseFrom(ctx)
+		if le, ok := lockseam.LeaseFrom(ctx); ok {
+			rec.lease = le.(*redlock.Lease)
+		}
 		rec.owner.startInFlight(rec)
 		rec.running.Store(true)
 		err := next(ctx)
@@ -523,7 +525,7 @@ func (c *Control) pause(replies []any) *job.Pause {
 			votes, value = votes+1, v
 		}
 	}
-	if votes < c.locks.Quorum() {
+	if votes < lockseam.Quorum(c.locks) {
 		return nil
 	}
 	p := layout.ParsePause(value)

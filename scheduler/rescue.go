@@ -62,7 +62,7 @@ func (c *Control) mergeInFlight(replies []any) []InFlight {
 	var out []InFlight
 	for field, n := range votes {
 		var f inFlight
-		if n < c.locks.Quorum() || json.Unmarshal([]byte(values[field]), &f) != nil {
+		if n < lockseam.Quorum(c.locks) || json.Unmarshal([]byte(values[field]), &f) != nil {
 			continue
 		}
 		out = append(out, InFlight{Tick: time.UnixMilli(f.Tick), Trigger: f.Trigger, Attempt: f.Attempt, Replica: f.Replica,
@@ -160,7 +160,7 @@ func (s *Scheduler) rescue(ctx context.Context, prev map[string]bool) map[string
 					gone++
 				}
 			}
-			if gone < s.locks.Quorum() {
+			if gone < lockseam.Quorum(s.locks) {
 				s.cfg.logger.Debug("cronlock: run in flight, its lock held", "job", e.Name, "tick", time.UnixMilli(f.Tick), "attempt", f.Attempt, "holder", f.Replica)
 				continue // the attempt holds its lock: alive, or done
 			}
@@ -191,7 +191,7 @@ func (s *Scheduler) interrupt(ctx context.Context, name, field string, f inFligh
 	r := Record{Job: name, Tick: tick, PlannedStart: time.UnixMicro(f.Planned), Trigger: f.Trigger, Backfill: f.Backfill, Attempt: f.Attempt,
 		Replica: f.Replica, Outcome: outcome.Interrupted, Start: time.UnixMicro(f.Start), Token: f.Token, TraceID: f.Trace, Error: rerr.Error()}
 	wrote, err := s.appendHistory(r, e.keepDone, field, true)
-	if wrote < s.locks.Quorum() || err != nil {
+	if wrote < lockseam.Quorum(s.locks) || err != nil {
 		return
 	}
 	s.cfg.logger.Warn("cronlock: run interrupted: its replica vanished", "job", name, "tick", tick, "attempt", f.Attempt,

@@ -43,7 +43,7 @@ type budget struct {
 // budgets are the library packages' budgets. Lower a limit when a change removes names;
 // never raise one above its target.
 var budgets = []budget{
-	{dir: "redlock", target: 60, limit: 78},
+	{dir: "redlock", target: 60, limit: 60},
 	{dir: "middleware", target: 30, limit: 30},
 	{dir: "scheduler", target: 45, limit: 54},
 	{dir: "job", target: 30, limit: 34},

@@ -23,6 +23,7 @@ import (
 	"github.com/cronlock/cronlock/internal/faultproxy"
 	"github.com/cronlock/cronlock/internal/fencedstore"
 	"github.com/cronlock/cronlock/internal/layout"
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/internal/pgtest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/internal/scheddefault"
@@ -311,7 +312,7 @@ func (h *harness) endQuarantine(ctx context.Context) error {
 		return err
 	}
 	defer lc.Close()
-	h.daemonNodeTimeout = lc.NodeTimeout(h.s.ttl)
+	h.daemonNodeTimeout = lockseam.NodeTimeout(lc, h.s.ttl)
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	return lc.EndQuarantine(ctx)

@@ -11,10 +11,10 @@
 //     scheduler, middleware, job, …); Name must be an exported function, type, variable or
 //     constant of a package of that name, and Member a method or field of that type;
 //   - Type.Member: Type is an exported type of one of the repository's packages, written in
-//     CamelCase (e.g. Client.MaxTTL, Options.Retries); Member must be a method or field of a
+//     CamelCase (e.g. Lock.Token, Options.Retries); Member must be a method or field of a
 //     type of that name, directly or through an embedded field.
 //
-// Only exported members are checked (`Lease.Done`, not `cfg.maxTTL`); names qualified by a
+// Only exported members are checked (`Lease.Context`, not `cfg.maxTTL`); names qualified by a
 // variable or by another package (`locks.Acquire`, `slog.Default`) are not, and neither are
 // all-capitals placeholders or file names (`JOB.TICK`, `README.md`). It parses the
 // repository's non-test Go files with go/parser (no build, no type check).

@@ -1,9 +1,11 @@
 // Package lockseam gives cronlock's own packages the parts of package redlock that they need
-// and a user of redlock does not: checking a lock TTL before any lock is taken, and keeping
-// state beside the locks — scripts run on every node, Pub/Sub wake-ups — (scheduler); the
-// acquisition options that shape a cron tick's lock, revoking a holder, counting a key's
+// and a user of redlock does not: checking a lock TTL before any lock is taken, the client's
+// quorum, and keeping state beside the locks — scripts run on every node, Pub/Sub wake-ups —
+// (scheduler); the acquisition options that shape a cron tick's lock, the hooks that observe
+// each attempt and renewal, the node timeout, revoking a holder, counting a key's
 // acquisitions across the cluster and keeping or marking a tick's done marker (the lock
-// middleware). Keeping them here keeps redlock's exported API to what users call.
+// middleware); the lease under a run's context and its deadline (scheduler, the daemon's
+// command supervisor). Keeping them here keeps redlock's exported API to what users call.
 //
 // Package redlock sets the variables in an init function, with its unexported functions.
 // This package cannot import redlock (redlock imports it), so the client, holder, lock, lease
@@ -28,6 +30,37 @@ const DefaultMaxTTL = time.Minute
 // so the cause of a lease lost that way. It matches redlock.ErrLockLost too. redlock sets it.
 var ErrRevoked error
 
+// Attempt describes one attempt of an acquisition, for observability (OnAttempt).
+type Attempt struct {
+	// Number counts the attempts of one Acquire call, from 1.
+	Number int
+	// PrimaryFirst reports that the lock was contended, so the primary node was asked alone
+	// first (unless AskEveryNode).
+	PrimaryFirst bool
+	// OK, Refused, Quarantined and Failed count the nodes' answers that had arrived when the
+	// outcome was decided; Quorum is the number of OKs needed.
+	OK, Refused, Quarantined, Failed, Quorum int
+	// Elapsed is the attempt's duration.
+	Elapsed time.Duration
+	// Validity is how long the lock is certainly held, from the end of the attempt; zero on
+	// failure.
+	Validity time.Duration
+	// Token is the fencing token; zero on failure.
+	Token uint64
+	// Err is the attempt's error, nil on success.
+	Err error
+}
+
+// Renewal describes one renewal attempt of a lease, for observability (OnRenew).
+type Renewal struct {
+	// Number counts the lease's renewal attempts, from 1.
+	Number int
+	// Validity is the lock's validity after a successful renewal.
+	Validity time.Duration
+	// Err is the renewal's error, nil on success.
+	Err error
+}
+
 // Notifications is a subscription made with Subscribe: C receives a value after one or more
 // messages (coalesced, and a message may be lost, so a caller also looks on its own now and
 // then), until Close ends the subscriptions and waits for their goroutines. A nil
@@ -39,6 +72,31 @@ type Notifications interface {
 }
 
 var (
+	// OnAttempt is the acquisition option that calls f after every attempt of the
+	// acquisition, successful or not, in the goroutine that called Acquire or TryAcquire.
+	OnAttempt func(f func(Attempt)) any
+
+	// OnRenew is the redlock.LeaseOption that calls f after every renewal attempt of the
+	// lease, in the lease's goroutine; f must not block.
+	OnRenew func(f func(Renewal)) any
+
+	// Quorum returns how many nodes of the *redlock.Client must agree.
+	Quorum func(client any) int
+
+	// NodeTimeout returns how long one request to one node of the *redlock.Client may take for
+	// a lock of the given TTL: redlock.WithNodeTimeout's value, or by default TTL/50 and at
+	// least 5ms.
+	NodeTimeout func(client any, ttl time.Duration) time.Duration
+
+	// LeaseFrom returns the innermost *redlock.Lease whose context ctx is or derives from.
+	LeaseFrom func(ctx context.Context) (lease any, ok bool)
+
+	// LeaseDeadline returns when the *redlock.Lease ends unless renewed: its lock's validity
+	// (moved forward by every successful renewal), or redlock.MaxHold if sooner. Unlike the
+	// Deadline of a context derived from the lease's, it is not shortened by a timeout of
+	// that context.
+	LeaseDeadline func(lease any) time.Time
+
 	// CheckTTL reports whether the *redlock.Client accepts ttl for a lock, as an error
 	// matching redlock.ErrInvalidTTL (that says what to give instead) or nil, without any I/O.
 	CheckTTL func(client any, ttl time.Duration) error

@@ -59,7 +59,7 @@ type Config struct {
 	// Default 1m.
 	MaxTTL time.Duration
 	// WaitForReplicas is how many replicas of each node must acknowledge a lock (and each
-	// renewal) before the node's yes counts (redlock.WaitForReplicas), on the nodes that do
+	// renewal) before the node's yes counts (redlock.WithWaitForReplicas), on the nodes that do
 	// not give their own (Node.WaitForReplicas). Default 0: do not wait.
 	WaitForReplicas int
 	// MinInterval is the shortest time allowed between two ticks of a job. Default 1s.

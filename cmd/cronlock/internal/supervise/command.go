@@ -18,8 +18,8 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
-	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -61,7 +61,7 @@ const groupPoll = 20 * time.Millisecond
 const outputGrace = time.Second
 
 // Run runs the command once, for the run of job.RunFrom(ctx) under its lease
-// (redlock.LeaseFrom(ctx)).
+// (lockseam.LeaseFrom(ctx)).
 func (c *Command) Run(ctx context.Context) error {
 	run, ok := job.RunFrom(ctx)
 	if !ok {
@@ -235,8 +235,8 @@ func endOrphans(log *slog.Logger, pgid int) {
 
 // leaseDeadline is when the lease of the run under ctx ends unless renewed (zero: no lease).
 func leaseDeadline(ctx context.Context) time.Time {
-	if le, ok := redlock.LeaseFrom(ctx); ok {
-		return le.Deadline()
+	if le, ok := lockseam.LeaseFrom(ctx); ok {
+		return lockseam.LeaseDeadline(le)
 	}
 	return time.Time{}
 }
