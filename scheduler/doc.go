@@ -126,7 +126,7 @@
 //	                             WithMiddleware, WithLockConcurrency, WithMaxClockSkew,
 //	                             WithTickRetention, WithHistorySize, WithRescueEvery,
 //	                             WithHeartbeat, WithVersion
-//	specs                        ParseSpec, SpecError
+//	specs                        ParseSpec
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status, its
 //	                             runs in flight InFlight), Scheduler.Replica
 //	control of the cluster       Scheduler.Control, or NewControl without a Scheduler

@@ -196,8 +196,8 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 	}
 	if err != nil {
 		ie := &job.InvalidError{Job: j.Name, Field: "Spec", Problem: err.Error(), Err: err}
-		if se, ok := errors.AsType[*SpecError](err); ok {
-			ie.Problem = fmt.Sprintf("%q: %s; %s", se.Spec, se.Problem, specExamples)
+		if se, ok := errors.AsType[*specError](err); ok {
+			ie.Problem = fmt.Sprintf("%q: %s; %s", se.spec, se.problem, specExamples)
 		}
 		return nil, ie
 	}

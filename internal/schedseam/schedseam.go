@@ -48,7 +48,8 @@ func CheckOperator(name string) error {
 // ResolveSpec returns spec with every H of its cron fields replaced by concrete values hashed
 // from the job's name, as the scheduler does for a job's spec before parsing it (the forms
 // are in docs/scheduler.md, "Jitter and H"). Specs without H, descriptors and "@every d" are
-// returned as they are; a malformed H is an error (*scheduler.SpecError) naming the field.
+// returned as they are; a malformed H is an error that quotes the spec and names the field, as
+// scheduler.ParseSpec's errors do.
 var ResolveSpec func(spec, name string) (string, error)
 
 // RegisterGauges adds the per-job and replica instruments of the *scheduler.Scheduler s to
