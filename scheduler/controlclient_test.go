@@ -24,8 +24,9 @@ func TestControlNeedsNoHandlers(t *testing.T) {
 
 	paused := time.Now()
 	require.NoError(t, ctl.Pause(ctx, "ctl", "migration"))
-	p, err := ctl.Paused(ctx, "ctl")
+	st, err := ctl.Status(ctx, "ctl")
 	require.NoError(t, err)
+	p := st.Paused
 	require.NotNil(t, p)
 	assert.Equal(t, "migration", p.Reason)
 	assert.Equal(t, "admin", p.By)
@@ -36,8 +37,9 @@ func TestControlNeedsNoHandlers(t *testing.T) {
 	led.waitEvent(t, "the triggered run", func(e event) bool { return e.Trigger == id })
 
 	require.NoError(t, ctl.Resume(ctx, "ctl"))
-	p, err = ctl.Paused(ctx, "ctl")
+	st, err = ctl.Status(ctx, "ctl")
 	require.NoError(t, err)
+	p = st.Paused
 	assert.Nil(t, p)
 
 	var history []scheduler.Record
