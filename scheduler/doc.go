@@ -64,8 +64,10 @@
 //   - WithTickRetention: max(2·MaxClockSkew + 1s, 1 min).
 //   - WithLockConcurrency: 10·GOMAXPROCS tick locks requested at once.
 //   - WithHistorySize: 100 records per job (History).
-//   - WithHeartbeat: a heartbeat on the lock nodes every 10s (Replicas).
-//   - WithVersion: the main module's version from the build information.
+//
+// A running scheduler also writes a heartbeat to the lock nodes every 10s (Replicas), with
+// the main module's version from the build information, and looks for runs of its jobs whose
+// replica vanished every 10s, to record them interrupted (docs/guarantees.md).
 //
 // # Control
 //
@@ -124,8 +126,7 @@
 //	                             Scheduler.Stop; ErrStarted, ErrStopped, ErrDuplicate
 //	options                      WithReplica, WithPrefix, WithLocation, WithLogger,
 //	                             WithMiddleware, WithLockConcurrency, WithMaxClockSkew,
-//	                             WithTickRetention, WithHistorySize, WithRescueEvery,
-//	                             WithHeartbeat, WithVersion
+//	                             WithTickRetention, WithHistorySize
 //	specs                        ParseSpec
 //	seeing what runs             Scheduler.Entries (Entry), Scheduler.Replica
 //	control of the cluster       Scheduler.Control, or NewControl without a Scheduler
