@@ -128,7 +128,7 @@
 //	                             WithMiddleware, WithLockConcurrency, WithMaxClockSkew,
 //	                             WithTickRetention, WithHistorySize
 //	specs                        ParseSpec
-//	seeing what runs             Scheduler.Entries (Entry), Scheduler.Replica
+//	seeing what runs             Scheduler.Entries (Entry)
 //	control of the cluster       Scheduler.Control, or NewControl without a Scheduler
 //	                             (Control: Pause, Resume, Trigger, History,
 //	                             HistoryWithOutput (Record), Status (Status, its runs in
