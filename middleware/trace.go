@@ -35,7 +35,7 @@ func WithTracerProvider(tp trace.TracerProvider) TraceOption {
 // outcome (Outcome: "ran", "failed", "skipped_held", "skipped_done", "skipped_overlap",
 // "skipped_late", "skipped_paused", "lease_lost", "quorum_unavailable", "stopped" or
 // "interrupted" — a run of another replica that vanished, which the scheduler's rescuer
-// passes through its middleware once it recorded it (scheduler.WithRescueEvery); a
+// passes through its middleware once it recorded it (scheduler.WithMiddleware); a
 // skipped_paused span also has "cronlock.pause.reason"). Failures, lost leases and unavailable
 // nodes are recorded as errors (span.RecordError and an Error status); skips and stopped ticks
 // are not errors.

@@ -30,18 +30,18 @@ func (s *Scheduler) known(name string) error {
 	return nil
 }
 
-// Control pauses, resumes, triggers and reads the history of jobs by name, and lists the
-// replicas (Replicas), on the lock nodes, without running them: an admin tool's view of a
-// cluster of schedulers. One made by NewControl needs no handlers, and knows no job list: a
-// name that no scheduler runs is paused or triggered for nothing. Give it the options of the
+// Control pauses, resumes, triggers and reads the history and status of jobs by name, and
+// lists the replicas (Replicas), on the lock nodes, without running them: an admin tool's view
+// of a cluster of schedulers. One made by NewControl needs no handlers, and knows no job list:
+// a name that no scheduler runs is paused or triggered for nothing. Give it the options of the
 // schedulers it controls that matter to it (WithPrefix, WithMaxClockSkew, WithClock;
 // WithReplica and WithLogger for its own log lines); NewControl refuses the others.
 //
 // A Scheduler's Control (Scheduler.Control) has the scheduler's options, and knows its jobs:
-// its Pause, Resume, Trigger, History and HistoryWithOutput refuse a job that is not
-// registered with the scheduler, with an error matching ErrUnknownJob, before doing anything,
-// and its Trigger has the scheduler, if it is running, look at the queue of manual runs at
-// once. Its other methods do what a NewControl's do.
+// its Pause, Resume, Trigger, History, HistoryWithOutput and Status refuse a job that is not
+// registered with the scheduler, with an error matching ErrUnknownJob, before doing anything;
+// its Status includes the job's Entry; and its Trigger has the scheduler, if it is running,
+// look at the queue of manual runs at once. Its other methods do what a NewControl's do.
 //
 // Its methods are safe for concurrent use.
 type Control struct {

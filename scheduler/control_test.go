@@ -118,8 +118,8 @@ func TestPauseRefusesBadInput(t *testing.T) {
 	require.ErrorContains(t, s.Control().Pause(ctx, "j", " "), "the reason is empty")
 }
 
-// A Scheduler's Control refuses to trigger or read the history of a job that the scheduler
-// does not have, writing nothing; a NewControl's, which knows no jobs, asks the nodes.
+// A Scheduler's Control refuses to trigger or read the history or status of a job that the
+// scheduler does not have, writing nothing; a NewControl's, which knows no jobs, asks the nodes.
 func TestSchedulersControlKnowsItsJobs(t *testing.T) {
 	c := newCluster(t, 1, false)
 	s := newScheduler(t, c.client(t, false))
@@ -130,6 +130,8 @@ func TestSchedulersControlKnowsItsJobs(t *testing.T) {
 	_, err = s.Control().History(ctx, "nope", 1)
 	require.ErrorIs(t, err, scheduler.ErrUnknownJob)
 	_, err = s.Control().HistoryWithOutput(ctx, "nope", 1)
+	require.ErrorIs(t, err, scheduler.ErrUnknownJob)
+	_, err = s.Control().Status(ctx, "nope")
 	require.ErrorIs(t, err, scheduler.ErrUnknownJob)
 	n, err := c.Servers[0].Client().Exists(ctx, layout.TriggersKey("cronlock")).Result()
 	require.NoError(t, err)
@@ -142,4 +144,7 @@ func TestSchedulersControlKnowsItsJobs(t *testing.T) {
 	h, err := ctl.History(ctx, "nope", 1)
 	require.NoError(t, err)
 	assert.Empty(t, h)
+	st, err := ctl.Status(ctx, "nope")
+	require.NoError(t, err)
+	assert.Equal(t, scheduler.Status{Entry: scheduler.Entry{Name: "nope"}}, st, "only what the nodes hold: nothing")
 }

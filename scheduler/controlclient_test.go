@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/clocktest"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
@@ -24,8 +25,9 @@ func TestControlNeedsNoHandlers(t *testing.T) {
 
 	paused := time.Now()
 	require.NoError(t, ctl.Pause(ctx, "ctl", "migration"))
-	p, err := ctl.Paused(ctx, "ctl")
+	st, err := ctl.Status(ctx, "ctl")
 	require.NoError(t, err)
+	p := st.Paused
 	require.NotNil(t, p)
 	assert.Equal(t, "migration", p.Reason)
 	assert.Equal(t, "admin", p.By)
@@ -36,8 +38,9 @@ func TestControlNeedsNoHandlers(t *testing.T) {
 	led.waitEvent(t, "the triggered run", func(e event) bool { return e.Trigger == id })
 
 	require.NoError(t, ctl.Resume(ctx, "ctl"))
-	p, err = ctl.Paused(ctx, "ctl")
+	st, err = ctl.Status(ctx, "ctl")
 	require.NoError(t, err)
+	p = st.Paused
 	assert.Nil(t, p)
 
 	var history []scheduler.Record
@@ -67,6 +70,9 @@ func TestNewControlRefusesSchedulerOptions(t *testing.T) {
 	assert.ErrorContains(t, err, "would ignore WithLocation, WithHistorySize: drop it")
 	_, err = scheduler.NewControl(locks, scheduler.WithTickRetention(time.Hour))
 	assert.ErrorContains(t, err, "WithTickRetention")
+	_, err = scheduler.NewControl(locks, schedseam.WithTriggerPoll(time.Minute).(scheduler.Option), schedseam.WithRescueEvery(time.Minute).(scheduler.Option),
+		schedseam.WithHeartbeat(time.Minute).(scheduler.Option), schedseam.WithVersion("v9").(scheduler.Option))
+	assert.ErrorContains(t, err, "would ignore schedseam.WithTriggerPoll, schedseam.WithRescueEvery, schedseam.WithHeartbeat, schedseam.WithVersion: drop it")
 	_, err = scheduler.NewControl(locks, scheduler.WithPrefix("p"), scheduler.WithMaxClockSkew(2*time.Second),
 		scheduler.WithClock(clocktest.NewFake(time.Now())), scheduler.WithReplica("admin"), scheduler.WithLogger(slog.Default()))
 	assert.NoError(t, err)

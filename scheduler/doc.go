@@ -64,18 +64,20 @@
 //   - WithTickRetention: max(2·MaxClockSkew + 1s, 1 min).
 //   - WithLockConcurrency: 10·GOMAXPROCS tick locks requested at once.
 //   - WithHistorySize: 100 records per job (History).
-//   - WithHeartbeat: a heartbeat on the lock nodes every 10s (Replicas).
-//   - WithVersion: the main module's version from the build information.
+//
+// A running scheduler also writes a heartbeat to the lock nodes every 10s (Replicas), with
+// the main module's version from the build information, and looks for runs of its jobs whose
+// replica vanished every 10s, to record them interrupted (docs/guarantees.md).
 //
 // # Control
 //
 // A Control — a scheduler's own (Scheduler.Control), or one made by NewControl for an admin
 // tool that runs no jobs — acts on the cluster's jobs by name: Pause and Resume stop and
 // restart a job on every replica, Trigger asks for one manual run, History reads what the
-// cluster did (Scheduler.Status too), Replicas lists the schedulers of the cluster from their
-// heartbeats (alive or missing, and whose configuration differs), and Forget removes what a
-// retired job left on the nodes. A scheduler's Control refuses a job it does not have
-// (ErrUnknownJob). All of it lives on the lock nodes, under the job's hash tag (the trigger
+// cluster did, Status a job's pause, last runs and runs in flight, Replicas lists the
+// schedulers of the cluster from their heartbeats (alive or missing, and whose configuration
+// differs), and Forget removes what a retired job left on the nodes. A scheduler's Control
+// refuses a job it does not have (ErrUnknownJob), and its Status includes the job's Entry. All of it lives on the lock nodes, under the job's hash tag (the trigger
 // queue under the prefix's), written to a quorum and read merged: no coordinator, and a
 // minority of nodes down loses nothing (docs/guarantees.md). Each records who asked: the
 // operator named by the context (WithOperator), else the replica.
@@ -124,14 +126,13 @@
 //	                             Scheduler.Stop; ErrStarted, ErrStopped, ErrDuplicate
 //	options                      WithReplica, WithPrefix, WithLocation, WithLogger,
 //	                             WithMiddleware, WithLockConcurrency, WithMaxClockSkew,
-//	                             WithTickRetention, WithHistorySize, WithRescueEvery,
-//	                             WithHeartbeat, WithVersion
-//	specs                        ParseSpec, SpecError
-//	seeing what runs             Scheduler.Entries (Entry), Scheduler.Status (Status, its
-//	                             runs in flight InFlight), Scheduler.Replica
+//	                             WithTickRetention, WithHistorySize
+//	specs                        ParseSpec
+//	seeing what runs             Scheduler.Entries (Entry)
 //	control of the cluster       Scheduler.Control, or NewControl without a Scheduler
-//	                             (Control: Pause, Resume, Paused, Trigger, History,
-//	                             HistoryWithOutput (Record), Running, Replicas (Replica));
+//	                             (Control: Pause, Resume, Trigger, History,
+//	                             HistoryWithOutput (Record), Status (Status, its runs in
+//	                             flight InFlight), Replicas (Replica));
 //	                             ErrUnknownJob; Control.Forget (ErrJobRunning); who asks:
 //	                             WithOperator
 //	a run's output               KeepOutput (the last 64 KiB), read by HistoryWithOutput

@@ -33,7 +33,7 @@ const hashDomMax = 28
 //
 // Each field, and each H of a list, gets its own hash. Specs without H, descriptors and
 // "@every d" are returned as they are; a "CRON_TZ=Zone " prefix is kept. A malformed H is an
-// error (*SpecError) naming the field. ParseSpec does not accept H: the scheduler resolves a
+// error (*specError) naming the field. ParseSpec does not accept H: the scheduler resolves a
 // job's spec with its name (job.Job.Name) before parsing it.
 func resolveSpec(spec, name string) (string, error) {
 	s := strings.TrimSpace(spec)
@@ -72,7 +72,7 @@ func resolveSpec(spec, name string) (string, error) {
 				if part != field {
 					where += fmt.Sprintf(", %q", part)
 				}
-				return "", &SpecError{Spec: spec, Problem: fmt.Sprintf("%s: %v", where, err)}
+				return "", &specError{spec: spec, problem: fmt.Sprintf("%s: %v", where, err)}
 			}
 			parts[p] = v
 		}

@@ -108,7 +108,6 @@ return 1`)
 	readScript = redis.NewScript(`return redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1])`)
 	// Reads the last ARGV[1] records in KEYS[1] and outputs in KEYS[2].
 	readOutputScript = redis.NewScript(`return {redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', ARGV[1]), redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1])}`)
-	getScript        = redis.NewScript(`return redis.call('GET', KEYS[1])`)
 	// Reads a job's pause KEYS[1], its last ARGV[1] records in KEYS[2] and its runs in flight
 	// KEYS[3], for Status: one round trip per node (the keys share the job's hash tag).
 	statusScript = redis.NewScript(`return {redis.call('GET', KEYS[1]), redis.call('XREVRANGE', KEYS[2], '+', '-', 'COUNT', ARGV[1]), redis.call('HGETALL', KEYS[3])}`)
@@ -416,8 +415,10 @@ func parseRecord(name string, en any) (Record, bool) {
 	return r, r.Outcome != ""
 }
 
-// Status is what the cluster knows of one job.
+// Status is what the cluster knows of one job (Control.Status).
 type Status struct {
+	// Entry is the job's entry on a Scheduler's Control (Scheduler.Entries); a NewControl's
+	// knows no entries, and sets only its Name.
 	Entry
 	// Paused is the job's pause, nil if it is not paused (the pause key is on fewer than a
 	// quorum of the nodes).
@@ -430,7 +431,7 @@ type Status struct {
 	// history's size).
 	Failures int
 	// History is every record the nodes keep of the job (WithHistorySize), newest first, as
-	// History returns them: the records LastRun and LastSuccess were picked from.
+	// Control.History returns them: the records LastRun and LastSuccess were picked from.
 	History []Record
 	// Running is the job's attempts under way on any replica, oldest first: those whose
 	// in-flight record a quorum of the nodes hold (an attempt's record is written as its
@@ -454,23 +455,34 @@ type InFlight struct {
 	Token uint64
 }
 
-// Status returns the job's entry, pause, last runs and runs in flight, read from the lock
-// nodes like History.
-func (s *Scheduler) Status(ctx context.Context, name string) (Status, error) {
-	entries := s.Entries()
-	i := slices.IndexFunc(entries, func(e Entry) bool { return e.Name == name })
-	if i < 0 {
-		return Status{}, fmt.Errorf("%w: %q", ErrUnknownJob, name)
+// Status returns what the cluster knows of the job named name: its pause, its last runs and
+// its runs in flight, read from the lock nodes in one request per node (the job's keys share
+// its hash tag). On a Scheduler's Control, its Entry is the job's entry, as Scheduler.Entries
+// has it; a NewControl's knows no entries and sets only the Entry's Name (a name that no
+// scheduler runs is read like any other: what the nodes hold of it, if anything).
+//
+// It returns an error matching ErrUnknownJob if c is a Scheduler's Control and no job of that
+// name is registered there, and one matching redlock.ErrQuorumUnavailable if fewer than a
+// quorum of nodes answered.
+func (c *Control) Status(ctx context.Context, name string) (Status, error) {
+	e := Entry{Name: name}
+	if c.sched != nil {
+		entries := c.sched.Entries()
+		i := slices.IndexFunc(entries, func(e Entry) bool { return e.Name == name })
+		if i < 0 {
+			return Status{}, fmt.Errorf("%w: %q", ErrUnknownJob, name)
+		}
+		e = entries[i]
 	}
-	return s.status(ctx, entries[i])
+	return c.status(ctx, e)
 }
 
 // status returns Status for the job of entry e.
-func (s *Scheduler) status(ctx context.Context, e Entry) (Status, error) {
+func (c *Control) status(ctx context.Context, e Entry) (Status, error) {
 	st := Status{Entry: e}
 	name := e.Name
-	keys := []string{layout.PauseKey(s.cfg.prefix, name), layout.HistoryKey(s.cfg.prefix, name), layout.RunningKey(s.cfg.prefix, name)}
-	replies, err := lockseam.Broadcast(s.locks, ctx, statusScript, keys, max(s.cfg.historySize, 1))
+	keys := []string{layout.PauseKey(c.cfg.prefix, name), layout.HistoryKey(c.cfg.prefix, name), layout.RunningKey(c.cfg.prefix, name)}
+	replies, err := lockseam.Broadcast(c.locks, ctx, statusScript, keys, max(c.cfg.historySize, 1))
 	if err != nil {
 		return st, fmt.Errorf("scheduler: status of %q: %w", name, err)
 	}
@@ -480,9 +492,9 @@ func (s *Scheduler) status(ctx context.Context, e Entry) (Status, error) {
 			pauses[i], histories[i], running[i] = parts[0], parts[1], parts[2]
 		}
 	}
-	st.Paused = s.ctl.pause(pauses)
-	st.History = mergeHistory(name, histories, max(s.cfg.historySize, 1))
-	st.Running = s.ctl.mergeInFlight(running)
+	st.Paused = c.pause(pauses)
+	st.History = mergeHistory(name, histories, max(c.cfg.historySize, 1))
+	st.Running = c.mergeInFlight(running)
 	var counted Record // the run of the last failure counted
 	for _, r := range st.History {
 		if r.Outcome == outcome.SkippedPaused {
@@ -503,16 +515,6 @@ func (s *Scheduler) status(ctx context.Context, e Entry) (Status, error) {
 		}
 	}
 	return st, nil
-}
-
-// Paused returns the pause of the job named name, nil if it is not paused (the pause key is
-// on fewer than a quorum of the nodes).
-func (c *Control) Paused(ctx context.Context, name string) (*job.Pause, error) {
-	replies, err := lockseam.Broadcast(c.locks, ctx, getScript, []string{layout.PauseKey(c.cfg.prefix, name)})
-	if err != nil {
-		return nil, fmt.Errorf("scheduler: status of %q: %w", name, err)
-	}
-	return c.pause(replies), nil
 }
 
 // pause returns the pause that a quorum of the nodes' replies to a GET of the pause key hold

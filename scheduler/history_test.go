@@ -79,7 +79,7 @@ func TestHistoryAndStatus(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, runsOf(h[:2]), runsOf(last))
 
-	st, err := rs[2].Status(ctx, "ctl")
+	st, err := rs[2].Control().Status(ctx, "ctl")
 	require.NoError(t, err)
 	require.NotNil(t, st.Paused)
 	assert.Equal(t, "for the history", st.Paused.Reason)
@@ -187,7 +187,7 @@ func TestHistoryRecordsFailedTrigger(t *testing.T) {
 	assert.Equal(t, outcome.Failed, h[0].Outcome)
 	assert.Contains(t, h[0].Error, "disk full")
 	assert.NotZero(t, h[0].Token)
-	st, err := s.Status(ctx, "j")
+	st, err := s.Control().Status(ctx, "j")
 	require.NoError(t, err)
 	assert.Nil(t, st.LastSuccess)
 	assert.Nil(t, st.Paused)
@@ -317,7 +317,7 @@ func TestHistoryRecordsEachAttempt(t *testing.T) {
 		assert.WithinDuration(t, e.Start, r.Start, 50*time.Millisecond)
 		assert.Equal(t, fmt.Sprintf("disk full on %s, attempt %d", e.Replica, r.Attempt), r.Error)
 	}
-	st, err := rs[0].Status(ctxT(t), "disk")
+	st, err := rs[0].Control().Status(ctxT(t), "disk")
 	require.NoError(t, err)
 	require.NotNil(t, st.LastRun)
 	assert.Equal(t, 2, st.LastRun.Attempt, "the last attempt is the last run")
@@ -348,7 +348,7 @@ func TestStatusListsRunsInFlight(t *testing.T) {
 	ctl, err := scheduler.NewControl(readerLocks) // a control client over the same nodes
 	require.NoError(t, err)
 	ctx := ctxT(t)
-	st, err := reader.Status(ctx, "long")
+	st, err := reader.Control().Status(ctx, "long")
 	require.NoError(t, err)
 	assert.Empty(t, st.Running, "nothing runs yet")
 
@@ -361,7 +361,7 @@ func TestStatusListsRunsInFlight(t *testing.T) {
 		t.Fatal("the manual run did not start")
 	}
 	require.Eventually(t, func() bool { // its in-flight record is written as it starts
-		st, err = reader.Status(ctx, "long")
+		st, err = reader.Control().Status(ctx, "long")
 		return err == nil && len(st.Running) == 1
 	}, waitLimit, 10*time.Millisecond)
 	f := st.Running[0]
@@ -373,21 +373,22 @@ func TestStatusListsRunsInFlight(t *testing.T) {
 	assert.WithinDuration(t, time.Now(), f.Start, waitLimit)
 
 	require.NoError(t, c.Servers[0].Kill())
-	st, err = reader.Status(ctx, "long")
+	st, err = reader.Control().Status(ctx, "long")
 	require.NoError(t, err)
 	require.Len(t, st.Running, 1, "listed by the quorum left")
 	assert.Equal(t, run.FencingToken, st.Running[0].Token)
-	inFlight, err := ctl.Running(ctx, "long")
+	ctlSt, err := ctl.Status(ctx, "long")
 	require.NoError(t, err)
-	assert.Equal(t, st.Running, inFlight, "a control client lists the same")
+	assert.Equal(t, st.Running, ctlSt.Running, "a control client lists the same")
+	assert.Equal(t, scheduler.Entry{Name: "long"}, ctlSt.Entry, "a control client knows no entries")
 
 	close(release)
 	require.Eventually(t, func() bool {
-		st, err = reader.Status(ctx, "long")
+		st, err = reader.Control().Status(ctx, "long")
 		return err == nil && len(st.Running) == 0 && st.LastRun != nil
 	}, waitLimit, 10*time.Millisecond)
 	assert.Equal(t, run.FencingToken, st.LastRun.Token)
-	inFlight, err = ctl.Running(ctx, "long")
+	ctlSt, err = ctl.Status(ctx, "long")
 	require.NoError(t, err)
-	assert.Empty(t, inFlight)
+	assert.Empty(t, ctlSt.Running)
 }

@@ -146,7 +146,7 @@ func (s *Scheduler) statuses(ctx context.Context, ts []timing) []*Status {
 	for range min(statusReaders, len(ts)) {
 		wg.Go(func() {
 			for i := next.Add(1) - 1; i < int64(len(ts)) && ctx.Err() == nil; i = next.Add(1) - 1 {
-				if st, err := s.status(ctx, ts[i].entry); err == nil {
+				if st, err := s.ctl.status(ctx, ts[i].entry); err == nil {
 					out[i] = &st
 				}
 			}

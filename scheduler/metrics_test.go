@@ -65,7 +65,7 @@ func TestRegisterGauges(t *testing.T) {
 	require.NoError(t, err)
 	var st scheduler.Status
 	require.Eventually(t, func() bool { // the run is recorded after its handler returned
-		st, err = rs[0].Status(ctx, "ctl")
+		st, err = rs[0].Control().Status(ctx, "ctl")
 		return err == nil && st.LastSuccess != nil
 	}, 10*time.Second, 10*time.Millisecond, "no recorded success")
 	g := gauges(t, reader)
@@ -119,7 +119,7 @@ func TestGaugesForAlerts(t *testing.T) {
 	failuresAre := func(n int) {
 		t.Helper()
 		require.Eventually(t, func() bool {
-			st, err := s.Status(ctxT(t), "flaky")
+			st, err := s.Control().Status(ctxT(t), "flaky")
 			return err == nil && st.Failures == n
 		}, 10*time.Second, 10*time.Millisecond, "never %d failures in a row", n)
 		assert.Equal(t, float64(n), gauges(t, reader)["cronlock.job.consecutive_failures"]["flaky"])

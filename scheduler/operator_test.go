@@ -35,13 +35,15 @@ func TestOperatorIsRecorded(t *testing.T) {
 
 	alice := scheduler.WithOperator(ctx, "Alice Smith")
 	require.NoError(t, s.Control().Pause(alice, "ops", "migration"))
-	p, err := ctl.Paused(ctx, "ops")
+	st, err := ctl.Status(ctx, "ops")
 	require.NoError(t, err)
+	p := st.Paused
 	require.NotNil(t, p)
 	assert.Equal(t, "Alice Smith", p.By)
 	require.NoError(t, ctl.Pause(ctx, "ops", "again"))
-	p, err = ctl.Paused(ctx, "ops")
+	st, err = ctl.Status(ctx, "ops")
 	require.NoError(t, err)
+	p = st.Paused
 	assert.Equal(t, "admin-7", p.By, "no operator: the control's replica")
 	require.NoError(t, ctl.Resume(scheduler.WithOperator(ctx, "bob"), "ops"))
 
@@ -82,8 +84,9 @@ func TestOperatorIsRecorded(t *testing.T) {
 		assert.ErrorContains(t, err, "operator name", "%q", bad)
 		assert.ErrorContains(t, ctl.Resume(bctx, "ops"), "operator name", "%q", bad)
 	}
-	p, err = ctl.Paused(ctx, "ops")
+	st, err = ctl.Status(ctx, "ops")
 	require.NoError(t, err)
+	p = st.Paused
 	assert.Nil(t, p, "a refused pause writes nothing")
 	assert.NoError(t, schedseam.CheckOperator("émile@host-1.example"))
 }

@@ -124,11 +124,11 @@ func WithLogger(l *slog.Logger) Option {
 
 // WithMiddleware adds middleware around every job, outside the built-in chain (Retry, Lock,
 // Timeout, Recover): it sees each tick once, with the final outcome (see middleware.Outcome).
-// It also sees each run of another replica that this scheduler recorded as interrupted
-// (WithRescueEvery): a call whose context carries that run's job.Run and whose handler only
-// returns an error matching middleware.ErrInterrupted, so that Metrics counts it and Trace
-// records it. Given
-// several times, the middleware add up, outermost first.
+// It also sees each run of another replica that this scheduler recorded as interrupted (a
+// running scheduler looks for runs whose replica vanished every 10s: docs/guarantees.md,
+// "Interrupted runs"): a call whose context carries that run's job.Run and whose handler
+// only returns an error matching middleware.ErrInterrupted, so that Metrics counts it and
+// Trace records it. Given several times, the middleware add up, outermost first.
 func WithMiddleware(ms ...middleware.Middleware) Option {
 	return func(cfg *config) error {
 		for i, m := range ms {
@@ -227,14 +227,15 @@ func withTriggerPoll(d time.Duration) Option {
 	}
 }
 
-// WithRescueEvery sets how often a running scheduler looks at the runs of its jobs in flight
+// withRescueEvery sets how often a running scheduler looks at the runs of its jobs in flight
 // anywhere in the cluster, to record as interrupted those whose replica vanished (killed, or
 // frozen past its lease) without recording their end. Default 10s; each look is one request
 // per node per job, plus one per node for each run in flight. A killed run is recorded
 // interrupted within its lock's TTL (job.Options.LockTTL) plus two of these periods: one look
 // finds its lock gone, the next one (giving a slow replica time to write its own record)
 // records it. Without history (WithHistorySize(0)) nothing is in flight and nothing is looked at.
-func WithRescueEvery(d time.Duration) Option {
+// The daemon (--rescue-every) and tests set it through schedseam.WithRescueEvery.
+func withRescueEvery(d time.Duration) Option {
 	return func(cfg *config) error {
 		if d <= 0 {
 			return fmt.Errorf("scheduler: rescue period %v: must be positive, e.g. %v", d, scheddefault.RescueEvery)
@@ -244,11 +245,12 @@ func WithRescueEvery(d time.Duration) Option {
 	}
 }
 
-// WithHeartbeat sets how often a running scheduler writes its heartbeat to the lock nodes
+// withHeartbeat sets how often a running scheduler writes its heartbeat to the lock nodes
 // (Replicas): its name, version, start, jobs, configuration hash and runs in flight. Default
 // 10s; each heartbeat is one request per node. Readers count a replica missing once its last
-// heartbeat is older than three intervals plus the max clock skew.
-func WithHeartbeat(d time.Duration) Option {
+// heartbeat is older than three intervals plus the max clock skew. The daemon (--heartbeat)
+// and tests set it through schedseam.WithHeartbeat.
+func withHeartbeat(d time.Duration) Option {
 	return func(cfg *config) error {
 		if d <= 0 {
 			return fmt.Errorf("scheduler: heartbeat %v: must be positive, e.g. %v", d, scheddefault.Heartbeat)
@@ -258,10 +260,10 @@ func WithHeartbeat(d time.Duration) Option {
 	}
 }
 
-// WithVersion sets the version of the program that the heartbeats report (Replica.Version),
-// e.g. a release tag. Default: the main module's version from the Go build information
-// ("(devel)" for a local build).
-func WithVersion(v string) Option {
+// withVersion sets the version of the program that the heartbeats report (Replica.Version).
+// Default: the main module's version from the Go build information ("(devel)" for a local
+// build). The daemon sets its release version through schedseam.WithVersion.
+func withVersion(v string) Option {
 	return func(cfg *config) error {
 		cfg.version = v
 		return nil
@@ -295,9 +297,9 @@ func (cfg *config) notForControl() []string {
 		{cfg.lockConc != d.lockConc, "WithLockConcurrency"},
 		{cfg.historySize != d.historySize, "WithHistorySize"},
 		{cfg.triggerPoll != d.triggerPoll, "schedseam.WithTriggerPoll"},
-		{cfg.rescueEvery != d.rescueEvery, "WithRescueEvery"},
-		{cfg.heartbeat != d.heartbeat, "WithHeartbeat"},
-		{cfg.version != d.version, "WithVersion"},
+		{cfg.rescueEvery != d.rescueEvery, "schedseam.WithRescueEvery"},
+		{cfg.heartbeat != d.heartbeat, "schedseam.WithHeartbeat"},
+		{cfg.version != d.version, "schedseam.WithVersion"},
 	} {
 		if o.set {
 			names = append(names, o.name)

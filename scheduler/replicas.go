@@ -24,11 +24,13 @@ const missedBeats = 3
 const replicaRetention = time.Hour
 
 // Replica is what the lock nodes know of one scheduler of the cluster (a replica), from its
-// heartbeats (WithHeartbeat).
+// heartbeats (every 10s while it runs).
 type Replica struct {
 	// Name is the replica's name (WithReplica).
 	Name string
-	// Version is the version of its program (WithVersion).
+	// Version is the version of its program: the main module's version from the Go build
+	// information ("(devel)" for a local build); a cronlock run daemon reports its own version,
+	// as cronlock version prints it.
 	Version string
 	// Started is when its scheduler started; LastSeen the time of its last heartbeat, on its
 	// own clock.

@@ -80,7 +80,7 @@ func TestReplicas(t *testing.T) {
 	var rs []*scheduler.Scheduler
 	for i := range 3 {
 		s := newScheduler(t, c.client(t, false), scheduler.WithReplica(fmt.Sprintf("r%d", i)), scheduler.WithClock(clock),
-			scheduler.WithHeartbeat(beat), scheduler.WithVersion(fmt.Sprintf("v1.%d", i)))
+			schedseam.WithHeartbeat(beat).(scheduler.Option), schedseam.WithVersion(fmt.Sprintf("v1.%d", i)).(scheduler.Option))
 		spec := "@every 1h"
 		if i == 2 {
 			spec = "@every 2h" // r2's configuration differs
@@ -171,7 +171,7 @@ func TestReplicas(t *testing.T) {
 // A minority of nodes down loses no replica: each node's newest heartbeat is merged.
 func TestReplicasMinorityDown(t *testing.T) {
 	c := newCluster(t, 3, false)
-	s := newScheduler(t, c.client(t, false), scheduler.WithReplica("r0"), scheduler.WithHeartbeat(20*time.Millisecond))
+	s := newScheduler(t, c.client(t, false), scheduler.WithReplica("r0"), schedseam.WithHeartbeat(20*time.Millisecond).(scheduler.Option))
 	require.NoError(t, s.Start())
 	waitReplicas(t, mustControl(t, c), "r0", func(m map[string]scheduler.Replica) bool { return m["r0"].Alive })
 	require.NoError(t, c.Servers[0].Kill())
@@ -203,7 +203,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 // The heartbeat's options refuse bad values with the fix.
 func TestHeartbeatOptions(t *testing.T) {
 	c := newCluster(t, 1, false)
-	_, err := scheduler.New(c.client(t, false), scheduler.WithHeartbeat(0))
+	_, err := scheduler.New(c.client(t, false), schedseam.WithHeartbeat(0).(scheduler.Option))
 	require.ErrorContains(t, err, "heartbeat 0s: must be positive, e.g. 10s")
 }
 
@@ -213,7 +213,7 @@ func TestHeartbeatOptions(t *testing.T) {
 func TestReplicasStoppedWhileANodeWasAway(t *testing.T) {
 	c := newCluster(t, 3, true)
 	clock := clocktest.NewFake(time.Now())
-	s := newScheduler(t, c.client(t, true), scheduler.WithReplica("r0"), scheduler.WithClock(clock), scheduler.WithHeartbeat(20*time.Millisecond))
+	s := newScheduler(t, c.client(t, true), scheduler.WithReplica("r0"), scheduler.WithClock(clock), schedseam.WithHeartbeat(20*time.Millisecond).(scheduler.Option))
 	require.NoError(t, s.Start())
 	ctl, err := scheduler.NewControl(c.client(t, false), scheduler.WithClock(clock))
 	require.NoError(t, err)

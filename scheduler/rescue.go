@@ -42,18 +42,6 @@ var (
 	holdsScript = redis.NewScript(`if redis.call('HGET', KEYS[1], '` + layout.FieldValue + `') == ARGV[1] then return 1 end return 0`)
 )
 
-// Running returns the attempts of the job named name under way on any replica, oldest first,
-// as Status.Running lists them: those whose in-flight record a quorum of the nodes hold. It
-// returns an error matching redlock.ErrQuorumUnavailable if fewer than a quorum of nodes
-// answered.
-func (c *Control) Running(ctx context.Context, name string) ([]InFlight, error) {
-	replies, err := lockseam.Broadcast(c.locks, ctx, getAllScript, []string{layout.RunningKey(c.cfg.prefix, name)})
-	if err != nil {
-		return nil, fmt.Errorf("scheduler: runs in flight of %q: %w", name, err)
-	}
-	return c.mergeInFlight(replies), nil
-}
-
 // mergeInFlight returns the attempts in flight that a quorum of the nodes' replies to an
 // HGETALL of a job's in-flight hash list (nil for a node that did not answer), oldest first.
 // A quorum, not any node: a node that missed an attempt's end would list it for ever.

@@ -12,6 +12,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/outcome"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/scheduler"
@@ -37,7 +38,7 @@ func TestVanishedRunIsRecordedInterrupted(t *testing.T) {
 			led := newLedger()
 			held := &messages{msg: "cronlock: run in flight, its lock held", seen: make(chan struct{}, 100)}
 			live := newScheduler(t, c.client(t, false), scheduler.WithReplica("live"), scheduler.WithClock(clocktest.NewFake(t0)),
-				scheduler.WithRescueEvery(50*time.Millisecond), scheduler.WithMiddleware(led.observe()), scheduler.WithLogger(slog.New(held)))
+				schedseam.WithRescueEvery(50*time.Millisecond).(scheduler.Option), scheduler.WithMiddleware(led.observe()), scheduler.WithLogger(slog.New(held)))
 			require.NoError(t, live.Add(job.Job{Name: "vanish", Spec: "@every 10m", Handler: func(context.Context) error { return nil }}))
 			require.NoError(t, live.Start())
 			// While a renews its lease, the rescuer sees its run in flight and leaves it alone.

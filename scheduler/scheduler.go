@@ -148,9 +148,6 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 	return s, nil
 }
 
-// Replica returns the replica's name (WithReplica).
-func (s *Scheduler) Replica() string { return s.cfg.replica }
-
 // Add registers j. It returns an error matching job.ErrInvalid that names the field and the fix
 // when j cannot work (see job.Job.Validate; also an unparsable spec, a spec that never fires,
 // a LockTTL the lock client refuses), ErrDuplicate (and job.ErrInvalid) when the name is taken,
@@ -196,8 +193,8 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 	}
 	if err != nil {
 		ie := &job.InvalidError{Job: j.Name, Field: "Spec", Problem: err.Error(), Err: err}
-		if se, ok := errors.AsType[*SpecError](err); ok {
-			ie.Problem = fmt.Sprintf("%q: %s; %s", se.Spec, se.Problem, specExamples)
+		if se, ok := errors.AsType[*specError](err); ok {
+			ie.Problem = fmt.Sprintf("%q: %s; %s", se.spec, se.problem, specExamples)
 		}
 		return nil, ie
 	}

@@ -16,4 +16,7 @@ func init() {
 	}
 	schedseam.SetConfigHash = func(s any, h string) { s.(*Scheduler).setConfigHash(h) }
 	schedseam.WithTriggerPoll = func(d time.Duration) any { return withTriggerPoll(d) }
+	schedseam.WithRescueEvery = func(d time.Duration) any { return withRescueEvery(d) }
+	schedseam.WithHeartbeat = func(d time.Duration) any { return withHeartbeat(d) }
+	schedseam.WithVersion = func(v string) any { return withVersion(v) }
 }

@@ -15,19 +15,20 @@ var parser = cron.NewParser(cron.SecondOptional | cron.Minute | cron.Hour | cron
 // specExamples ends every spec error.
 const specExamples = `e.g. "*/5 * * * *" (every 5 minutes), "0 30 9 * * 1-5" (9:30:00 on weekdays), "@hourly", "@every 10s", "CRON_TZ=Europe/Paris 0 9 * * *"`
 
-// SpecError says what is wrong with a spec.
-type SpecError struct {
-	Spec    string
-	Problem string
-	Err     error // the parser's error, if any
+// specError says what is wrong with a spec: the error of ParseSpec and resolveSpec, which Add
+// words as the problem of a job.InvalidError of the field Spec.
+type specError struct {
+	spec    string
+	problem string
+	err     error // the parser's error, if any
 }
 
-func (e *SpecError) Error() string {
-	return fmt.Sprintf("spec %q: %s; %s", e.Spec, e.Problem, specExamples)
+func (e *specError) Error() string {
+	return fmt.Sprintf("spec %q: %s; %s", e.spec, e.problem, specExamples)
 }
 
 // Unwrap returns the parser's error.
-func (e *SpecError) Unwrap() error { return e.Err }
+func (e *specError) Unwrap() error { return e.err }
 
 // ParseSpec parses a job's spec into the schedule of its ticks, in loc unless the spec starts
 // with "CRON_TZ=Zone " (or "TZ=Zone "). A nil loc means UTC. It accepts
@@ -45,12 +46,15 @@ func (e *SpecError) Unwrap() error { return e.Err }
 // unchanged. A spec with fixed hours follows the wall clock: a time in a skipped hour fires
 // once, at the transition (e.g. 02:30 fires at 03:00 when clocks go from 02:00 to 03:00), and
 // a time in a repeated hour fires once, at its first occurrence.
+//
+// Its error quotes the spec, says what is wrong with it (naming the field of a cron spec) and
+// gives examples of valid specs; it wraps the cron parser's or time package's error, if any.
 func ParseSpec(spec string, loc *time.Location) (cron.Schedule, error) {
 	if loc == nil {
 		loc = time.UTC
 	}
 	bad := func(err error, format string, args ...any) (cron.Schedule, error) {
-		return nil, &SpecError{Spec: spec, Problem: fmt.Sprintf(format, args...), Err: err}
+		return nil, &specError{spec: spec, problem: fmt.Sprintf(format, args...), err: err}
 	}
 	s := strings.TrimSpace(spec)
 	if s == "" {

@@ -3,7 +3,6 @@ package scheduler_test
 // These tests are pure logic (the spec parser and the DST rules): no Redis, no clock.
 
 import (
-	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -63,8 +62,7 @@ func TestParseSpecErrors(t *testing.T) {
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
 			assert.Contains(t, err.Error(), `e.g. "*/5 * * * *"`, "the message shows examples")
-			var se *scheduler.SpecError
-			assert.True(t, errors.As(err, &se))
+			assert.True(t, scheduler.IsSpecError(err), "a spec error")
 		})
 	}
 }

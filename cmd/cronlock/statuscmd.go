@@ -15,7 +15,8 @@ import (
 )
 
 // printStatus prints the status of cfg's jobs (of the job named only, when it is not ""):
-// per job, its pause, its newest history record and its runs in flight on any replica.
+// per job, its pause, its newest history record and its runs in flight on any replica, from
+// one read of the nodes (Control.Status).
 func printStatus(ctx context.Context, ctl *scheduler.Control, cfg *config.Config, only string, stdout io.Writer) error {
 	tw := tabwriter.NewWriter(stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "JOB\tPAUSED\tLAST RUN\tRUNNING")
@@ -23,27 +24,20 @@ func printStatus(ctx context.Context, ctl *scheduler.Control, cfg *config.Config
 		if only != "" && j.Name != only {
 			continue
 		}
-		p, err := ctl.Paused(ctx, j.Name)
+		st, err := ctl.Status(ctx, j.Name)
 		if err != nil {
 			return err
 		}
 		paused := "no"
-		if p != nil {
-			paused = pauseText(*p)
-		}
-		h, err := ctl.History(ctx, j.Name, 1)
-		if err != nil {
-			return err
+		if st.Paused != nil {
+			paused = pauseText(*st.Paused)
 		}
 		last := "none recorded"
-		if len(h) > 0 {
-			last = fmt.Sprintf("%s %s on %s", history.RunName(h[0]), h[0].Outcome, h[0].Replica)
+		if len(st.History) > 0 { // the newest record, a skipped one too (st.LastRun is not)
+			h := st.History[0]
+			last = fmt.Sprintf("%s %s on %s", history.RunName(h), h.Outcome, h.Replica)
 		}
-		running, err := ctl.Running(ctx, j.Name)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.Name, oneLine(paused), last, inFlightText(running))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", j.Name, oneLine(paused), last, inFlightText(st.Running))
 	}
 	return tw.Flush()
 }

@@ -79,11 +79,12 @@ func run(ctx context.Context, out io.Writer, nodeList string, duration time.Dura
 			return err
 		}
 		defer closeLocks()
-		s, err := scheduler.New(locks, scheduler.WithReplica(fmt.Sprint("replica-", i+1)))
+		replica := fmt.Sprint("replica-", i+1)
+		s, err := scheduler.New(locks, scheduler.WithReplica(replica))
 		if err != nil {
 			return err
 		}
-		for _, j := range jobs(s.Replica()) {
+		for _, j := range jobs(replica) {
 			if err := s.Add(j); err != nil {
 				return err
 			}

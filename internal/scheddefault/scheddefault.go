@@ -1,6 +1,7 @@
 // Package scheddefault holds the defaults of package scheduler's options that cronlock's
 // daemon and tests also use (for its flags, their usage and its bounds), so that each is
-// defined once. Users read them in the options' doc comments.
+// defined once. Users read them in the options' doc comments and in docs/scheduler.md
+// ("Defaults").
 package scheddefault
 
 import "time"
@@ -13,9 +14,11 @@ const (
 	// TriggerPoll is how often a running scheduler reads the queue of manual runs by default
 	// (schedseam.WithTriggerPoll).
 	TriggerPoll = time.Second
-	// RescueEvery is the default of scheduler.WithRescueEvery.
+	// RescueEvery is how often a running scheduler looks for runs whose replica vanished, by
+	// default (schedseam.WithRescueEvery).
 	RescueEvery = 10 * time.Second
-	// Heartbeat is the default of scheduler.WithHeartbeat.
+	// Heartbeat is how often a running scheduler writes its heartbeat, by default
+	// (schedseam.WithHeartbeat).
 	Heartbeat = 10 * time.Second
 	// BackfillMax is the default of scheduler.BackfillOptions.Max: the most ticks of a backfill.
 	BackfillMax = 1000

@@ -1,8 +1,10 @@
 // Package schedseam gives cronlock's own packages the parts of package scheduler that they
 // need and a user of scheduler does not: checking an operator's name before asking anything
 // (the CLI and the web console), resolving a spec's H forms (the config checks), the daemon's
-// gauges and configuration hash, and a faster or slower look at the queue of manual runs
-// (tests). Keeping them here keeps scheduler's exported API to what users call.
+// gauges and configuration hash, the periods of the background work of a running scheduler
+// (the daemon's --heartbeat and --rescue-every flags, and tests), and the version its
+// heartbeats report (the daemon's release). Keeping them here keeps scheduler's exported API
+// to what users call.
 //
 // CheckOperator is defined here, and package scheduler checks the names of WithOperator with
 // it. Package scheduler sets the variables in an init function, with its unexported
@@ -48,7 +50,8 @@ func CheckOperator(name string) error {
 // ResolveSpec returns spec with every H of its cron fields replaced by concrete values hashed
 // from the job's name, as the scheduler does for a job's spec before parsing it (the forms
 // are in docs/scheduler.md, "Jitter and H"). Specs without H, descriptors and "@every d" are
-// returned as they are; a malformed H is an error (*scheduler.SpecError) naming the field.
+// returned as they are; a malformed H is an error that quotes the spec and names the field, as
+// scheduler.ParseSpec's errors do.
 var ResolveSpec func(spec, name string) (string, error)
 
 // RegisterGauges adds the per-job and replica instruments of the *scheduler.Scheduler s to
@@ -65,3 +68,18 @@ var SetConfigHash func(s any, hash string)
 // the queue of manual runs from the nodes, besides the nodes' announcements. Default 1s
 // (scheddefault.TriggerPoll); NewControl refuses it.
 var WithTriggerPoll func(d time.Duration) any
+
+// WithRescueEvery returns the scheduler.Option that sets how often a running scheduler looks
+// for runs of its jobs whose replica vanished, to record them interrupted. Default 10s
+// (scheddefault.RescueEvery); d must be positive, and NewControl refuses it.
+var WithRescueEvery func(d time.Duration) any
+
+// WithHeartbeat returns the scheduler.Option that sets how often a running scheduler writes
+// its heartbeat to the lock nodes (scheduler.Control.Replicas). Default 10s
+// (scheddefault.Heartbeat); d must be positive, and NewControl refuses it.
+var WithHeartbeat func(d time.Duration) any
+
+// WithVersion returns the scheduler.Option that sets the version a scheduler's heartbeats
+// report (scheduler.Replica.Version). Default: the main module's version from the Go build
+// information; NewControl refuses it.
+var WithVersion func(v string) any

@@ -264,9 +264,9 @@ func (d *daemon) start() error {
 		scheduler.WithReplica(d.replica),
 		scheduler.WithPrefix(cfg.Prefix),
 		scheduler.WithLogger(d.log),
-		scheduler.WithHeartbeat(f.Heartbeat),
-		scheduler.WithRescueEvery(f.RescueEvery),
-		scheduler.WithVersion(buildinfo.Read().Version),
+		schedseam.WithHeartbeat(f.Heartbeat).(scheduler.Option),
+		schedseam.WithRescueEvery(f.RescueEvery).(scheduler.Option),
+		schedseam.WithVersion(buildinfo.Read().Version).(scheduler.Option),
 		scheduler.WithMiddleware(append(append([]middleware.Middleware{d.status.Middleware(d.replica)}, d.tel.middleware()...), d.gate.middleware())...),
 	)
 	if err != nil {

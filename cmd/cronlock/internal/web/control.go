@@ -22,7 +22,7 @@ type control struct {
 	cfg      *config.Config        // as the daemon started: token and trace links
 	current  func() *config.Config // as last reloaded: the jobs' commands
 	sched    *scheduler.Scheduler
-	replica  string
+	replica  string // sched's name (scheduler.WithReplica)
 	status   *JobStatus
 	ready    Readiness
 	token    string // "": the mutating endpoints and sign-in are off
@@ -32,8 +32,8 @@ type control struct {
 	replicas *snapshot[replicasRead]
 }
 
-func newControl(cfg func() *config.Config, sched *scheduler.Scheduler, st *JobStatus, ready Readiness) *control {
-	c := &control{cfg: cfg(), current: cfg, sched: sched, replica: sched.Replica(), status: st, ready: ready}
+func newControl(cfg func() *config.Config, replica string, sched *scheduler.Scheduler, st *JobStatus, ready Readiness) *control {
+	c := &control{cfg: cfg(), current: cfg, sched: sched, replica: replica, status: st, ready: ready}
 	c.token, c.off = token(c.cfg)
 	c.sessions = newSessions(c.token)
 	c.jobs = &snapshot[jobsRead]{ttl: PageCache, read: c.readJobs}

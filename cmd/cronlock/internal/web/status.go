@@ -160,9 +160,9 @@ type Readiness func(ctx context.Context, details bool) nodes.Status
 // Handler serves /healthz, /readyz, /jobs and /metrics (the Prometheus exposition of the
 // daemon's OpenTelemetry metrics), and the control endpoints and status page (control.go), under
 // guard. Without the bearer token, reads show the schedules and outcomes but no command line, no
-// node address and no error text.
+// node address and no error text. replica is the name sched was given (scheduler.WithReplica).
 func Handler(cfg func() *config.Config, replica string, sched *scheduler.Scheduler, st *JobStatus, ready Readiness, metrics http.Handler) http.Handler {
-	c := newControl(cfg, sched, st, ready)
+	c := newControl(cfg, replica, sched, st, ready)
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", cachedResponse("/metrics", metrics))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {

@@ -73,13 +73,13 @@ type jobsRead struct {
 	byName map[string]int
 }
 
-// readJobs reads every job's status and history from the nodes (Scheduler.Status: two reads of
+// readJobs reads every job's status and history from the nodes (Control.Status: one read of
 // the nodes per job).
 func (c *control) readJobs(ctx context.Context) jobsRead {
 	read := jobsRead{byName: map[string]int{}}
 	for _, e := range c.sched.Entries() {
 		pj := pageJob{Zone: specZone(e.Spec)}
-		st, err := c.sched.Status(ctx, e.Name)
+		st, err := c.sched.Control().Status(ctx, e.Name)
 		pj.Status, pj.Entry, pj.History = st, e, c.pageRuns(st.History)
 		if err != nil {
 			pj.Err = err.Error()
