@@ -152,11 +152,8 @@ func (e *InvalidError) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is ErrInvalid.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
-
-// Unwrap returns the underlying error.
-func (e *InvalidError) Unwrap() error { return e.Err }
+// Unwrap returns ErrInvalid and the underlying error, if any: errors.Is matches both.
+func (e *InvalidError) Unwrap() []error { return withSentinel(ErrInvalid, e.Err) }
 
 // Validate reports the first thing wrong with j, as an *InvalidError naming the field and the
 // fix, or nil. It checks the name, the handler and the options, with defaults applied; it does

@@ -4,6 +4,7 @@ package job_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -89,6 +90,29 @@ func TestSkipError(t *testing.T) {
 	assert.Equal(t, "job: skipped: held by another replica (w-2)", se.Error())
 	assert.Equal(t, "allow", job.Allow.String())
 	assert.Equal(t, "window closed", job.SkipLate.String())
+}
+
+// The error types match their sentinel and the error they wrap, and only those.
+func TestErrorsMatchSentinelAndCause(t *testing.T) {
+	cause := &json.SyntaxError{Offset: 3}
+	for _, tc := range []struct {
+		err             error
+		sentinel, other error
+	}{
+		{&job.SkipError{Reason: job.SkipHeld, Err: cause}, job.ErrSkipped, job.ErrInvalid},
+		{&job.InvalidError{Field: "Spec", Problem: "bad", Err: cause}, job.ErrInvalid, job.ErrSkipped},
+	} {
+		err := fmt.Errorf("wrapped: %w", tc.err)
+		assert.ErrorIs(t, err, tc.sentinel)
+		assert.ErrorIs(t, err, cause)
+		assert.NotErrorIs(t, err, tc.other)
+		se, ok := errors.AsType[*json.SyntaxError](err)
+		require.True(t, ok)
+		assert.Same(t, cause, se)
+	}
+	assert.ErrorIs(t, &job.SkipError{Reason: job.SkipLate}, job.ErrSkipped)
+	assert.ErrorIs(t, &job.InvalidError{Field: "Name"}, job.ErrInvalid)
+	assert.NotErrorIs(t, &job.SkipError{Reason: job.SkipLate}, job.ErrInvalid)
 }
 
 func ExampleJob_Validate() {

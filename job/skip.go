@@ -88,11 +88,17 @@ func (e *SkipError) Error() string {
 	return s
 }
 
-// Is reports whether target is ErrSkipped.
-func (e *SkipError) Is(target error) bool { return target == ErrSkipped }
+// Unwrap returns ErrSkipped and the underlying error, if any: errors.Is matches both.
+func (e *SkipError) Unwrap() []error { return withSentinel(ErrSkipped, e.Err) }
 
-// Unwrap returns the underlying error.
-func (e *SkipError) Unwrap() error { return e.Err }
+// withSentinel returns the errors an error type of this package unwraps to: its sentinel, and
+// the error it wraps unless nil.
+func withSentinel(sentinel, err error) []error {
+	if err == nil {
+		return []error{sentinel}
+	}
+	return []error{sentinel, err}
+}
 
 // ErrStopped is matched (errors.Is) by the error of a tick that this replica gave up because
 // its scheduler is stopping: a tick whose handler had not started yet (it was waiting for its
