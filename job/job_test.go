@@ -84,7 +84,7 @@ func TestRunInContext(t *testing.T) {
 
 func TestSkipError(t *testing.T) {
 	held := errors.New("held")
-	se := &job.SkipError{Reason: job.SkipHeld, Holder: &job.Holder{Label: "w-2"}, Err: held}
+	se := &job.SkipError{Reason: job.SkipHeld, Holder: "w-2", Err: held}
 	assert.ErrorIs(t, se, job.ErrSkipped)
 	assert.ErrorIs(t, se, held)
 	assert.Equal(t, "job: skipped: held by another replica (w-2)", se.Error())

@@ -43,18 +43,6 @@ func (r SkipReason) String() string {
 	return fmt.Sprintf("SkipReason(%d)", int(r))
 }
 
-// Holder is who holds a tick (or the previous run of its job), as the lock nodes reported it.
-type Holder struct {
-	// Key is the lock key found held: the tick's, or the job's run key.
-	Key string
-	// Label is the holder's label, by default its replica name.
-	Label string
-	// Metadata is what the holder stored with its lock, e.g. a trace context.
-	Metadata string
-	// Done reports that the key is kept as a marker that the tick was completed (or skipped).
-	Done bool
-}
-
 // Pause is a job's pause, as stored on the lock nodes.
 type Pause struct {
 	// Reason is why the job was paused, as the operator gave it.
@@ -66,11 +54,14 @@ type Pause struct {
 }
 
 // SkipError is a skip. It matches ErrSkipped, and unwraps to the lock error that caused it,
-// if any.
+// if any: for a tick found held or done, a *redlock.AcquireError whose Holder is what the
+// lock nodes reported of its holder (the key found held, the metadata stored with it, and
+// whether it is a marker of a completed or skipped tick).
 type SkipError struct {
 	Reason SkipReason
-	// Holder is who holds the tick (or the previous run); nil when unknown.
-	Holder *Holder
+	// Holder is the label of who holds the tick (or the previous run), by default its replica
+	// name; empty when unknown. With SkipDone, it is who completed the tick.
+	Holder string
 	// Pause is the job's pause when Reason is SkipPaused, else nil.
 	Pause *Pause
 	// Err is the underlying error, e.g. the lock client's.
@@ -79,8 +70,8 @@ type SkipError struct {
 
 func (e *SkipError) Error() string {
 	s := "job: skipped: " + e.Reason.String()
-	if e.Holder != nil && e.Holder.Label != "" {
-		s += fmt.Sprintf(" (%s)", e.Holder.Label)
+	if e.Holder != "" {
+		s += fmt.Sprintf(" (%s)", e.Holder)
 	}
 	if e.Pause != nil && e.Pause.Reason != "" {
 		s += fmt.Sprintf(" (%s)", e.Pause.Reason)
