@@ -39,8 +39,8 @@
 //
 //	Task                         Identifiers
 //	---------------------------  ------------------------------------------------------------
-//	defining a job               Job (Validate), Handler, Options (WithDefaults), Overlap
-//	                             (Forbid, Allow, Replace)
+//	defining a job               Job (Validate), Handler, Options, Overlap (Forbid, Allow,
+//	                             Replace)
 //	invalid jobs                 ErrInvalid, InvalidError
 //	inside a handler             RunFrom (Run: the tick, fencing token, attempt, replica)
 //	outcomes                     ErrSkipped, SkipError (SkipReason: SkipHeld, SkipDone,

@@ -96,8 +96,10 @@ type Options struct {
 	Jitter time.Duration
 }
 
-// WithDefaults returns o with each zero field set to its default.
-func (o Options) WithDefaults() Options {
+// withDefaults returns o with each zero field set to its default. cronlock's own packages
+// call it as jobseam.WithDefaults (a go:linkname to this function: keep its name and
+// signature).
+func withDefaults(o Options) Options {
 	if o.LockTTL == 0 {
 		o.LockTTL = defaultLockTTL
 	}
@@ -171,7 +173,7 @@ func (j Job) Validate() error {
 	if j.Handler == nil {
 		return bad("Handler", "is nil: give the func(ctx context.Context) error to run at each tick")
 	}
-	o := j.Options.WithDefaults()
+	o := withDefaults(j.Options)
 	switch {
 	case o.Timeout < 0:
 		return bad("Options.Timeout", "%v is negative: give a positive bound, or 0 for none", o.Timeout)

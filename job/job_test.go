@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/cronlock/cronlock/internal/jobseam"
 	"github.com/cronlock/cronlock/job"
 )
 
@@ -62,12 +63,13 @@ func TestValidate(t *testing.T) {
 	assert.NoError(t, with(func(j *job.Job) { j.LockTTL = 2 * time.Second }).Validate())
 }
 
+// The defaults, as cronlock's own packages apply them (the seam is job's own function).
 func TestWithDefaults(t *testing.T) {
-	o := job.Options{}.WithDefaults()
+	o := jobseam.WithDefaults(job.Options{})
 	assert.Equal(t, 30*time.Second, o.LockTTL)
 	assert.Equal(t, 10*time.Second, o.RenewEvery)
 	assert.Equal(t, job.Forbid, o.Overlap)
-	o = job.Options{LockTTL: 3 * time.Second}.WithDefaults()
+	o = jobseam.WithDefaults(job.Options{LockTTL: 3 * time.Second})
 	assert.Equal(t, time.Second, o.RenewEvery)
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/cronlock/cronlock/internal/jitter"
+	"github.com/cronlock/cronlock/internal/jobseam"
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/limiter"
 	"github.com/cronlock/cronlock/internal/lockseam"
@@ -75,12 +76,8 @@ func (c LockConfig) withDefaults() LockConfig {
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix
 	}
-	if c.TTL == 0 {
-		c.TTL = job.Options{}.WithDefaults().LockTTL
-	}
-	if c.RenewEvery == 0 {
-		c.RenewEvery = c.TTL / 3
-	}
+	o := jobseam.WithDefaults(job.Options{LockTTL: c.TTL, RenewEvery: c.RenewEvery})
+	c.TTL, c.RenewEvery = o.LockTTL, o.RenewEvery
 	if c.KeepDone == 0 {
 		c.KeepDone = defaultKeepDone
 	}
