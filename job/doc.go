@@ -39,13 +39,12 @@
 //
 //	Task                         Identifiers
 //	---------------------------  ------------------------------------------------------------
-//	defining a job               Job (Validate), Handler, Options (WithDefaults), Overlap
-//	                             (Forbid, Allow, Replace)
+//	defining a job               Job (Validate), Handler, Options, Overlap (Forbid, Allow,
+//	                             Replace)
 //	invalid jobs                 ErrInvalid, InvalidError
 //	inside a handler             RunFrom (Run: the tick, fencing token, attempt, replica)
 //	outcomes                     ErrSkipped, SkipError (SkipReason: SkipHeld, SkipDone,
-//	                             SkipOverlap, SkipLate, SkipPaused; Holder), ErrStopped,
-//	                             ErrReplaced
+//	                             SkipOverlap, SkipLate, SkipPaused), ErrStopped, ErrReplaced
 //	pauses                       Pause
 //	middleware and tests         NewContext (a Run in a context, as the scheduler passes it)
 package job

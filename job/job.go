@@ -96,8 +96,10 @@ type Options struct {
 	Jitter time.Duration
 }
 
-// WithDefaults returns o with each zero field set to its default.
-func (o Options) WithDefaults() Options {
+// withDefaults returns o with each zero field set to its default. cronlock's own packages
+// call it as jobseam.WithDefaults (a go:linkname to this function: keep its name and
+// signature).
+func withDefaults(o Options) Options {
 	if o.LockTTL == 0 {
 		o.LockTTL = defaultLockTTL
 	}
@@ -152,11 +154,8 @@ func (e *InvalidError) Error() string {
 	return b.String()
 }
 
-// Is reports whether target is ErrInvalid.
-func (e *InvalidError) Is(target error) bool { return target == ErrInvalid }
-
-// Unwrap returns the underlying error.
-func (e *InvalidError) Unwrap() error { return e.Err }
+// Unwrap returns ErrInvalid and the underlying error, if any: errors.Is matches both.
+func (e *InvalidError) Unwrap() []error { return withSentinel(ErrInvalid, e.Err) }
 
 // Validate reports the first thing wrong with j, as an *InvalidError naming the field and the
 // fix, or nil. It checks the name, the handler and the options, with defaults applied; it does
@@ -174,7 +173,7 @@ func (j Job) Validate() error {
 	if j.Handler == nil {
 		return bad("Handler", "is nil: give the func(ctx context.Context) error to run at each tick")
 	}
-	o := j.Options.WithDefaults()
+	o := withDefaults(j.Options)
 	switch {
 	case o.Timeout < 0:
 		return bad("Options.Timeout", "%v is negative: give a positive bound, or 0 for none", o.Timeout)

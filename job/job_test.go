@@ -4,6 +4,7 @@ package job_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/cronlock/cronlock/internal/jobseam"
 	"github.com/cronlock/cronlock/job"
 )
 
@@ -61,12 +63,13 @@ func TestValidate(t *testing.T) {
 	assert.NoError(t, with(func(j *job.Job) { j.LockTTL = 2 * time.Second }).Validate())
 }
 
+// The defaults, as cronlock's own packages apply them (the seam is job's own function).
 func TestWithDefaults(t *testing.T) {
-	o := job.Options{}.WithDefaults()
+	o := jobseam.WithDefaults(job.Options{})
 	assert.Equal(t, 30*time.Second, o.LockTTL)
 	assert.Equal(t, 10*time.Second, o.RenewEvery)
 	assert.Equal(t, job.Forbid, o.Overlap)
-	o = job.Options{LockTTL: 3 * time.Second}.WithDefaults()
+	o = jobseam.WithDefaults(job.Options{LockTTL: 3 * time.Second})
 	assert.Equal(t, time.Second, o.RenewEvery)
 }
 
@@ -83,12 +86,35 @@ func TestRunInContext(t *testing.T) {
 
 func TestSkipError(t *testing.T) {
 	held := errors.New("held")
-	se := &job.SkipError{Reason: job.SkipHeld, Holder: &job.Holder{Label: "w-2"}, Err: held}
+	se := &job.SkipError{Reason: job.SkipHeld, Holder: "w-2", Err: held}
 	assert.ErrorIs(t, se, job.ErrSkipped)
 	assert.ErrorIs(t, se, held)
 	assert.Equal(t, "job: skipped: held by another replica (w-2)", se.Error())
 	assert.Equal(t, "allow", job.Allow.String())
 	assert.Equal(t, "window closed", job.SkipLate.String())
+}
+
+// The error types match their sentinel and the error they wrap, and only those.
+func TestErrorsMatchSentinelAndCause(t *testing.T) {
+	cause := &json.SyntaxError{Offset: 3}
+	for _, tc := range []struct {
+		err             error
+		sentinel, other error
+	}{
+		{&job.SkipError{Reason: job.SkipHeld, Err: cause}, job.ErrSkipped, job.ErrInvalid},
+		{&job.InvalidError{Field: "Spec", Problem: "bad", Err: cause}, job.ErrInvalid, job.ErrSkipped},
+	} {
+		err := fmt.Errorf("wrapped: %w", tc.err)
+		assert.ErrorIs(t, err, tc.sentinel)
+		assert.ErrorIs(t, err, cause)
+		assert.NotErrorIs(t, err, tc.other)
+		se, ok := errors.AsType[*json.SyntaxError](err)
+		require.True(t, ok)
+		assert.Same(t, cause, se)
+	}
+	assert.ErrorIs(t, &job.SkipError{Reason: job.SkipLate}, job.ErrSkipped)
+	assert.ErrorIs(t, &job.InvalidError{Field: "Name"}, job.ErrInvalid)
+	assert.NotErrorIs(t, &job.SkipError{Reason: job.SkipLate}, job.ErrInvalid)
 }
 
 func ExampleJob_Validate() {

@@ -43,18 +43,6 @@ func (r SkipReason) String() string {
 	return fmt.Sprintf("SkipReason(%d)", int(r))
 }
 
-// Holder is who holds a tick (or the previous run of its job), as the lock nodes reported it.
-type Holder struct {
-	// Key is the lock key found held: the tick's, or the job's run key.
-	Key string
-	// Label is the holder's label, by default its replica name.
-	Label string
-	// Metadata is what the holder stored with its lock, e.g. a trace context.
-	Metadata string
-	// Done reports that the key is kept as a marker that the tick was completed (or skipped).
-	Done bool
-}
-
 // Pause is a job's pause, as stored on the lock nodes.
 type Pause struct {
 	// Reason is why the job was paused, as the operator gave it.
@@ -66,11 +54,14 @@ type Pause struct {
 }
 
 // SkipError is a skip. It matches ErrSkipped, and unwraps to the lock error that caused it,
-// if any.
+// if any: for a tick found held or done, a *redlock.AcquireError whose Holder is what the
+// lock nodes reported of its holder (the key found held, the metadata stored with it, and
+// whether it is a marker of a completed or skipped tick).
 type SkipError struct {
 	Reason SkipReason
-	// Holder is who holds the tick (or the previous run); nil when unknown.
-	Holder *Holder
+	// Holder is the label of who holds the tick (or the previous run), by default its replica
+	// name; empty when unknown. With SkipDone, it is who completed the tick.
+	Holder string
 	// Pause is the job's pause when Reason is SkipPaused, else nil.
 	Pause *Pause
 	// Err is the underlying error, e.g. the lock client's.
@@ -79,8 +70,8 @@ type SkipError struct {
 
 func (e *SkipError) Error() string {
 	s := "job: skipped: " + e.Reason.String()
-	if e.Holder != nil && e.Holder.Label != "" {
-		s += fmt.Sprintf(" (%s)", e.Holder.Label)
+	if e.Holder != "" {
+		s += fmt.Sprintf(" (%s)", e.Holder)
 	}
 	if e.Pause != nil && e.Pause.Reason != "" {
 		s += fmt.Sprintf(" (%s)", e.Pause.Reason)
@@ -88,11 +79,17 @@ func (e *SkipError) Error() string {
 	return s
 }
 
-// Is reports whether target is ErrSkipped.
-func (e *SkipError) Is(target error) bool { return target == ErrSkipped }
+// Unwrap returns ErrSkipped and the underlying error, if any: errors.Is matches both.
+func (e *SkipError) Unwrap() []error { return withSentinel(ErrSkipped, e.Err) }
 
-// Unwrap returns the underlying error.
-func (e *SkipError) Unwrap() error { return e.Err }
+// withSentinel returns the errors an error type of this package unwraps to: its sentinel, and
+// the error it wraps unless nil.
+func withSentinel(sentinel, err error) []error {
+	if err == nil {
+		return []error{sentinel}
+	}
+	return []error{sentinel, err}
+}
 
 // ErrStopped is matched (errors.Is) by the error of a tick that this replica gave up because
 // its scheduler is stopping: a tick whose handler had not started yet (it was waiting for its

@@ -12,6 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/cronlock/cronlock/internal/jitter"
+	"github.com/cronlock/cronlock/internal/jobseam"
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/limiter"
 	"github.com/cronlock/cronlock/internal/lockseam"
@@ -75,12 +76,8 @@ func (c LockConfig) withDefaults() LockConfig {
 	if c.Prefix == "" {
 		c.Prefix = DefaultPrefix
 	}
-	if c.TTL == 0 {
-		c.TTL = job.Options{}.WithDefaults().LockTTL
-	}
-	if c.RenewEvery == 0 {
-		c.RenewEvery = c.TTL / 3
-	}
+	o := jobseam.WithDefaults(job.Options{LockTTL: c.TTL, RenewEvery: c.RenewEvery})
+	c.TTL, c.RenewEvery = o.LockTTL, o.RenewEvery
 	if c.KeepDone == 0 {
 		c.KeepDone = defaultKeepDone
 	}
@@ -380,7 +377,8 @@ func (cl *claim) decide(ctx context.Context, err error) (decision, error) {
 // waits for its release (see ownLeftover).
 func (cl *claim) refused(ctx context.Context, ae *redlock.AcquireError, err error) (decision, error) {
 	se := skip(ae, cl.runKey, err)
-	done := se.Holder != nil && se.Holder.Done // done, or skipped and marked
+	h := skipHolder(ae)
+	done := h != nil && h.Done // done, or skipped and marked
 	switch {
 	case !done && cl.ownLeftover(ae, err):
 		cl.c.Logger.Debug("cronlock: refused by the leftover of an own failed attempt", "job", cl.run.Job, "tick", cl.run.Tick,
@@ -395,7 +393,7 @@ func (cl *claim) refused(ctx context.Context, ae *redlock.AcquireError, err erro
 	default:
 		cl.rechecks++
 		cl.c.Logger.Debug("cronlock: looking at the run key again", "job", cl.run.Job, "tick", cl.run.Tick, "replica", cl.run.Replica,
-			"ok", ae.OK, "refused", ae.Refused, "holder", se.Holder)
+			"ok", ae.OK, "refused", ae.Refused, "holder", h)
 	}
 	// Let the failed attempt be released before the next one, or it could be refused by its
 	// own leftover: the release was sent when the attempt failed, takes about as long as an
@@ -556,7 +554,7 @@ func (c LockConfig) markSkipped(ctx context.Context, locks *redlock.Client, run 
 	}
 }
 
-// skip turns a refusal into a *job.SkipError with its reason.
+// skip turns a refusal into a *job.SkipError with its reason and the holder's label.
 func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
 	se := &job.SkipError{Reason: job.SkipHeld, Err: err}
 	if pause, ok := lockseam.Refusal(ae); ok {
@@ -565,7 +563,7 @@ func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
 		return se
 	}
 	if h := ae.Holder; h != nil {
-		se.Holder = &job.Holder{Key: h.Key, Label: h.Label, Metadata: h.Metadata, Done: h.Done}
+		se.Holder = h.Label
 		switch {
 		case h.Done && h.Metadata == layout.SkippedMarker:
 			se.Reason = job.SkipOverlap
@@ -576,6 +574,15 @@ func skip(ae *redlock.AcquireError, runKey string, err error) *job.SkipError {
 		}
 	}
 	return se
+}
+
+// skipHolder returns the holder of the tick (or of the previous run) that the refusal ae
+// reports to its skip, or nil: a refusal because the job is paused reports none.
+func skipHolder(ae *redlock.AcquireError) *redlock.Holder {
+	if _, paused := lockseam.Refusal(ae); paused {
+		return nil
+	}
+	return ae.Holder
 }
 
 // leaseOptions returns the options of a run's lease: the renewal interval, and a hook that

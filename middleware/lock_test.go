@@ -84,7 +84,7 @@ func TestLockRunsOnceAndKeepsTheTickDone(t *testing.T) {
 	se, ok := errors.AsType[*job.SkipError](err)
 	require.True(t, ok, "%v", err)
 	assert.Equal(t, job.SkipDone, se.Reason)
-	assert.Equal(t, "r1", se.Holder.Label)
+	assert.Equal(t, "r1", se.Holder)
 	assert.Equal(t, outcome.SkippedDone, middleware.Outcome(err))
 	assert.ErrorIs(t, err, redlock.ErrNotAcquired)
 }
@@ -108,17 +108,18 @@ func TestLockSkipsAHeldTickAndAnOverlap(t *testing.T) {
 	err = lock(func(context.Context) error { t.Error("overlapped"); return nil })(next)
 	assert.Equal(t, outcome.SkippedOverlap, middleware.Outcome(err), "%v", err)
 	se, _ := errors.AsType[*job.SkipError](err)
-	assert.Equal(t, "holder", se.Holder.Label)
-	assert.Equal(t, layout.RunKey(middleware.DefaultPrefix, "busy"), se.Holder.Key)
+	assert.Equal(t, "holder", se.Holder)
+	ae, _ := errors.AsType[*redlock.AcquireError](err)
+	assert.Equal(t, layout.RunKey(middleware.DefaultPrefix, "busy"), ae.Holder.Key)
 	close(release)
 	require.NoError(t, <-done)
 
 	// The skipped tick was kept as skipped: a replica that comes later skips it too.
 	err = lock(func(context.Context) error { t.Error("ran a skipped tick late"); return nil })(next)
 	assert.Equal(t, outcome.SkippedOverlap, middleware.Outcome(err), "%v", err)
-	se, _ = errors.AsType[*job.SkipError](err)
-	assert.True(t, se.Holder.Done)
-	assert.Equal(t, layout.SkippedMarker, se.Holder.Metadata)
+	ae, _ = errors.AsType[*redlock.AcquireError](err)
+	assert.True(t, ae.Holder.Done)
+	assert.Equal(t, layout.SkippedMarker, ae.Holder.Metadata)
 
 	// With Allow, a tick runs while another runs.
 	allow := middleware.Lock(lc, middleware.LockConfig{Overlap: job.Allow})

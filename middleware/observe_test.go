@@ -486,9 +486,11 @@ func TestMetricsWithoutTrace(t *testing.T) {
 	h := middleware.Chain(middleware.Metrics(middleware.WithMeterProvider(tm.mp)), middleware.Lock(lc, middleware.LockConfig{}))
 	require.NoError(t, h(func(context.Context) error { return nil })(runAs("r1", "m", time.Time{})))
 	err := h(func(context.Context) error { return nil })(runAs("r2", "m", time.Time{}))
-	se, ok := errors.AsType[*job.SkipError](err)
+	_, ok := errors.AsType[*job.SkipError](err)
 	require.True(t, ok)
-	assert.Empty(t, se.Holder.Metadata)
+	ae, ok := errors.AsType[*redlock.AcquireError](err)
+	require.True(t, ok)
+	assert.Empty(t, ae.Holder.Metadata)
 	assert.Empty(t, tm.spans.Ended())
 	assert.Equal(t, map[string]int64{"ran": 1, "skipped_done": 1}, tm.points(t, "cronlock.job.runs"))
 

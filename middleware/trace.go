@@ -12,6 +12,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/redlock"
 )
 
 // TraceOption configures Trace.
@@ -78,7 +79,7 @@ func Trace(opts ...TraceOption) Middleware {
 			finished := false
 			defer func() {
 				if !finished { // a panic goes through: record it, and let it go on
-					setTickAttributes(ctx, span, "", nil)
+					setTickAttributes(ctx, span, "", "")
 					span.SetStatus(codes.Error, "panic")
 				}
 				span.End()
@@ -95,7 +96,7 @@ func Trace(opts ...TraceOption) Middleware {
 // error.
 func endTick(ctx context.Context, span trace.Span, err error) {
 	o := Outcome(err)
-	var holder *job.Holder
+	var holder string
 	switch o {
 	case outcome.Ran, outcome.Replaced:
 	case outcome.Failed, outcome.LeaseLost, outcome.QuorumUnavailable:
@@ -103,21 +104,36 @@ func endTick(ctx context.Context, span trace.Span, err error) {
 		span.SetStatus(codes.Error, err.Error())
 	default: // a skip
 		se, ok := errors.AsType[*job.SkipError](err)
-		if ok && se.Holder != nil {
-			holder = se.Holder
-			if sc, ok := parseTraceparent(lockTraceparent(holder.Metadata)); ok {
-				span.AddLink(trace.Link{SpanContext: sc})
-			}
+		if !ok {
+			break
 		}
-		if ok && se.Pause != nil {
+		holder = se.Holder
+		if sc, ok := holderSpan(se); ok {
+			span.AddLink(trace.Link{SpanContext: sc})
+		}
+		if se.Pause != nil {
 			span.SetAttributes(attrPause.String(se.Pause.Reason))
 		}
 	}
 	setTickAttributes(ctx, span, o, holder)
 }
 
+// holderSpan returns the span of the run that holds the tick skipped with se, as Trace stored
+// it beside that run's lock, if the lock nodes reported one.
+func holderSpan(se *job.SkipError) (trace.SpanContext, bool) {
+	ae, ok := errors.AsType[*redlock.AcquireError](se.Err)
+	if !ok {
+		return trace.SpanContext{}, false
+	}
+	h := skipHolder(ae)
+	if h == nil {
+		return trace.SpanContext{}, false
+	}
+	return parseTraceparent(lockTraceparent(h.Metadata))
+}
+
 // setTickAttributes sets the tick span's attributes, in one call.
-func setTickAttributes(ctx context.Context, span trace.Span, outcome string, holder *job.Holder) {
+func setTickAttributes(ctx context.Context, span trace.Span, outcome string, holder string) {
 	var kv [8]attribute.KeyValue
 	attrs := kv[:0]
 	if run, ok := job.RunFrom(ctx); ok {
@@ -135,8 +151,8 @@ func setTickAttributes(ctx context.Context, span trace.Span, outcome string, hol
 	if outcome != "" {
 		attrs = append(attrs, attrOutcome.String(outcome))
 	}
-	if holder != nil {
-		attrs = append(attrs, attrHolder.String(holder.Label))
+	if holder != "" {
+		attrs = append(attrs, attrHolder.String(holder))
 	}
 	span.SetAttributes(attrs...)
 }

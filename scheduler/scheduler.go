@@ -13,6 +13,7 @@ import (
 
 	"github.com/robfig/cron/v3"
 
+	"github.com/cronlock/cronlock/internal/jobseam"
 	"github.com/cronlock/cronlock/internal/limiter"
 	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/internal/outcome"
@@ -202,7 +203,7 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 		return nil, &job.InvalidError{Job: j.Name, Field: "Spec",
 			Problem: fmt.Sprintf("%q never fires: no matching time in the next five years (a date such as 30 February?)", j.Spec)}
 	}
-	j.Options = j.Options.WithDefaults()
+	j.Options = jobseam.WithDefaults(j.Options)
 	if err := lockseam.CheckTTL(s.locks, j.LockTTL); err != nil {
 		return nil, &job.InvalidError{Job: j.Name, Field: "Options.LockTTL", Problem: err.Error(), Err: err}
 	}

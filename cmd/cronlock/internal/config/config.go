@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cronlock/cronlock/internal/jobseam"
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
@@ -282,7 +283,7 @@ func (j Job) Options() job.Options {
 // renewed lease has left, lock_ttl − renew_every; without one the grace is DefaultKillGrace,
 // lowered to half that validity.
 func (j Job) KillGraceFor(grace time.Duration, given bool) (time.Duration, error) {
-	o := j.Options().WithDefaults()
+	o := jobseam.WithDefaults(j.Options())
 	left := o.LockTTL - o.RenewEvery
 	switch {
 	case !given:

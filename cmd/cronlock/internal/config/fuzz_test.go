@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/config"
+	"github.com/cronlock/cronlock/internal/jobseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -79,7 +80,7 @@ func FuzzParse(f *testing.F) {
 			if len(j.Command) == 0 || strings.TrimSpace(j.Command[0]) == "" {
 				t.Errorf("accepted command %q", j.Command)
 			}
-			if ttl := j.Options().WithDefaults().LockTTL; ttl > c.MaxTTL {
+			if ttl := jobseam.WithDefaults(j.Options()).LockTTL; ttl > c.MaxTTL {
 				t.Errorf("accepted lock_ttl %v above max_ttl %v", ttl, c.MaxTTL)
 			}
 		}

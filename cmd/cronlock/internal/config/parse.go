@@ -20,6 +20,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/cronlock/cronlock/internal/jobseam"
 	"github.com/cronlock/cronlock/internal/scheddefault"
 	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/internal/tickmath"
@@ -1073,7 +1074,7 @@ func (p *parser) job(item *yaml.Node, path string, maxTTL time.Duration, maxTTLO
 		p.fail(item.Line, path, "%v", err)
 		return j, false
 	}
-	if ttl := j.Options().WithDefaults().LockTTL; maxTTLOK && ttl > maxTTL {
+	if ttl := jobseam.WithDefaults(j.Options()).LockTTL; maxTTLOK && ttl > maxTTL {
 		if _, given := m["lock_ttl"]; given {
 			p.fail(line("lock_ttl"), path+".lock_ttl", "%v is longer than max_ttl %v (the longest lock TTL, which is also a restarted node's quarantine): lower lock_ttl, or raise max_ttl", ttl, maxTTL)
 		} else {

@@ -42,7 +42,7 @@ func (ds *definitions) start(def *definition, replica string) error {
 		return &job.SkipError{Reason: job.SkipOverlap, Err: errRetired}
 	}
 	if slices.ContainsFunc(def.after, func(old *definition) bool { return old.running > 0 }) {
-		return &job.SkipError{Reason: job.SkipOverlap, Holder: &job.Holder{Label: replica}}
+		return &job.SkipError{Reason: job.SkipOverlap, Holder: replica}
 	}
 	def.running++
 	return nil

@@ -81,9 +81,9 @@ func (s *JobStatus) Middleware(replica string) middleware.Middleware {
 			}
 			if !rec.started.IsZero() {
 				st.Runner = replica
-			} else if se, ok := errors.AsType[*job.SkipError](err); ok && se.Holder != nil &&
+			} else if se, ok := errors.AsType[*job.SkipError](err); ok && se.Holder != "" &&
 				(se.Reason == job.SkipDone || se.Reason == job.SkipHeld) {
-				st.Runner = se.Holder.Label
+				st.Runner = se.Holder
 			}
 			s.mu.Lock()
 			if old := s.last[run.Job]; old == nil || !run.Tick.Before(old.Tick) {

@@ -18,7 +18,7 @@ func TestJobStatusRecordsSkips(t *testing.T) {
 	st := NewJobStatus()
 	tick := time.Now().Truncate(time.Second)
 	h := st.Middleware("me")(func(ctx context.Context) error {
-		return fmt.Errorf("wrapped: %w", &job.SkipError{Reason: job.SkipDone, Holder: &job.Holder{Label: "other", Done: true}})
+		return fmt.Errorf("wrapped: %w", &job.SkipError{Reason: job.SkipDone, Holder: "other"})
 	})
 	ctx := job.NewContext(context.Background(), &job.Run{Job: "j", Tick: tick})
 	require.Error(t, h(ctx))
