@@ -1,5 +1,5 @@
 // Command apicount counts the exported API of cronlock's library packages and fails when a
-// package exports more than its limit, or a name that its users cannot find.
+// package exports more than its target, or a name that its users cannot find.
 //
 //	go run ./internal/apicount [-root DIR]
 //
@@ -7,10 +7,8 @@
 // plus the exported methods of its exported types, read with go/parser from its non-test Go
 // files (no build, no type check). Fields are not counted.
 //
-// Each package has a target, the size its API should have, and a limit, the count the check
-// enforces. The limit is a ratchet: the lower of the target and the count when the table was
-// last lowered. A change that removes names lowers the limit beside it; a change that adds
-// names must remove as many, until every limit reaches its target. The output prints both.
+// Each package has a target, the most names its API may have: a change that adds a name to a
+// package at its target must remove one, or move one under internal/.
 //
 // Every exported name must also appear in the package's API table (the "# API at a glance"
 // section of its doc.go) and in the user's documentation: README.md, docs/, examples/, or the
@@ -37,16 +35,14 @@ import (
 type budget struct {
 	dir    string // the package's directory, from the repository's root
 	target int    // the size its API should have
-	limit  int    // what the check enforces: at most target, lowered as names are removed
 }
 
-// budgets are the library packages' budgets. Lower a limit when a change removes names;
-// never raise one above its target.
+// budgets are the library packages' budgets.
 var budgets = []budget{
-	{dir: "redlock", target: 60, limit: 60},
-	{dir: "middleware", target: 30, limit: 30},
-	{dir: "scheduler", target: 45, limit: 45},
-	{dir: "job", target: 30, limit: 34},
+	{dir: "redlock", target: 60},
+	{dir: "middleware", target: 30},
+	{dir: "scheduler", target: 45},
+	{dir: "job", target: 30},
 }
 
 func main() {
@@ -57,9 +53,9 @@ func main() {
 	}
 }
 
-// check prints each package's count beside its limit and target to w, and the names that its
+// check prints each package's count beside its target to w, and the names that its
 // API table or the user's documentation leaves out (undocumented); it reports whether every
-// package is within its limit and every name documented.
+// package is within its target and every name documented.
 func check(w io.Writer, fsys fs.FS, budgets []budget) bool {
 	ok := true
 	for _, b := range budgets {
@@ -77,12 +73,12 @@ func check(w io.Writer, fsys fs.FS, budgets []budget) bool {
 		case err != nil:
 			fmt.Fprintf(w, "%s: %v\n", b.dir, err)
 			ok = false
-		case n > b.limit:
-			fmt.Fprintf(w, "%-11s %3d exported, limit %3d, target %3d: FAIL, remove %d exported names (or move them under internal/)\n",
-				b.dir, n, b.limit, b.target, n-b.limit)
+		case n > b.target:
+			fmt.Fprintf(w, "%-11s %3d exported, target %3d: FAIL, remove %d exported names (or move them under internal/)\n",
+				b.dir, n, b.target, n-b.target)
 			ok = false
 		default:
-			fmt.Fprintf(w, "%-11s %3d exported, limit %3d, target %3d\n", b.dir, n, b.limit, b.target)
+			fmt.Fprintf(w, "%-11s %3d exported, target %3d\n", b.dir, n, b.target)
 		}
 	}
 	return ok
