@@ -180,8 +180,7 @@ func (ins *instruments) forJob(name string) *jobMetrics {
 		outcomes: map[string]measureOpts{}, results: map[string]measureOpts{},
 		reasons: map[string]measureOpts{}, causes: map[string]measureOpts{},
 	}
-	for _, o := range []string{outcome.Ran, outcome.Failed, outcome.SkippedHeld, outcome.SkippedDone,
-		outcome.SkippedOverlap, outcome.SkippedLate, outcome.SkippedPaused, outcome.Replaced, outcome.LeaseLost, outcome.QuorumUnavailable, outcome.Stopped, outcome.Interrupted} {
+	for _, o := range outcome.All {
 		jm.outcomes[o] = newMeasureOpts(attrJob.String(name), attrOutcome.String(o))
 	}
 	for _, r := range []string{resultAcquired, resultHeld, resultDone, resultOverlap, resultPaused, resultUnavailable, resultError} {

@@ -21,3 +21,7 @@ const (
 	Stopped           = "stopped"
 	Interrupted       = "interrupted"
 )
+
+// All is every outcome, in the order of the constants above.
+var All = []string{Ran, Failed, SkippedHeld, SkippedDone, SkippedOverlap, SkippedLate, SkippedPaused,
+	Replaced, LeaseLost, QuorumUnavailable, Stopped, Interrupted}

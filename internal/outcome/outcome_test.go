@@ -5,9 +5,12 @@ import (
 	"go/parser"
 	"go/token"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/cronlock/cronlock/internal/outcome"
 )
 
 // Users compare Record.Outcome, span attributes and metric labels with the strings the docs
@@ -60,4 +63,12 @@ func constants(t *testing.T) []string {
 		return true
 	})
 	return out
+}
+
+// All lists every outcome once: the metrics pre-build their attributes from it.
+func TestAllListsEveryOutcome(t *testing.T) {
+	values := constants(t)
+	if !slices.Equal(values, outcome.All) {
+		t.Errorf("outcome.All is %q, the constants are %q", outcome.All, values)
+	}
 }

@@ -13,11 +13,12 @@ import (
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/middleware"
 )
 
 // Defaults of the optional keys.
 const (
-	DefaultPrefix      = "cronlock"
+	DefaultPrefix      = middleware.DefaultPrefix
 	DefaultBootKey     = layout.BootKey
 	DefaultMaxTTL      = lockseam.DefaultMaxTTL
 	DefaultKillGrace   = 10 * time.Second
