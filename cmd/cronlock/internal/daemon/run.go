@@ -256,7 +256,12 @@ func (d *daemon) start() error {
 	if err != nil {
 		return usageError{Err: fmt.Errorf("%s: nodes: %w", cfg.File, err)}
 	}
-	if d.tel, err = newTelemetry(cfg); err != nil {
+	spans, err := newSpanExporter(cfg)
+	if err != nil {
+		_ = locks.Close()
+		return usageError{Err: err}
+	}
+	if d.tel, err = newTelemetry(cfg, spans); err != nil {
 		_ = locks.Close()
 		return usageError{Err: err}
 	}
