@@ -315,21 +315,17 @@ func (d *daemon) start() error {
 }
 
 // buildJobs builds the definition of each job of cfg — environment, kill grace, command and
-// handler — and checks each one as the scheduler's Add does, on a scheduler of its own: the
-// jobs it returns are accepted by Add. It changes nothing in the daemon. It returns every
+// handler — and checks each one as the scheduler's Add does (checkJob), without a scheduler:
+// the jobs it returns are accepted by Add. It changes nothing in the daemon. It returns every
 // problem found, joined, each naming the file, line and key.
 func (d *daemon) buildJobs(cfg *config.Config) ([]*definition, error) {
-	check, err := scheduler.New(d.locks, scheduler.WithPrefix(cfg.Prefix))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.File, err)
-	}
-	defer func() { _ = check.Stop(context.Background()) }() // never started: returns at once
 	defs := make([]*definition, len(cfg.Jobs))
 	var errs []error
 	for i, j := range cfg.Jobs {
+		var err error
 		if defs[i], err = d.buildJob(cfg, i, j); err != nil {
 			errs = append(errs, err)
-		} else if err := check.Add(defs[i].job); err != nil {
+		} else if err := checkJob(d.locks, defs[i].job); err != nil {
 			errs = append(errs, cfg.JobError(i, err))
 		}
 	}

@@ -13,9 +13,7 @@ import (
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
 	"github.com/cronlock/cronlock/internal/scheddefault"
-	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/internal/tickmath"
-	"github.com/cronlock/cronlock/scheduler"
 )
 
 // scheduleOf returns how validate shows a job's schedule — the spec with H resolved from the
@@ -23,14 +21,11 @@ import (
 // the tick's jitter delay), and its jitter ("-" for none).
 func scheduleOf(name, spec string, jitter time.Duration, now time.Time) (schedule, next, jit string) {
 	schedule, next, jit = spec, "-", "-"
-	resolved, err := schedseam.ResolveSpec(spec, name)
-	if err != nil {
-		return schedule, next, jit
-	}
+	resolved, s, err := parseSchedule(name, spec)
 	if resolved != spec {
 		schedule = fmt.Sprintf("%s (%s)", resolved, spec)
 	}
-	if s, err := scheduler.ParseSpec(resolved, time.UTC); err == nil {
+	if err == nil {
 		tick := s.Next(now)
 		next = tick.UTC().Format(time.RFC3339Nano)
 		if jitter > 0 {
