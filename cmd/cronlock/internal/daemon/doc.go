@@ -8,5 +8,6 @@
 // supervised command, package supervise), the reload on SIGHUP (checked whole before it is
 // applied; the definitions keep a renamed or changed job's runs from overlapping its old
 // ones), the drain and the close. It wires the node clients and readiness of package nodes and
-// the HTTP server of package web; validate runs the same start without connecting to a node.
+// the HTTP server of package web. validate makes the checks of the daemon's start (prepare)
+// alone: without a scheduler, and without connecting to a node.
 package daemon

@@ -224,42 +224,19 @@ wait:
 	return failure
 }
 
-// start checks the config against this host, makes the clients and the scheduler and adds
-// the jobs; it starts nothing. Errors of the config are usageErrors.
+// start checks the config against this host (prepare), makes the telemetry, the scheduler and
+// the HTTP server, and adds the jobs; it starts nothing. Errors of the config are usageErrors.
 func (d *daemon) start() error {
 	cfg, f := d.cfg, d.flags
-	d.replica = cfg.Replica
-	if f.Set["replica"] {
-		d.replica = f.Replica
-	}
-	if d.replica == "" {
-		d.replica = nodes.DefaultReplica()
-	}
-	addr := cfg.HTTP
-	if f.Set["http"] {
-		addr = config.ListenAddr(f.HTTP)
-		if f.HTTP == "off" {
-			addr = ""
-		}
-	}
-	if addr != "" { // the token's variable is checked as the nodes' passwords are
-		if _, err := cfg.HTTPToken(nil); err != nil {
-			return usageError{Err: err}
-		}
-	}
-	var err error
-	if d.clients, err = nodes.Clients(cfg); err != nil {
+	p, err := d.prepare()
+	if err != nil {
 		return err
 	}
 	d.ready = nodes.NewReadiness(cfg, d.clients, d.jobs.Load)
-	locks, err := nodes.LockClient(cfg, d.clients, d.replica)
-	if err != nil {
-		return usageError{Err: fmt.Errorf("%s: nodes: %w", cfg.File, err)}
-	}
-	if d.tel, err = newTelemetry(cfg); err != nil {
-		_ = locks.Close()
+	if d.tel, err = newTelemetry(cfg, p.spans); err != nil {
 		return usageError{Err: err}
 	}
+	locks := d.locks
 	d.sched, err = scheduler.New(locks,
 		scheduler.WithReplica(d.replica),
 		scheduler.WithPrefix(cfg.Prefix),
@@ -270,10 +247,8 @@ func (d *daemon) start() error {
 		scheduler.WithMiddleware(append(append([]middleware.Middleware{d.status.Middleware(d.replica)}, d.tel.middleware()...), d.gate.middleware())...),
 	)
 	if err != nil {
-		_ = locks.Close()
 		return usageError{Err: fmt.Errorf("%s: %w", cfg.File, err)}
 	}
-	d.locks = locks
 	if _, err := schedseam.RegisterGauges(d.sched, d.tel.meters); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
@@ -288,12 +263,8 @@ func (d *daemon) start() error {
 			return fmt.Errorf("metrics: %w", err)
 		}
 	}
-	defs, err := d.buildJobs(cfg)
-	if err != nil {
-		return usageError{Err: err}
-	}
 	d.current = map[string]*definition{}
-	for i, def := range defs {
+	for i, def := range p.defs {
 		d.warnHostProblems(cfg.Jobs[i])
 		if err := d.sched.Add(def.job); err != nil {
 			return usageError{Err: cfg.JobError(i, err)}
@@ -303,28 +274,24 @@ func (d *daemon) start() error {
 	}
 	d.jobs.Store(cfg)
 	schedseam.SetConfigHash(d.sched, configHash(cfg))
-	if addr != "" {
-		d.server = web.NewServer(addr, web.Handler(d.jobs.Load, d.replica, d.sched, d.status, d.ready.Report, d.tel.metrics), f.Limits, d.log)
+	if p.addr != "" {
+		d.server = web.NewServer(p.addr, web.Handler(d.jobs.Load, d.replica, d.sched, d.status, d.ready.Report, d.tel.metrics), f.Limits, d.log)
 	}
 	return nil
 }
 
 // buildJobs builds the definition of each job of cfg — environment, kill grace, command and
-// handler — and checks each one as the scheduler's Add does, on a scheduler of its own: the
-// jobs it returns are accepted by Add. It changes nothing in the daemon. It returns every
+// handler — and checks each one as the scheduler's Add does (checkJob), without a scheduler:
+// the jobs it returns are accepted by Add. It changes nothing in the daemon. It returns every
 // problem found, joined, each naming the file, line and key.
 func (d *daemon) buildJobs(cfg *config.Config) ([]*definition, error) {
-	check, err := scheduler.New(d.locks, scheduler.WithPrefix(cfg.Prefix))
-	if err != nil {
-		return nil, fmt.Errorf("%s: %w", cfg.File, err)
-	}
-	defer func() { _ = check.Stop(context.Background()) }() // never started: returns at once
 	defs := make([]*definition, len(cfg.Jobs))
 	var errs []error
 	for i, j := range cfg.Jobs {
+		var err error
 		if defs[i], err = d.buildJob(cfg, i, j); err != nil {
 			errs = append(errs, err)
-		} else if err := check.Add(defs[i].job); err != nil {
+		} else if err := checkJob(d.locks, defs[i].job); err != nil {
 			errs = append(errs, cfg.JobError(i, err))
 		}
 	}

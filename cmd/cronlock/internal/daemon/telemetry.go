@@ -57,7 +57,38 @@ type telemetry struct {
 	tracers *sdktrace.TracerProvider // nil: tracing off
 }
 
-func newTelemetry(cfg *config.Config) (*telemetry, error) {
+// newSpanExporter returns the exporter of the daemon's spans to tracing.otlp_endpoint over
+// OTLP/HTTP, or nil when it is not set: an endpoint without a path is a base URL, as in
+// OTEL_EXPORTER_OTLP_ENDPOINT, and /v1/traces is appended. It connects to nothing: spans are
+// sent once a tracer provider batches them. Its errors are the tracing settings' (the
+// config's and the OTEL_EXPORTER_OTLP_* variables').
+func newSpanExporter(cfg *config.Config) (sdktrace.SpanExporter, error) {
+	ep := cfg.Tracing.OTLPEndpoint
+	if ep == "" {
+		return nil, nil
+	}
+	u, err := url.Parse(ep)
+	if err != nil {
+		return nil, fmt.Errorf("%s: tracing.otlp_endpoint: %w", cfg.File, err)
+	}
+	if u.Path == "" || u.Path == "/" {
+		u.Path = "/v1/traces" // a base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT
+	}
+	spans, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(u.String()))
+	if err != nil {
+		return nil, fmt.Errorf("%s: tracing.otlp_endpoint: %w", cfg.File, err)
+	}
+	return spans, nil
+}
+
+// newTelemetry returns the daemon's telemetry, its spans exported by spans (nil: tracing off).
+// It takes spans over: shutdown stops it, and so does newTelemetry when it fails.
+func newTelemetry(cfg *config.Config, spans sdktrace.SpanExporter) (t *telemetry, err error) {
+	defer func() {
+		if err != nil && spans != nil {
+			_ = spans.Shutdown(context.Background())
+		}
+	}()
 	reg := prometheus.NewRegistry()
 	if err := reg.Register(collectors.NewGoCollector()); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
@@ -70,24 +101,11 @@ func newTelemetry(cfg *config.Config) (*telemetry, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	res := resource.NewSchemaless(semconv.ServiceName(cfg.Tracing.ServiceName))
-	t := &telemetry{
+	t = &telemetry{
 		meters:  sdkmetric.NewMeterProvider(sdkmetric.WithReader(exp), sdkmetric.WithResource(res)),
 		metrics: promhttp.HandlerFor(reg, promhttp.HandlerOpts{}),
 	}
-	if ep := cfg.Tracing.OTLPEndpoint; ep != "" {
-		u, err := url.Parse(ep)
-		if err != nil {
-			_ = t.meters.Shutdown(context.Background())
-			return nil, fmt.Errorf("%s: tracing.otlp_endpoint: %w", cfg.File, err)
-		}
-		if u.Path == "" || u.Path == "/" {
-			u.Path = "/v1/traces" // a base URL, as in OTEL_EXPORTER_OTLP_ENDPOINT
-		}
-		spans, err := otlptracehttp.New(context.Background(), otlptracehttp.WithEndpointURL(u.String()))
-		if err != nil {
-			_ = t.meters.Shutdown(context.Background())
-			return nil, fmt.Errorf("%s: tracing.otlp_endpoint: %w", cfg.File, err)
-		}
+	if spans != nil {
 		t.tracers = sdktrace.NewTracerProvider(sdktrace.WithBatcher(spans), sdktrace.WithResource(res))
 	}
 	return t, nil

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"log/slog"
@@ -11,11 +12,7 @@ import (
 	"time"
 
 	"github.com/cronlock/cronlock/cmd/cronlock/internal/cli"
-	"github.com/cronlock/cronlock/cmd/cronlock/internal/web"
-	"github.com/cronlock/cronlock/internal/scheddefault"
-	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/internal/tickmath"
-	"github.com/cronlock/cronlock/scheduler"
 )
 
 // scheduleOf returns how validate shows a job's schedule — the spec with H resolved from the
@@ -23,14 +20,11 @@ import (
 // the tick's jitter delay), and its jitter ("-" for none).
 func scheduleOf(name, spec string, jitter time.Duration, now time.Time) (schedule, next, jit string) {
 	schedule, next, jit = spec, "-", "-"
-	resolved, err := schedseam.ResolveSpec(spec, name)
-	if err != nil {
-		return schedule, next, jit
-	}
+	resolved, s, err := parseSchedule(name, spec)
 	if resolved != spec {
 		schedule = fmt.Sprintf("%s (%s)", resolved, spec)
 	}
-	if s, err := scheduler.ParseSpec(resolved, time.UTC); err == nil {
+	if err == nil {
 		tick := s.Next(now)
 		next = tick.UTC().Format(time.RFC3339Nano)
 		if jitter > 0 {
@@ -68,14 +62,17 @@ func Validate(cf cli.ConfigFlags, stdout, stderr io.Writer) error {
 			fmt.Fprintf(stderr, "warning: %v\n", err)
 		}
 	}
-	// The daemon's own start, which connects to nothing and starts nothing; variables that are
-	// not set here (warned about above) are taken as empty.
-	d := &daemon{cfg: &checked, flags: Flags{Set: map[string]bool{}, Heartbeat: scheddefault.Heartbeat, RescueEvery: scheddefault.RescueEvery}, status: web.NewJobStatus(), gate: newGate(), log: slog.New(slog.DiscardHandler),
+	// The checks of the daemon's start, which connect to nothing and start nothing; variables
+	// that are not set here (warned about above) are taken as empty.
+	d := &daemon{cfg: &checked, log: slog.New(slog.DiscardHandler),
 		lookupEnv: func(name string) (string, bool) { v, _ := os.LookupEnv(name); return v, true }}
-	err = d.start()
+	p, err := d.prepare()
 	d.close()
 	if err != nil {
 		return err
+	}
+	if p.spans != nil {
+		_ = p.spans.Shutdown(context.Background()) // nothing was exported: returns at once
 	}
 	fmt.Fprintf(stdout, "%s: ok\n", cfg.File)
 	fmt.Fprintf(stdout, "nodes: %d, quorum %d: %s\n", len(cfg.Nodes), cfg.Quorum(), strings.Join(addrs, ", "))
