@@ -31,13 +31,13 @@ func (s *Scheduler) startOf(e *entry, tick time.Time) time.Time {
 }
 
 // checkJitter refuses a Jitter of j that is not shorter than the shortest time between two
-// of its ticks: a tick must start before the next one. (The tick retention is raised to fit
+// of its ticks after now: a tick must start before the next one. (The tick retention is raised to fit
 // the Jitter: see prepare.)
-func (s *Scheduler) checkJitter(j job.Job, schedule string, sched cron.Schedule) error {
+func checkJitter(j job.Job, schedule string, sched cron.Schedule, now time.Time) error {
 	if j.Jitter <= 0 {
 		return nil
 	}
-	if gap := tickmath.ShortestGap(sched, s.cfg.clock.Now()); j.Jitter >= gap {
+	if gap := tickmath.ShortestGap(sched, now); j.Jitter >= gap {
 		return &job.InvalidError{Job: j.Name, Field: "Options.Jitter", Problem: fmt.Sprintf(
 			"%v is not shorter than the %v between ticks of %q: a tick must start before the next one; give a jitter shorter than %v, or a spec whose ticks are further apart",
 			j.Jitter, gap, schedule, gap)}

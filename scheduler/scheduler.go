@@ -182,36 +182,57 @@ func (s *Scheduler) Add(j job.Job) error {
 	return nil
 }
 
-// prepare validates j and builds its entry.
-func (s *Scheduler) prepare(j job.Job) (*entry, error) {
+// checked is a job that checkJob accepted: the job with its options' defaults applied, its
+// spec with H resolved, and its schedule.
+type checked struct {
+	job      job.Job
+	schedule string
+	sched    cron.Schedule
+}
+
+// checkJob checks j as Add does, for a scheduler whose lock client is locks, in loc, at now:
+// Job.Validate; its spec, resolved and parsed, must fire; its lock TTL, which locks must
+// accept; and its jitter, which must be shorter than the time between its ticks. Each error is
+// a *job.InvalidError naming the field.
+func checkJob(locks *redlock.Client, loc *time.Location, now time.Time, j job.Job) (checked, error) {
 	if err := j.Validate(); err != nil {
-		return nil, err
+		return checked{}, err
 	}
 	schedule, err := resolveSpec(j.Spec, j.Name)
 	var sched cron.Schedule
 	if err == nil {
-		sched, err = ParseSpec(schedule, s.cfg.loc)
+		sched, err = ParseSpec(schedule, loc)
 	}
 	if err != nil {
 		ie := &job.InvalidError{Job: j.Name, Field: "Spec", Problem: err.Error(), Err: err}
 		if se, ok := errors.AsType[*specError](err); ok {
 			ie.Problem = fmt.Sprintf("%q: %s; %s", se.spec, se.problem, specExamples)
 		}
-		return nil, ie
+		return checked{}, ie
 	}
-	if sched.Next(s.cfg.clock.Now()).IsZero() {
-		return nil, &job.InvalidError{Job: j.Name, Field: "Spec",
+	if sched.Next(now).IsZero() {
+		return checked{}, &job.InvalidError{Job: j.Name, Field: "Spec",
 			Problem: fmt.Sprintf("%q never fires: no matching time in the next five years (a date such as 30 February?)", j.Spec)}
 	}
 	j.Options = jobseam.WithDefaults(j.Options)
-	if err := lockseam.CheckTTL(s.locks, j.LockTTL); err != nil {
-		return nil, &job.InvalidError{Job: j.Name, Field: "Options.LockTTL", Problem: err.Error(), Err: err}
+	if err := lockseam.CheckTTL(locks, j.LockTTL); err != nil {
+		return checked{}, &job.InvalidError{Job: j.Name, Field: "Options.LockTTL", Problem: err.Error(), Err: err}
 	}
-	o := j.Options
-	keepDone := max(s.cfg.retention, max(o.CatchUp, o.Jitter)+2*s.cfg.maxSkew+time.Second)
-	if err := s.checkJitter(j, schedule, sched); err != nil {
+	if err := checkJitter(j, schedule, sched, now); err != nil {
+		return checked{}, err
+	}
+	return checked{job: j, schedule: schedule, sched: sched}, nil
+}
+
+// prepare validates j and builds its entry.
+func (s *Scheduler) prepare(j job.Job) (*entry, error) {
+	c, err := checkJob(s.locks, s.cfg.loc, s.cfg.clock.Now(), j)
+	if err != nil {
 		return nil, err
 	}
+	j, schedule, sched := c.job, c.schedule, c.sched
+	o := j.Options
+	keepDone := max(s.cfg.retention, max(o.CatchUp, o.Jitter)+2*s.cfg.maxSkew+time.Second)
 	chain := append(slices.Clone(s.cfg.middleware),
 		middleware.Retry(middleware.RetryPolicy{Retries: o.Retries, BackOff: o.RetryBackOff, Clock: s.cfg.clock, Stop: s.stop}),
 		recordAttempts,

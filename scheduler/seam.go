@@ -6,11 +6,17 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/cronlock/cronlock/internal/schedseam"
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/redlock"
 )
 
 // The parts of the scheduler that only cronlock's own packages use (package schedseam).
 func init() {
 	schedseam.ResolveSpec = resolveSpec
+	schedseam.CheckJob = func(locks *redlock.Client, j job.Job) error {
+		_, err := checkJob(locks, time.UTC, time.Now(), j)
+		return err
+	}
 	schedseam.RegisterGauges = func(s any, mp metric.MeterProvider) (metric.Registration, error) {
 		return s.(*Scheduler).registerGauges(mp)
 	}

@@ -22,6 +22,9 @@ import (
 	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/cronlock/cronlock/job"
+	"github.com/cronlock/cronlock/redlock"
 )
 
 // maxOperatorLen is the most characters an operator's name may have (CheckOperator).
@@ -53,6 +56,13 @@ func CheckOperator(name string) error {
 // returned as they are; a malformed H is an error that quotes the spec and names the field, as
 // scheduler.ParseSpec's errors do.
 var ResolveSpec func(spec, name string) (string, error)
+
+// CheckJob checks j as scheduler.Scheduler.Add does for a scheduler in UTC (the default
+// location) whose lock client is locks, now, without a scheduler: Job.Validate, its spec
+// resolved, parsed and firing, its lock TTL accepted by locks, and its jitter shorter than the
+// time between its ticks. Its error is Add's, a *job.InvalidError naming the field. It leaves
+// out what needs a scheduler: a name registered already.
+var CheckJob func(locks *redlock.Client, j job.Job) error
 
 // RegisterGauges adds the per-job and replica instruments of the *scheduler.Scheduler s to
 // mp, read at each collection (docs/observability.md lists them). Unregister the returned

@@ -14,8 +14,8 @@ import (
 )
 
 // checkJob refuses the jobs of a config that the scheduler's Add refuses, with Add's error,
-// and accepts the others: it makes Add's checks without a scheduler, and copies the rule and
-// text of one (the jitter's). The jobs pass config.Load, which makes Add's other checks.
+// and accepts the others: it makes Add's checks without a scheduler, in the daemon's scheduler
+// location (UTC). The jobs pass config.Load, which makes Add's other check (a name twice).
 func TestCheckJobIsAdd(t *testing.T) {
 	cfg, err := config.Parse("c.yaml", []byte(`nodes: ['127.0.0.1:1', '127.0.0.1:2', '127.0.0.1:3']
 jobs:
