@@ -110,13 +110,14 @@
 // From the moment Stop is called, no handler and no retry starts: ticks still waiting for a
 // lock, the nodes or a retry give up at once with outcome stopped (job.ErrStopped), and are
 // released for other replicas. Runs under way drain under their leases until Stop's context
-// ends, then are cancelled and end as stopped. With no handler running, Stop returns nil at
-// once, whatever its context and the nodes. From inside a handler, pass Stop the handler's
-// context: it then does not wait for the calling run. A panic is logged at Error with its
-// stack. docs/scheduler.md ("Stop") has the whole contract.
+// ends, then are cancelled and end as stopped; Stop returns then, without waiting for them,
+// with an error that names the runs left, and a later Stop waits for them. With no handler
+// running, Stop returns nil at once, whatever its context and the nodes. From inside a
+// handler, pass Stop the handler's context: it then does not wait for the calling run. A panic
+// is logged at Error with its stack. docs/scheduler.md ("Stop") has the whole contract.
 //
-// A Scheduler is safe for concurrent use. Stop releases every lock and waits for every
-// goroutine it started.
+// A Scheduler is safe for concurrent use. Every run releases its lock as it ends; a Stop that
+// returns nil has waited for every goroutine the scheduler started.
 //
 // # API at a glance
 //

@@ -115,15 +115,18 @@ return 1`)
 
 // recorder collects what the history needs from inside the handler chain: the attempt number
 // and token that Lock set, the trace, and the handler's time, for the attempt under way. It
-// also tells Stop which run is which: its owner, and whether its handler is running.
+// also tells Stop which run is which: its owner, and where the run is (phase).
 type recorder struct {
-	owner   *Scheduler
-	run     *job.Run                // the run it records
-	keep    time.Duration           // how long the run's history deduplication markers live
-	cancel  context.CancelCauseFunc // ends the run's context (a replacement)
-	lease   *redlock.Lease          // the run's lease, set before running
-	running atomic.Bool
-	ran     bool // the handler of some attempt started
+	owner  *Scheduler
+	run    *job.Run                // the run it records
+	keep   time.Duration           // how long the run's history deduplication markers live
+	cancel context.CancelCauseFunc // ends the run's context (a replacement)
+	lease  *redlock.Lease          // the run's lease, set before running
+	// Where the run is, which Stop and the heartbeat read while the run's goroutine writes it:
+	// stage holds its phase, shown the number of its attempt under way.
+	stage atomic.Int32
+	shown atomic.Int32
+	ran   bool // the handler of some attempt started
 	// inFlight is the field of the attempt's in-flight record (startInFlight), empty if none
 	// was written; inFlightDone is closed once it was written, nil if none is.
 	inFlight     string
@@ -172,8 +175,10 @@ func recordAttempts(next job.Handler) job.Handler {
 		if run, ok := job.RunFrom(ctx); ok {
 			rec.attempt = max(run.Attempt, 1)
 		}
+		rec.shown.Store(int32(rec.attempt))
 		err := next(ctx)
 		rec.owner.recordAttempt(rec, err)
+		rec.stage.Store(int32(phaseClaiming)) // until the next attempt, if any, takes its lock
 		return err
 	}
 }
@@ -189,15 +194,16 @@ func record(next job.Handler) job.Handler {
 		if run, ok := job.RunFrom(ctx); ok {
 			rec.token, rec.attempt = run.FencingToken, max(run.Attempt, 1)
 		}
+		rec.shown.Store(int32(rec.attempt))
 		rec.ran = true
 		rec.traceID, rec.start = traceID(ctx), time.Now()
 		if le, ok := lockseam.LeaseFrom(ctx); ok {
 			rec.lease = le.(*redlock.Lease)
 		}
 		rec.owner.startInFlight(rec)
-		rec.running.Store(true)
+		rec.stage.Store(int32(phaseRunning))
 		err := next(ctx)
-		rec.running.Store(false)
+		rec.stage.Store(int32(phaseFinishing))
 		rec.elapsed = time.Since(rec.start)
 		if cause := context.Cause(ctx); err != nil && errors.Is(cause, job.ErrStopped) && !errors.Is(err, job.ErrStopped) {
 			err = fmt.Errorf("%w (%w)", err, cause)

@@ -173,7 +173,7 @@ func (s *Scheduler) beatSoon() {
 }
 
 // heartbeat writes this replica's heartbeat to the nodes at Start (started), every heartbeat
-// interval, and when beatSoon asks, until ctx ends (Stop ends it once the runs have drained);
+// interval, and when beatSoon asks, until ctx ends (Stop ends it);
 // its requests end with ctx. It keeps what the nodes answered for the gauges (s.seen).
 func (s *Scheduler) heartbeat(ctx context.Context, started time.Time) {
 	defer close(s.beatDone)
@@ -222,7 +222,7 @@ func (s *Scheduler) replicaValue(started, now time.Time) replicaValue {
 	v := replicaValue{Version: s.cfg.version, StartedMS: started.UnixMilli(), SeenMS: now.UnixMilli(),
 		HeartbeatMS: s.cfg.heartbeat.Milliseconds(), Jobs: make([]string, 0, len(s.entries)), Config: s.configHash}
 	for rec := range s.active {
-		if rec.running.Load() {
+		if rec.phase() == phaseRunning {
 			v.Running++
 		}
 	}

@@ -521,26 +521,42 @@ func (s *Scheduler) report(run *job.Run, err error, started bool) {
 // contexts are cancelled with a cause matching ErrStopped and job.ErrStopped, and they end
 // with outcome stopped. Every run releases its lock as it ends.
 //
-// Stop returns when every goroutine of the scheduler has exited: nil if no running handler had
-// to be cancelled, else an error with ctx's error and cause. With no handler running it
-// returns nil at once, whatever ctx (even one already ended) and whatever the lock nodes are
-// doing, but for the marking of the replica stopped (below). A job that ignores its context keeps
-// Stop waiting.
+// Stop returns nil once every run has ended and every goroutine of the scheduler has exited,
+// if no running handler had to be cancelled. When ctx ends first, Stop cancels the runs and
+// returns at once, without waiting for them — neither for a handler that ignores its context
+// nor for the release and the record of a run that ended: its error matches ctx's error and
+// cause, and names each run left under way with its job, tick (or manual run), attempt and
+// phase: claiming (giving its tick up), running (its handler has not returned) or finishing
+// (releasing its lock, writing its record). The scheduler still owns the runs left: each ends
+// as soon as its handler returns, and a later Stop, with a new ctx, waits for them: nil once
+// they have ended, or, if its ctx ends first, an error naming those still left. Closing the
+// lock client while runs are left releases their locks under handlers that may still run; a
+// program that exits instead may skip it: the runs end with the process, and their locks
+// expire after their TTL.
+//
+// Past ctx's end, Stop waits only for the runs whose handler is not running — the ticks it
+// gave up, and the runs releasing their locks and writing their records — and for at most a
+// second from its call: with no handler running, Stop returns nil at once, whatever ctx (even
+// one already ended) and whatever the lock nodes are doing, but for the marking of the
+// replica stopped (below).
 //
 // From inside a handler, give Stop the handler's context, or one derived from it: Stop then
 // does all of the above except wait for the calling run, which cannot end before Stop
 // returns; that run ends when its handler returns, and a later Stop waits for it. Stop cannot
 // recognize its caller by anything but ctx: given an unrelated context inside a handler, it
-// waits for the calling run, which waits for Stop.
+// waits for the calling run, which waits for Stop, until ctx ends.
 //
-// Last, Stop marks the replica stopped on the lock nodes (Replicas no longer lists it: a
-// replica that stopped is not missing), within ctx and at most a second; with ctx already
-// ended, or when its last heartbeat failed (the nodes were out of reach), it does not try,
-// and the replica shows as missing until its entry expires.
+// Last, Stop ends the replica's heartbeat and, once no run is left, marks the replica stopped
+// on the lock nodes (Replicas no longer lists it: a replica that stopped is not missing),
+// within ctx and at most a second; with ctx already ended, or when its last heartbeat failed
+// (the nodes were out of reach), or with runs left that no later Stop waited for, it does not
+// try, and the replica shows as missing until its entry expires.
 //
 // Stop may be called more than once, and before Start; the scheduler cannot start again.
 func (s *Scheduler) Stop(ctx context.Context) error {
 	s.halt() // first: from here on, no handler or retry starts
+	giveUp := time.NewTimer(giveUpWait)
+	defer giveUp.Stop()
 	s.mu.Lock()
 	s.state = stopped
 	loopDone, pollDone, rescueDone, beatDone := s.loopDone, s.pollDone, s.rescueDone, s.beatDone
@@ -554,43 +570,18 @@ func (s *Scheduler) Stop(ctx context.Context) error {
 	if own != nil && own.owner != s {
 		own = nil
 	}
-	done, cut := ctx.Done(), false
-	for {
-		s.mu.Lock()
-		left, running := 0, false
-		for rec := range s.active {
-			if rec != own {
-				left++
-				running = running || rec.running.Load()
-			}
-		}
-		changed := s.runsChanged
-		s.mu.Unlock()
-		if left == 0 {
-			break
-		}
-		select {
-		case <-changed:
-		case <-done:
-			done, cut = nil, running
-			s.cancelRuns(fmt.Errorf("%w: %w: Stop's context ended before the run finished", ErrStopped, job.ErrStopped))
-		}
-	}
-	if own == nil {
+	err := s.drain(ctx, own, giveUp.C)
+	left := runsLeft(err)
+	if own == nil && !left {
 		s.runs.Wait()
 		s.cancelRuns(ErrStopped) // nothing left to cancel; frees the context
 	}
 	if beatDone != nil {
 		s.endBeats()
 		<-beatDone
-		s.leave(ctx)
+		if !left { // not stopped yet: a later Stop marks it stopped once the runs left ended
+			s.leave(ctx)
+		}
 	}
-	if !cut {
-		return nil
-	}
-	err := ctx.Err()
-	if cause := context.Cause(ctx); cause != err {
-		err = errors.Join(err, cause)
-	}
-	return fmt.Errorf("scheduler: stop: running jobs were cancelled: %w", err)
+	return err
 }

@@ -392,8 +392,9 @@ func TestStopDrainsRunningJobs(t *testing.T) {
 	require.NoError(t, s.Stop(context.Background()), "Stop again")
 }
 
-// When Stop's context ends first, running jobs are cancelled with ErrStopped, their locks are
-// released, and Stop returns after them with the context's error.
+// When Stop's context ends first, running jobs are cancelled with ErrStopped, Stop returns with
+// the context's error, and the runs release their locks as they end (a second Stop waits for
+// them).
 func TestStopCancelsJobsWhenItsContextEnds(t *testing.T) {
 	c := newCluster(t, 3, false)
 	clock := clocktest.NewFake(t0)
@@ -415,6 +416,7 @@ func TestStopCancelsJobsWhenItsContextEnds(t *testing.T) {
 	err = s.Stop(ctx)
 	require.ErrorIs(t, err, context.Canceled)
 	assert.ErrorContains(t, err, "shutdown grace period over")
+	require.NoError(t, s.Stop(context.Background()), "the run ended")
 	require.NoError(t, lc.Close()) // waits for the release requests still in flight to the last node
 	_, events := led.snapshot()
 	require.Len(t, events, 1)

@@ -25,4 +25,5 @@ func init() {
 	schedseam.WithRescueEvery = func(d time.Duration) any { return withRescueEvery(d) }
 	schedseam.WithHeartbeat = func(d time.Duration) any { return withHeartbeat(d) }
 	schedseam.WithVersion = func(v string) any { return withVersion(v) }
+	schedseam.RunsLeft = runsLeft
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"regexp"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/locktest"
 	"github.com/cronlock/cronlock/internal/outcome"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
@@ -285,6 +287,7 @@ func TestStopAndPanicLogs(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	require.Error(t, s.Stop(ctx), "a running handler was cancelled")
+	require.NoError(t, s.Stop(ctxT(t)), "the run ended")
 	logs := buf.String()
 	t.Log(logs)
 	assert.Regexp(t, `level=ERROR msg="cronlock: tick" job=log .*outcome=failed .*kaboom.* stack=".*stop_test\.go`, logs)
@@ -321,4 +324,102 @@ func TestEntriesBeforeStart(t *testing.T) {
 	e := s.Entries()
 	require.Len(t, e, 1)
 	assert.Equal(t, t0.Add(5*time.Minute).Truncate(time.Minute).Add(time.Minute), e[0].Next)
+}
+
+// runUnderWay returns a scheduler over lc — with a fake clock, not stopped at cleanup — whose
+// one job, name, runs work, once work started at the job's first tick, with the ledger of its
+// runs and the tick.
+func runUnderWay(t *testing.T, lc *redlock.Client, name string, work func(ctx context.Context) error) (*scheduler.Scheduler, *ledger, time.Time) {
+	t.Helper()
+	clock := clocktest.NewFake(t0)
+	led := newLedger()
+	s, err := scheduler.New(lc, scheduler.WithClock(clock), scheduler.WithMiddleware(led.observe()))
+	require.NoError(t, err)
+	started := make(chan struct{})
+	require.NoError(t, s.Add(job.Job{Name: name, Spec: "@every 1m", Handler: led.handler(func(ctx context.Context) error {
+		close(started)
+		return work(ctx)
+	})}))
+	require.NoError(t, s.Start())
+	tick := advance(t, clock, 1)
+	<-started
+	return s, led, tick
+}
+
+// Stop returns when its context ends, whatever the runs do: a handler that ignores its context
+// is left running, and Stop's error matches the context's error and names the run. Another
+// Stop whose context ended says the same at once; one with a live context waits for the run,
+// and returns nil once it ended, with every goroutine gone.
+func TestStopReturnsByItsContextsEnd(t *testing.T) {
+	lc := newCluster(t, 3, false).client(t, false)
+	ignore := goleak.IgnoreCurrent()
+	// Not stopped at cleanup: a cleanup Stop would wait for the handler the test holds.
+	release := make(chan struct{})
+	s, led, tick := runUnderWay(t, lc, "deaf", func(context.Context) error {
+		<-release // not ctx.Done()
+		return nil
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	stopped := make(chan error, 1)
+	go func() { stopped <- s.Stop(ctx) }()
+	var err error
+	select {
+	case err = <-stopped:
+	case <-time.After(waitLimit):
+		close(release) // lets the old Stop return, and the test end
+		t.Fatal("Stop waited for a handler that ignores its context")
+	}
+	t.Log(err)
+	require.ErrorIs(t, err, context.DeadlineExceeded)
+	left := `job "deaf" tick ` + tick.UTC().Format(time.RFC3339Nano) + ` attempt 1 (running)`
+	assert.ErrorContains(t, err, left)
+	assert.True(t, schedseam.RunsLeft(err))
+	outcomes, _ := led.snapshot()
+	assert.Empty(t, outcomes, "the run is under way")
+
+	ended, end := context.WithCancel(context.Background())
+	end()
+	err = s.Stop(ended)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.ErrorContains(t, err, left)
+	assert.True(t, schedseam.RunsLeft(err))
+
+	close(release)
+	require.NoError(t, s.Stop(context.Background()), "a later Stop waits for the run left")
+	outcomes, events := led.snapshot()
+	require.Len(t, events, 1)
+	assert.ErrorIs(t, events[0].Cause, scheduler.ErrStopped, "the run's context was cancelled")
+	require.Len(t, outcomes, 1, "the run ended under the scheduler")
+	require.NoError(t, lc.Close())
+	goleak.VerifyNone(t, ignore)
+}
+
+// Once its context ends, Stop does not wait long for the runs it cancelled to release their
+// locks and write their records either (a second from its call at most): with every node out
+// of reach, each of those waits for a node timeout, here 3s. The run is named as left, and a
+// later Stop waits for it.
+func TestStopDoesNotWaitForCancelledRunsToFinish(t *testing.T) {
+	c := newCluster(t, 3, true)
+	lc := c.client(t, true, redlock.WithNodeTimeout(3*time.Second))
+	s, led, tick := runUnderWay(t, lc, "polite", func(ctx context.Context) error {
+		<-ctx.Done()
+		return context.Cause(ctx)
+	})
+	for _, p := range c.Proxies {
+		p.Blackhole(true)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err := s.Stop(ctx)
+	t.Log(err)
+	require.ErrorIs(t, err, context.Canceled)
+	assert.Regexp(t, `job "polite" tick `+regexp.QuoteMeta(tick.UTC().Format(time.RFC3339Nano))+` attempt 1 \((running|finishing)\)`, err.Error())
+	for _, p := range c.Proxies {
+		p.Blackhole(false)
+	}
+	require.NoError(t, s.Stop(ctxT(t)), "a later Stop waits for the run left")
+	o := led.waitOutcome(t, "the run's outcome", func(tickOutcome) bool { return true })
+	assert.Equal(t, outcome.Stopped, o.Outcome)
+	require.NoError(t, lc.Close()) // the proxies' goroutines end at cleanup: TestMain's goleak checks
 }

@@ -116,7 +116,7 @@ func (s *Scheduler) stopReplaced(ctx context.Context) {
 	s.mu.Lock()
 	var runs []*recorder
 	for rec := range s.active {
-		if e := s.entries[rec.run.Job]; e != nil && e.job.Overlap != job.Allow && rec.running.Load() && rec.lease != nil {
+		if e := s.entries[rec.run.Job]; e != nil && e.job.Overlap != job.Allow && rec.phase() == phaseRunning && rec.lease != nil {
 			runs = append(runs, rec)
 		}
 	}

@@ -2,9 +2,9 @@
 // need and a user of scheduler does not: checking an operator's name before asking anything
 // (the CLI and the web console), resolving a spec's H forms (the config checks), the daemon's
 // gauges and configuration hash, the periods of the background work of a running scheduler
-// (the daemon's --heartbeat and --rescue-every flags, and tests), and the version its
-// heartbeats report (the daemon's release). Keeping them here keeps scheduler's exported API
-// to what users call.
+// (the daemon's --heartbeat and --rescue-every flags, and tests), the version its heartbeats
+// report (the daemon's release), and whether Stop left runs under way (the daemon's
+// shutdown). Keeping them here keeps scheduler's exported API to what users call.
 //
 // CheckOperator is defined here, and package scheduler checks the names of WithOperator with
 // it. Package scheduler sets the variables in an init function, with its unexported
@@ -93,3 +93,9 @@ var WithHeartbeat func(d time.Duration) any
 // report (scheduler.Replica.Version). Default: the main module's version from the Go build
 // information; NewControl refuses it.
 var WithVersion func(v string) any
+
+// RunsLeft reports whether err, returned by (*scheduler.Scheduler).Stop, says that Stop's
+// context ended while runs were still under way, and that it returned without them: their
+// handlers may still run, and their locks are still held. Closing the lock client then would
+// release the locks of runs that may still be working; a later Stop waits for them.
+var RunsLeft func(err error) bool
