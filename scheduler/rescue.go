@@ -124,16 +124,23 @@ func (s *Scheduler) rescueRuns() {
 // rescue looks at the in-flight records of every job of the scheduler. A record whose lock a
 // quorum of the nodes says is not the attempt's (released, expired, or another attempt's) is
 // a suspect: its holder may be writing its record. A suspect found again at the next look
-// (prev, keyed by job and field) is ended as interrupted. It returns this look's suspects.
+// (prev, keyed by job and field) is ended as interrupted. It returns this look's suspects. It
+// stops looking when ctx ends (Stop), between one request and the next.
 func (s *Scheduler) rescue(ctx context.Context, prev map[string]bool) map[string]bool {
 	next := map[string]bool{}
 	for _, e := range s.Entries() {
+		if ctx.Err() != nil {
+			return next
+		}
 		replies, err := lockseam.Broadcast(s.locks, ctx, getAllScript, []string{layout.RunningKey(s.cfg.prefix, e.Name)})
 		if err != nil {
 			continue // fewer than a quorum answered: look again next time
 		}
 		_, runs := inFlightFields(replies)
 		for field, value := range runs {
+			if ctx.Err() != nil {
+				return next
+			}
 			var f inFlight
 			if json.Unmarshal([]byte(value), &f) != nil || f.Key == "" {
 				continue
