@@ -27,8 +27,9 @@ timeout passes or its lease is lost, SIGTERM at once and SIGKILL --kill-grace la
 the lease's end).
 
 On SIGINT or SIGTERM it takes no new ticks, gives up the ticks that only wait for lock nodes,
-waits up to --drain for running jobs (a second signal stops waiting), stops what is left,
-releases its locks and exits 0. On SIGHUP it reloads the config file's jobs, and the crontab
+waits up to --drain for running jobs (a second signal stops waiting), stops what is left
+and waits up to --kill-grace and 5s for it to end, releases its locks and exits 0; a run
+still under way then keeps its locks until they expire. On SIGHUP it reloads the config file's jobs, and the crontab
 it names (a file with errors is refused, and the running config kept). A config file (or crontab) that group or
 others can write, or that another user than root or this one owns, is refused at start and at
 reload (see docs/security.md).

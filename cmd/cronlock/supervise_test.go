@@ -211,6 +211,38 @@ jobs:
 		a.waitLog(t, "the lease's deadline is kill_grace away and not extended: SIGTERM to the process group")
 		a.waitLog(t, "SIGKILL to the process group")
 	})
+	t.Run("SIGTERM while a run's supervisor is frozen: the daemon exits after the drain and the kill grace, and keeps the run's locks", func(t *testing.T) {
+		t.Parallel()
+		node := redistest.Start(t, redistest.Config{})
+		endQuarantine(t, node)
+		cfg := writeFile(t, t.TempDir(), "c.yaml", nodesConfig([]*redistest.Server{node})+`jobs:
+  - {name: stuck, schedule: '@hourly', catch_up: 1h, command: [sleep, "60"]}
+`)
+		a := startProc(t, bin, "a", nil, "run", "--config", cfg, "--drain", "300ms", "--kill-grace", "1s")
+		pgid := a.runGroup(t)
+		supervisor, err := strconv.Atoi(procStat(pgid)[1])
+		require.NoError(t, err)
+		// Frozen, the supervisor neither stops the command nor reports: the run's handler
+		// cannot return.
+		require.NoError(t, syscall.Kill(supervisor, syscall.SIGSTOP))
+		t.Cleanup(func() {
+			_ = syscall.Kill(-pgid, syscall.SIGKILL)
+			_ = syscall.Kill(supervisor, syscall.SIGCONT)
+		})
+		a.signal(t, syscall.SIGTERM)
+		assert.Equal(t, 0, a.wait(t))
+		out := a.out.String()
+		assert.Contains(t, out, `msg="exiting with runs under way: their locks are not released`)
+		assert.Contains(t, out, `1 run left, still ending (a later Stop waits for it): job \"stuck\" tick `)
+		// The command ran until the daemon exited, and the daemon did not release its lock.
+		assert.Equal(t, int64(1), node.Client().Exists(t.Context(), layout.RunKey("cronlock", "stuck")).Val(),
+			"the run's lock was released")
+		// Then the supervisor's process group (the daemon's) is orphaned with a stopped member:
+		// the kernel sends it SIGHUP, which it ignores, and SIGCONT. Continued, it finds the
+		// daemon's pipe closed and kills the command's group.
+		proctest.Eventually(t, "the run's process group to be gone", func() bool { return groupGone(pgid) })
+	})
+
 	// The runs' command sleeps 60 s in a process group of its own; every second a tick comes,
 	// which a second run would take as soon as the first run's locks were released. The
 	// ledger's flock sees any second run that starts while a process of the first one lives.

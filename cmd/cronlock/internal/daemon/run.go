@@ -78,6 +78,10 @@ type daemon struct {
 	serveWG   sync.WaitGroup
 	probeWG   sync.WaitGroup
 	stopProbe context.CancelFunc
+	// killGrace is the longest kill grace of the jobs' runs (buildJob); runsLeft says that the
+	// drain left runs under way (drain).
+	killGrace time.Duration
+	runsLeft  bool
 }
 
 // usageError is a mistake in the command line or the config: exit code 2.
@@ -198,25 +202,7 @@ wait:
 		}
 	}
 	d.ready.Stop()
-
-	drainCtx, cancel := context.WithTimeoutCause(context.Background(), f.Drain,
-		fmt.Errorf("--drain %v passed", f.Drain))
-	defer cancel()
-	stopDrain := make(chan struct{})
-	var drainWG sync.WaitGroup
-	drainWG.Go(func() {
-		select {
-		case sig := <-sigs:
-			d.log.Warn("second signal: stopping running jobs now", "signal", sig)
-			cancel()
-		case <-stopDrain:
-		}
-	})
-	if err := d.sched.Stop(drainCtx); err != nil {
-		d.log.Warn("running jobs were stopped before they finished", "err", err)
-	}
-	close(stopDrain)
-	drainWG.Wait()
+	d.drain(sigs)
 	d.close()
 	if failure == nil {
 		d.log.Info("stopped")
@@ -311,6 +297,7 @@ func (d *daemon) buildJob(cfg *config.Config, i int, j config.Job) (*definition,
 	if err != nil {
 		return nil, err
 	}
+	d.killGrace = max(d.killGrace, killGrace)
 	cj := &supervise.Command{Name: j.Name, Argv: j.Command, Env: append(jobEnviron(cfg), env...), Dir: j.WorkingDir,
 		KillGrace: killGrace, Log: d.log, OutputLevel: j.OutputLevel, OutputLimit: j.OutputLimit, OutputKeep: int(j.OutputKeep)}
 	def := &definition{}
@@ -489,7 +476,59 @@ func sameSettings(running, next *config.Config) error {
 	return nil
 }
 
+// endMargin is how long the daemon waits, besides the kill grace, for the runs it stopped to
+// end: after SIGKILL their supervisors report, their output's last second is read, their locks
+// are released and their records written.
+const endMargin = 5 * time.Second
+
+// drain stops the scheduler: running jobs get --drain to finish; then their commands get
+// SIGTERM, and the runs get their longest kill grace (SIGKILL at its end) and endMargin to end.
+// A signal cuts either wait short. Runs still under way after both are left: their locks are
+// not released (close), their process groups die with the daemon (their supervisors' pipes
+// close), and their locks expire after their TTL.
+func (d *daemon) drain(sigs <-chan os.Signal) {
+	f := d.flags
+	err := d.stopWithin(sigs, f.Drain, fmt.Errorf("--drain %v passed", f.Drain), "second signal: stopping running jobs now")
+	if err == nil {
+		return
+	}
+	d.log.Warn("running jobs were stopped before they finished", "err", err)
+	if !schedseam.RunsLeft(err) {
+		return
+	}
+	wait := d.killGrace + endMargin
+	err = d.stopWithin(sigs, wait, fmt.Errorf("the runs did not end within kill_grace %v and %v", d.killGrace, endMargin), "signal: exiting without waiting for the stopped runs to end")
+	if !schedseam.RunsLeft(err) {
+		return
+	}
+	d.runsLeft = true
+	d.log.Error("exiting with runs under way: their locks are not released and expire after their lock_ttl; their process groups are killed as the daemon exits", "err", err)
+}
+
+// stopWithin stops the scheduler (Scheduler.Stop), letting running jobs go on until limit
+// passes (then with cause) or a signal comes (logged with msg).
+func (d *daemon) stopWithin(sigs <-chan os.Signal, limit time.Duration, cause error, msg string) error {
+	ctx, cancel := context.WithTimeoutCause(context.Background(), limit, cause)
+	defer cancel()
+	stopped := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		select {
+		case sig := <-sigs:
+			d.log.Warn(msg, "signal", sig)
+			cancel()
+		case <-stopped:
+		}
+	})
+	err := d.sched.Stop(ctx)
+	close(stopped)
+	wg.Wait()
+	return err
+}
+
 // close stops the HTTP server and the probes, and closes the lock client and the node clients.
+// After a drain that left runs under way (drain), it neither waits for them nor closes the
+// lock client, which would release their locks while their commands may still run.
 func (d *daemon) close() {
 	if d.server != nil {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
@@ -501,10 +540,10 @@ func (d *daemon) close() {
 		d.stopProbe()
 	}
 	d.probeWG.Wait()
-	if d.sched != nil {
+	if d.sched != nil && !d.runsLeft {
 		_ = d.sched.Stop(context.Background()) // no-op after the drain; frees a scheduler never started
 	}
-	if d.locks != nil {
+	if d.locks != nil && !d.runsLeft {
 		_ = d.locks.Close()
 	}
 	if d.tel != nil {
