@@ -51,6 +51,7 @@ import (
 
 	"github.com/cronlock/cronlock/internal/clocktest"
 	"github.com/cronlock/cronlock/internal/fencedstore"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -212,9 +213,24 @@ func run() error {
 	case <-t.C:
 	}
 	stop()
-	sctx, cancel := context.WithTimeout(context.Background(), *grace)
+	return stopWithin(s, *grace, logger)
+}
+
+// stopWithin stops s, its runs cancelled after grace. Runs that Stop left still ending (see
+// schedseam.RunsLeft) get another grace to release their locks and write their records, as
+// the daemon gives them: the worker exits cleanly once nothing of its own is under way, and
+// logs what the first Stop said.
+func stopWithin(s *scheduler.Scheduler, grace time.Duration, logger *slog.Logger) error {
+	ctx, cancel := context.WithTimeout(context.Background(), grace)
 	defer cancel()
-	return s.Stop(sctx)
+	err := s.Stop(ctx)
+	if !schedseam.RunsLeft(err) {
+		return err
+	}
+	logger.Warn("waiting for the runs that Stop left", "err", err)
+	ctx, cancel = context.WithTimeout(context.Background(), grace)
+	defer cancel()
+	return s.Stop(ctx)
 }
 
 // stopSelf stops this process with SIGSTOP, and returns only once it was continued (SIGCONT).
