@@ -218,13 +218,7 @@ func WithHistorySize(n int) Option {
 // waited for a run of their job to end (Overlap Forbid). Default 1s; each look is one
 // request per node, whatever the number of jobs.
 func withTriggerPoll(d time.Duration) Option {
-	return func(cfg *config) error {
-		if d <= 0 {
-			return fmt.Errorf("scheduler: trigger poll %v: must be positive, e.g. %v", d, scheddefault.TriggerPoll)
-		}
-		cfg.triggerPoll = d
-		return nil
-	}
+	return positive("trigger poll", d, scheddefault.TriggerPoll, func(cfg *config) *time.Duration { return &cfg.triggerPoll })
 }
 
 // withRescueEvery sets how often a running scheduler looks at the runs of its jobs in flight
@@ -236,13 +230,7 @@ func withTriggerPoll(d time.Duration) Option {
 // records it. Without history (WithHistorySize(0)) nothing is in flight and nothing is looked at.
 // The daemon (--rescue-every) and tests set it through schedseam.WithRescueEvery.
 func withRescueEvery(d time.Duration) Option {
-	return func(cfg *config) error {
-		if d <= 0 {
-			return fmt.Errorf("scheduler: rescue period %v: must be positive, e.g. %v", d, scheddefault.RescueEvery)
-		}
-		cfg.rescueEvery = d
-		return nil
-	}
+	return positive("rescue period", d, scheddefault.RescueEvery, func(cfg *config) *time.Duration { return &cfg.rescueEvery })
 }
 
 // withHeartbeat sets how often a running scheduler writes its heartbeat to the lock nodes
@@ -251,11 +239,18 @@ func withRescueEvery(d time.Duration) Option {
 // heartbeat is older than three intervals plus the max clock skew. The daemon (--heartbeat)
 // and tests set it through schedseam.WithHeartbeat.
 func withHeartbeat(d time.Duration) Option {
+	return positive("heartbeat", d, scheddefault.Heartbeat, func(cfg *config) *time.Duration { return &cfg.heartbeat })
+}
+
+// positive returns the option that sets the period that field points to in a config to d,
+// refusing a d that is not positive with an error that names what it is and gives its
+// default.
+func positive(what string, d, def time.Duration, field func(*config) *time.Duration) Option {
 	return func(cfg *config) error {
 		if d <= 0 {
-			return fmt.Errorf("scheduler: heartbeat %v: must be positive, e.g. %v", d, scheddefault.Heartbeat)
+			return fmt.Errorf("scheduler: %s %v: must be positive, e.g. %v", what, d, def)
 		}
-		cfg.heartbeat = d
+		*field(cfg) = d
 		return nil
 	}
 }
