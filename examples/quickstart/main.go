@@ -64,7 +64,7 @@ func run(ctx context.Context, addrs []string) error {
 	<-ctx.Done() // SIGINT or SIGTERM
 	drain, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	return s.Stop(drain) // drains running jobs, releases every lock
+	return s.Stop(drain) // drains running jobs for up to 30 s, then cancels them
 }
 
 // report is the job's work; pass the token to storage that refuses older ones.
