@@ -384,10 +384,11 @@ type lateOKs struct {
 	lock    *Lock // the lock the attempt produced, if it succeeded
 	nodes   []int
 	gaveUp  atomic.Bool // set when the attempt failed: its requests not sent yet are not
-	// The attempt's fanouts (the first few: a contended attempt makes up to five), whose
-	// requests in flight Release looks for.
-	fans  [5]*fan
-	nfans int
+	// The attempt's fanouts, whose requests in flight Release looks for; few holds the first
+	// ones (an attempt makes one to five, more while it waits for a leaving holder's release,
+	// see ballot.poll).
+	fans []*fan
+	few  [5]*fan
 	// Bit masks of node indexes below 64, from Release on: the nodes whose acquisition was in
 	// flight, of those the ones whose release found the lock or did not, and the ones whose
 	// acquisition then took the lock or may have.
@@ -397,10 +398,10 @@ type lateOKs struct {
 
 // follow records one of the attempt's fanouts.
 func (lo *lateOKs) follow(f *fan) {
-	if lo.nfans < len(lo.fans) {
-		lo.fans[lo.nfans] = f
-		lo.nfans++
+	if lo.fans == nil {
+		lo.fans = lo.few[:0]
 	}
+	lo.fans = append(lo.fans, f)
 }
 
 // nodeBit returns node's bit in lateOKs' masks; 0 for the nodes past 64, which are not
@@ -420,7 +421,7 @@ func (lo *lateOKs) release() uint64 {
 	}
 	lo.mu.Lock()
 	defer lo.mu.Unlock()
-	for _, f := range lo.fans[:lo.nfans] {
+	for _, f := range lo.fans {
 		f.mu.Lock()
 		for k := range f.ops {
 			if o := &f.ops[k]; !o.delivered {
@@ -529,9 +530,14 @@ type ballot struct {
 	start        time.Time
 	primary      int  // the lock's primary node
 	primaryFirst bool // the primary node is asked alone first (contended)
-	acquire      *call
-	t            tally
-	late         lateOKs
+	// leaving: the primary node said yes, and every refusal since named the holder that the
+	// primary node alone refused the previous attempt for (request.refusedBy). That holder
+	// has left the primary node — its release reached it first, or its lock expired there —
+	// and is about to leave the other nodes too.
+	leaving bool
+	acquire *call
+	t       tally
+	late    lateOKs
 }
 
 // newBallot prepares the number-th attempt of req: a new lock value, and the acquire script's
@@ -570,18 +576,49 @@ func (b *ballot) poll() error {
 	err := b.ask([]int{b.primary})
 	rtt := time.Since(b.start)
 	if err == nil && b.t.refused == 0 {
+		b.leaving = b.t.ok == 1 && b.req.refusedBy != ""
 		err = b.ask(b.c.others(b.primary))
 	}
 	// Nobody else can win while we hold the primary node, so nodes that refused are asked
-	// again a few times, one primary round trip apart: typically the previous holder's
-	// release has not reached them yet.
-	for retry := 0; err == nil && retry < 3 && b.mayAskRefusedAgain(); retry++ {
-		if !ctxsleep.Sleep(b.ctx, rtt) {
+	// again: typically the previous holder's release has not reached them yet (see
+	// nextAsk).
+	wait, until := rtt, b.start.Add(b.c.nodeTimeout(b.req.ttl))
+	for retry := 1; err == nil && b.mayAskRefusedAgain(); retry++ {
+		d, ok := b.nextAsk(retry, wait, until)
+		if !ok || !ctxsleep.Sleep(b.ctx, d) {
 			break
+		}
+		if b.leaving {
+			wait *= 2
 		}
 		err = b.ask(b.t.takeRefused())
 	}
 	return err
+}
+
+// quickAsks is how many times an attempt that holds the primary node asks the nodes that
+// refused it again, one primary round trip apart, whoever refused.
+const quickAsks = 3
+
+// nextAsk returns how long to wait before the retry-th ask of the nodes that refused, wait
+// being the current step, and whether to ask them at all: up to quickAsks times; and, while
+// every refusal names the holder that is leaving (see ballot.leaving), until the attempt's
+// start plus the node timeout (until), the step doubling after each ask. The leaving
+// holder's release was sent to every node at once, each request bounded by the node timeout,
+// so it lands on the other nodes soon after it reached the primary node, which announced it
+// — on a loaded host, or behind a slow link, later than a few round trips. Waiting for it
+// saves the attempt; the holder of the primary node is the only racer that waits (the others
+// were refused by it), and it asks a few times per doubling of the wait, not once a round
+// trip.
+func (b *ballot) nextAsk(retry int, wait time.Duration, until time.Time) (time.Duration, bool) {
+	if retry <= quickAsks {
+		return wait, true
+	}
+	left := time.Until(until)
+	if !b.leaving || left <= 0 {
+		return 0, false
+	}
+	return min(wait, left), true
 }
 
 // mayAskRefusedAgain reports whether the nodes that refused may be asked again: the ballot
@@ -598,13 +635,18 @@ func (b *ballot) ask(nodes []int) error {
 	b.late.follow(f)
 	rest, err := b.c.fanout(b.ctx, f, nodes, b.c.nodeTimeout(b.req.ttl), b.count)
 	for _, r := range rest {
-		b.t.add(b.c, r)
+		b.count(r)
 	}
 	return err
 }
 
 // count counts a node's reply and reports whether the outcome is decided.
-func (b *ballot) count(r reply) bool { return b.t.add(b.c, r) }
+func (b *ballot) count(r reply) bool {
+	if r.outcome == outcomeRefused && (r.holder == nil || r.holder.Done || r.holder.value != b.req.refusedBy) {
+		b.leaving = false
+	}
+	return b.t.add(b.c, r)
+}
 
 func (b *ballot) parse(node int, cmd *redis.Cmd) reply {
 	res, err := cmd.Slice()

@@ -294,13 +294,17 @@ func onAttempt(f func(lockseam.Attempt)) AcquireOption {
 }
 
 // WakeOnRelease makes Acquire, while it waits for a held lock, also listen for the lock's
-// release on the nodes (each release publishes on the channel key + ":released" of the nodes
-// where someone subscribed to it) and try
-// again as soon as one is announced, instead of at the next backoff step. A lock handed from
-// one worker to the next then moves in about one round trip. The backoff schedule, the
-// context and MaxWait still bound the wait; when no node can notify (or a notification is
-// lost), the backoff alone drives it. The subscriptions end before Acquire returns. Default
-// off: a waiter costs one connection per node while it waits.
+// release on the nodes (a release publishes on the channel key + ":released" of each node
+// where an attempt of a subscribed waiter was refused) and try again as soon as one is
+// announced, instead of at the next backoff step. A lock handed from
+// one worker to the next then moves in about two round trips (the woken attempt asks the
+// lock's primary node, then the others); when the release reached the primary node before
+// the others, the woken attempt waits for it to land there, up to the node timeout, rather
+// than fail. The backoff schedule, the context and MaxWait still bound the wait; when no node
+// can notify (or a notification is lost), the backoff alone drives it. The subscriptions end
+// before Acquire returns. Default off: a waiter costs a subscription connection while it
+// waits (to the primary node, or to each other node when the primary cannot be subscribed
+// to).
 func WakeOnRelease() AcquireOption {
 	return func(c *acquireConfig) { c.wake = true }
 }

@@ -236,11 +236,21 @@ func TestReleasePublishesOnlyToWaiters(t *testing.T) {
 	require.Zero(t, publishes(), "a release that no waiter was refused by published")
 
 	// A waiter refused once before it subscribed, then once after: only that refusal marks
-	// the lock (on the primary node, asked alone once the lock is contended).
+	// the lock (on the primary node, asked alone once the lock is contended). The lock is on
+	// every node before the waiter starts: a waiter that took a node from the holder's
+	// acquisition still on its way there would find the primary node free and the lock on
+	// the others, and wait for a release that no node it listens to announces.
+	hooks := newHoldHooks(t, c)
 	held, err = lc.TryAcquire(ctx, key, 10*time.Second)
 	require.NoError(t, err)
+	for _, h := range hooks {
+		receive(t, h.acquired, "the acquisition on each node")
+	}
 	slow := func() backoff.BackOff { return backoff.NewConstantBackOff(time.Minute) }
-	waiter := c.client(t, redlock.WithBackOff(slow))
+	// A node timeout of 2s: the subscription to the primary node must not fail on a slow
+	// machine, and the woken attempt waits up to that long for the release to reach the
+	// other nodes.
+	waiter := c.client(t, redlock.WithBackOff(slow), redlock.WithNodeTimeout(2*time.Second))
 	attempts := make(chan redlock.Attempt, 10)
 	got := make(chan *redlock.Lock, 1)
 	go func() {
