@@ -576,7 +576,7 @@ func (b *ballot) poll() error {
 	err := b.ask([]int{b.primary})
 	rtt := time.Since(b.start)
 	if err == nil && b.t.refused == 0 {
-		b.leaving = b.t.ok == 1 && b.req.refusedBy != ""
+		b.leaving = b.t.ok == 1 && b.req.refusedBy != "" // the primary node said yes
 		err = b.ask(b.c.others(b.primary))
 	}
 	// Nobody else can win while we hold the primary node, so nodes that refused are asked
@@ -608,8 +608,7 @@ const quickAsks = 3
 // so it lands on the other nodes soon after it reached the primary node, which announced it
 // — on a loaded host, or behind a slow link, later than a few round trips. Waiting for it
 // saves the attempt; the holder of the primary node is the only racer that waits (the others
-// were refused by it), and it asks a few times per doubling of the wait, not once a round
-// trip.
+// were refused by it), and it asks once per doubling of the wait, not once a round trip.
 func (b *ballot) nextAsk(retry int, wait time.Duration, until time.Time) (time.Duration, bool) {
 	if retry <= quickAsks {
 		return wait, true

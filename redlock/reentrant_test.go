@@ -202,7 +202,10 @@ func receive[T any](t *testing.T, ch <-chan T, what string) T {
 // that a subscribed waiter was refused by does, on the node that refused it.
 func TestReleasePublishesOnlyToWaiters(t *testing.T) {
 	c := newCluster(t, 3, false)
-	lc := c.client(t)
+	// Node timeouts of 2s, for the holder as for the waiter below: on a loaded machine a
+	// request that timed out is retried in the background, and the holder's release would
+	// reach the nodes other than the primary later than the waiter waits for it.
+	lc := c.client(t, redlock.WithNodeTimeout(2*time.Second))
 	ctx := ctxT(t)
 	publishes := func() int {
 		total := 0
@@ -247,9 +250,9 @@ func TestReleasePublishesOnlyToWaiters(t *testing.T) {
 		receive(t, h.acquired, "the acquisition on each node")
 	}
 	slow := func() backoff.BackOff { return backoff.NewConstantBackOff(time.Minute) }
-	// A node timeout of 2s: the subscription to the primary node must not fail on a slow
-	// machine, and the woken attempt waits up to that long for the release to reach the
-	// other nodes.
+	// The subscription to the primary node must not fail on a slow machine (the waiter would
+	// then listen elsewhere, and wait its minute); the woken attempt waits up to its node
+	// timeout for held's release to reach the other nodes.
 	waiter := c.client(t, redlock.WithBackOff(slow), redlock.WithNodeTimeout(2*time.Second))
 	attempts := make(chan redlock.Attempt, 10)
 	got := make(chan *redlock.Lock, 1)
