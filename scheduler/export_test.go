@@ -3,6 +3,7 @@ package scheduler
 import (
 	"context"
 	"errors"
+	"testing"
 )
 
 // IsSpecError reports whether err is, or wraps, the error of a malformed spec (specError),
@@ -16,4 +17,12 @@ func IsSpecError(err error) bool {
 // or not: prev holds the suspects of the look before, and it returns this look's.
 func Rescue(ctx context.Context, s *Scheduler, prev map[string]bool) map[string]bool {
 	return s.rescue(ctx, prev)
+}
+
+// SetRescueBatch sets how many keys one script of the rescuer reads on a node (rescueBatch),
+// until the end of tb. Set it before any scheduler of the test starts.
+func SetRescueBatch(tb testing.TB, n int) {
+	old := rescueBatch
+	rescueBatch = n
+	tb.Cleanup(func() { rescueBatch = old })
 }

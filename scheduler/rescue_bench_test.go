@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
 	"github.com/cronlock/cronlock/internal/layout"
@@ -16,32 +18,43 @@ import (
 	"github.com/cronlock/cronlock/scheduler"
 )
 
-// putInFlight writes, on the nodes of c numbered on, the in-flight record of an attempt of the
-// job name at tick with token, held by replica, whose lock is lockKey with the value value, as
-// a run writes it when its handler starts; it returns the record's field.
-func putInFlight(tb testing.TB, c *cluster, on []int, name string, tick time.Time, token uint64, replica, lockKey, value string) string {
+// putInFlight writes, on the nodes on, the in-flight record of an attempt of the job name at
+// tick with token, held by replica, whose lock is lockKey with the value value, as a run
+// writes it when its handler starts; it returns the record's field.
+func putInFlight(tb testing.TB, on []redis.Cmdable, name string, tick time.Time, token uint64, replica, lockKey, value string) string {
 	tb.Helper()
 	field := strconv.FormatInt(tick.UnixMilli(), 10) + "/" + strconv.FormatUint(token, 10)
 	rec, err := json.Marshal(map[string]any{"tick": tick.UnixMilli(), "planned": tick.UnixMicro(), "attempt": 1, "replica": replica, "pid": 1,
 		"start": tick.UnixMicro(), "token": token, "key": lockKey, "value": value})
 	require.NoError(tb, err)
-	for _, i := range on {
-		require.NoError(tb, c.Servers[i].Client().HSet(context.Background(), layout.RunningKey(middleware.DefaultPrefix, name), field, rec).Err())
+	for _, n := range on {
+		require.NoError(tb, n.HSet(context.Background(), layout.RunningKey(middleware.DefaultPrefix, name), field, rec).Err())
 	}
 	return field
 }
 
-// putLock writes, on the nodes of c numbered on, the lock key with the value value as redlock
-// writes it, kept as a done marker if done.
-func putLock(tb testing.TB, c *cluster, on []int, key, value string, done bool) {
+// putLock writes, on the nodes on, the lock key with the value value as redlock writes it,
+// kept as a done marker if done.
+func putLock(tb testing.TB, on []redis.Cmdable, key, value string, done bool) {
 	tb.Helper()
 	fields := []any{layout.FieldValue, value}
 	if done {
 		fields = append(fields, layout.FieldState, layout.StateDone)
 	}
-	for _, i := range on {
-		require.NoError(tb, c.Servers[i].Client().HSet(context.Background(), key, fields...).Err())
+	for _, n := range on {
+		require.NoError(tb, n.HSet(context.Background(), key, fields...).Err())
 	}
+}
+
+// nodes returns clients of the nodes of c numbered on; of every node without on.
+func (c *cluster) nodes(on ...int) []redis.Cmdable {
+	var out []redis.Cmdable
+	for i, s := range c.Servers {
+		if on == nil || slices.Contains(on, i) {
+			out = append(out, s.Client())
+		}
+	}
+	return out
 }
 
 // One look of the rescuer of a scheduler with 10,000 jobs on 3 nodes, 10 of them with a run in
@@ -55,13 +68,13 @@ func BenchmarkRescue10kJobs(b *testing.B) {
 	for i := range jobs {
 		require.NoError(b, s.Add(job.Job{Name: fmt.Sprint("job-", i), Spec: "@every 10s", Handler: func(context.Context) error { return nil }}))
 	}
-	all, tick := []int{0, 1, 2}, time.UnixMilli(1700000000000)
+	tick := time.UnixMilli(1700000000000)
 	for i := range 10 {
 		name := fmt.Sprint("job-", i*jobs/10+jobs/20)
 		lock := layout.TickKey(middleware.DefaultPrefix, name, tick)
-		putInFlight(b, c, all, name, tick, uint64(i+1), "bench", lock, "v")
+		putInFlight(b, c.nodes(), name, tick, uint64(i+1), "bench", lock, "v")
 		if i < 8 {
-			putLock(b, c, all, lock, "v", false)
+			putLock(b, c.nodes(), lock, "v", false)
 		}
 	}
 	ctx := context.Background()
