@@ -26,3 +26,7 @@ func SetRescueBatch(tb testing.TB, n int) {
 	rescueBatch = n
 	tb.Cleanup(func() { rescueBatch = old })
 }
+
+// StopSignal returns the channel that s closes when it is stopping: its Lock and Retry
+// middleware's Stop.
+func StopSignal(s *Scheduler) <-chan struct{} { return s.stop }
