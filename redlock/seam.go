@@ -32,6 +32,7 @@ func init() {
 	lockseam.Broadcast = func(c any, ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error) {
 		return c.(*Client).broadcast(ctx, script, keys, args...)
 	}
+	lockseam.ClusterNodes = func(c any) bool { return c.(*Client).cfg.cluster }
 	lockseam.Subscribe = func(c any, ctx context.Context, channel string) lockseam.Notifications {
 		return c.(*Client).subscribeChannel(ctx, channel)
 	}

@@ -32,13 +32,13 @@ type roundTrips struct {
 	n     map[string]int64
 }
 
-func newRoundTrips(b *testing.B) *roundTrips {
+func newRoundTrips(tb testing.TB) *roundTrips {
 	rt := &roundTrips{names: map[string]string{}, n: map[string]int64{}}
 	files, err := filepath.Glob("../redlock/scripts/*.lua")
-	require.NoError(b, err)
+	require.NoError(tb, err)
 	for _, f := range files {
 		src, err := os.ReadFile(f)
-		require.NoError(b, err)
+		require.NoError(tb, err)
 		sum := sha1.Sum(src)
 		rt.names[hex.EncodeToString(sum[:])] = strings.TrimSuffix(filepath.Base(f), ".lua")
 	}
@@ -85,6 +85,22 @@ func (rt *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.
 }
 
 var _ redis.Hook = (*roundTrips)(nil)
+
+// countedClient returns a redlock client of its own over the nodes of c (own go-redis clients,
+// as a separate process would have) whose commands counter counts; all are closed at cleanup.
+func countedClient(tb testing.TB, c *cluster, counter *roundTrips) *redlock.Client {
+	var nodes []redlock.Node
+	for _, s := range c.Servers {
+		rc := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true})
+		rc.AddHook(counter)
+		tb.Cleanup(func() { _ = rc.Close() })
+		nodes = append(nodes, rc)
+	}
+	lc, err := redlock.New(nodes)
+	require.NoError(tb, err)
+	tb.Cleanup(func() { _ = lc.Close() })
+	return lc
+}
 
 // cpuTime returns the process's user + system CPU time.
 func cpuTime(b *testing.B) time.Duration {
@@ -152,16 +168,7 @@ func benchScheduler(b *testing.B, replicas, jobs, warmupRuns int, spec func(i in
 		scheds  []*scheduler.Scheduler
 	)
 	for r := range replicas {
-		var nodes []redlock.Node
-		for _, s := range c.Servers {
-			rc := redis.NewClient(&redis.Options{Addr: s.Addr(), ContextTimeoutEnabled: true, MaxRetries: -1, DisableIdentity: true})
-			rc.AddHook(counter)
-			b.Cleanup(func() { _ = rc.Close() })
-			nodes = append(nodes, rc)
-		}
-		lc, err := redlock.New(nodes)
-		require.NoError(b, err)
-		b.Cleanup(func() { _ = lc.Close() })
+		lc := countedClient(b, c, counter)
 		if r == 0 {
 			require.NoError(b, lc.EndQuarantine(context.Background()))
 		}

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/internal/hashslot"
 	"github.com/cronlock/cronlock/internal/layout"
 	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/internal/outcome"
@@ -35,11 +37,39 @@ type inFlight struct {
 	Value    string `json:"value"` // the lock's value while the attempt holds it
 }
 
+// rescueBatch is the most keys that one script of the rescuer reads on a node: the hashes of
+// runs in flight of that many jobs, or the locks of that many runs.
+var rescueBatch = 64
+
 var (
 	setFieldScript = redis.NewScript(`return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])`)
-	getAllScript   = redis.NewScript(`return redis.call('HGETALL', KEYS[1])`)
-	// Returns 1 where the lock KEYS[1] has the value ARGV[1] (held, or kept done), else 0.
-	holdsScript = redis.NewScript(`if redis.call('HGET', KEYS[1], '` + layout.FieldValue + `') == ARGV[1] then return 1 end return 0`)
+	// Reads the hashes of runs in flight KEYS (layout.RunningKey): {i, {field, value, …}, …}
+	// for each KEYS[i] that has fields. A key that is not a hash reads as empty.
+	readRunningScript = redis.NewScript(`
+local out = {}
+for i, k in ipairs(KEYS) do
+  local h = redis.pcall('HGETALL', k)
+  if h.err == nil and #h > 0 then
+    out[#out + 1] = i
+    out[#out + 1] = h
+  end
+end
+return out`)
+	// Returns, for each lock KEYS[i], 1 where it has the value ARGV[i] (held, or kept done), 0
+	// where it has not, -1 where it is not a hash (this node cannot tell).
+	holdsScript = redis.NewScript(`
+local out = {}
+for i, k in ipairs(KEYS) do
+  local v = redis.pcall('HGET', k, '` + layout.FieldValue + `')
+  if type(v) == 'table' then
+    out[i] = -1
+  elseif v == ARGV[i] then
+    out[i] = 1
+  else
+    out[i] = 0
+  end
+end
+return out`)
 )
 
 // mergeInFlight returns the attempts in flight that a quorum of the nodes' replies to an
@@ -121,52 +151,138 @@ func (s *Scheduler) rescueRuns() {
 	}
 }
 
+// runInFlight is an attempt in flight that the rescuer found: its job, the field of its
+// record in the job's hash of runs in flight, and the record.
+type runInFlight struct {
+	job, field string
+	f          inFlight
+}
+
 // rescue looks at the in-flight records of every job of the scheduler. A record whose lock a
 // quorum of the nodes says is not the attempt's (released, expired, or another attempt's) is
 // a suspect: its holder may be writing its record. A suspect found again at the next look
 // (prev, keyed by job and field) is ended as interrupted. It returns this look's suspects. It
 // stops looking when ctx ends (Stop), between one request and the next.
+//
+// It reads the records of rescueBatch jobs with one script per node, whose reply lists only
+// the jobs that have records, then checks the locks of rescueBatch records with one script
+// per node: a look sends each node jobs/rescueBatch + records/rescueBatch requests, rounded
+// up, and where the nodes are Redis Clusters that many per hash slot.
 func (s *Scheduler) rescue(ctx context.Context, prev map[string]bool) map[string]bool {
 	next := map[string]bool{}
-	for _, e := range s.Entries() {
+	cluster := lockseam.ClusterNodes(s.locks)
+	var runs []runInFlight
+	for _, names := range rescueBatches(s.jobNames(), cluster, func(name string) string { return layout.RunningKey(s.cfg.prefix, name) }) {
 		if ctx.Err() != nil {
 			return next
 		}
-		replies, err := lockseam.Broadcast(s.locks, ctx, getAllScript, []string{layout.RunningKey(s.cfg.prefix, e.Name)})
-		if err != nil {
-			continue // fewer than a quorum answered: look again next time
+		runs = append(runs, s.readInFlight(ctx, names)...)
+	}
+	for _, batch := range rescueBatches(runs, cluster, func(r runInFlight) string { return r.f.Key }) {
+		if ctx.Err() != nil {
+			return next
 		}
-		_, runs := inFlightFields(replies)
-		for field, value := range runs {
-			if ctx.Err() != nil {
-				return next
+		s.checkInFlight(ctx, batch, prev, next)
+	}
+	return next
+}
+
+// jobNames returns the names of the scheduler's jobs, sorted.
+func (s *Scheduler) jobNames() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.entries))
+}
+
+// rescueBatches splits items into batches of at most rescueBatch, for one script each. Where
+// the nodes are Redis Clusters (cluster), the keys of a batch's items (key) share a hash slot.
+func rescueBatches[T any](items []T, cluster bool, key func(T) string) [][]T {
+	if !cluster {
+		return slices.Collect(slices.Chunk(items, rescueBatch))
+	}
+	var batches [][]T
+	filling := map[int]int{} // hash slot → its batch being filled
+	for _, it := range items {
+		slot := hashslot.Of(key(it))
+		b, ok := filling[slot]
+		if !ok || len(batches[b]) == rescueBatch {
+			b = len(batches)
+			filling[slot] = b
+			batches = append(batches, nil)
+		}
+		batches[b] = append(batches[b], it)
+	}
+	return batches
+}
+
+// readInFlight reads the in-flight records of the jobs named names from every node, in one
+// script per node, and returns those found on any node. It returns none when fewer than a
+// quorum of nodes answered: the next look reads them again.
+func (s *Scheduler) readInFlight(ctx context.Context, names []string) []runInFlight {
+	keys := make([]string, len(names))
+	for i, name := range names {
+		keys[i] = layout.RunningKey(s.cfg.prefix, name)
+	}
+	replies, err := lockseam.Broadcast(s.locks, ctx, readRunningScript, keys)
+	if err != nil {
+		return nil
+	}
+	hashes := make([][]any, len(names)) // each job's hash as each node that has one replied
+	for _, r := range replies {
+		found, _ := r.([]any)
+		for i := 0; i+1 < len(found); i += 2 {
+			if j, _ := found[i].(int64); j >= 1 && int(j) <= len(names) {
+				hashes[j-1] = append(hashes[j-1], found[i+1])
 			}
+		}
+	}
+	var runs []runInFlight
+	for j, h := range hashes {
+		if h == nil {
+			continue
+		}
+		_, records := inFlightFields(h)
+		for field, value := range records {
 			var f inFlight
 			if json.Unmarshal([]byte(value), &f) != nil || f.Key == "" {
 				continue
 			}
-			held, err := lockseam.Broadcast(s.locks, ctx, holdsScript, []string{f.Key}, f.Value)
-			if err != nil {
-				continue
-			}
-			gone := 0
-			for _, h := range held {
-				if h == int64(0) {
-					gone++
-				}
-			}
-			if gone < lockseam.Quorum(s.locks) {
-				s.cfg.logger.Debug("cronlock: run in flight, its lock held", "job", e.Name, "tick", time.UnixMilli(f.Tick), "attempt", f.Attempt, "holder", f.Replica)
-				continue // the attempt holds its lock: alive, or done
-			}
-			id := e.Name + " " + field
-			next[id] = true
-			if prev[id] {
-				s.interrupt(ctx, e.Name, field, f)
-			}
+			runs = append(runs, runInFlight{job: names[j], field: field, f: f})
 		}
 	}
-	return next
+	return runs
+}
+
+// checkInFlight asks every node, in one script per node, whether the locks of runs are held by
+// their attempts, adds each run whose lock is not to the suspects next, and interrupts those
+// among them that were suspects at the look before (prev). It leaves runs alone when fewer than
+// a quorum of nodes answered, and interrupts none once ctx ended.
+func (s *Scheduler) checkInFlight(ctx context.Context, runs []runInFlight, prev, next map[string]bool) {
+	keys, values := make([]string, len(runs)), make([]any, len(runs))
+	for i, r := range runs {
+		keys[i], values[i] = r.f.Key, r.f.Value
+	}
+	replies, err := lockseam.Broadcast(s.locks, ctx, holdsScript, keys, values...)
+	if err != nil {
+		return
+	}
+	for i, r := range runs {
+		gone := 0
+		for _, reply := range replies {
+			if held, _ := reply.([]any); i < len(held) && held[i] == int64(0) {
+				gone++
+			}
+		}
+		if gone < lockseam.Quorum(s.locks) {
+			s.cfg.logger.Debug("cronlock: run in flight, its lock held", "job", r.job, "tick", time.UnixMilli(r.f.Tick), "attempt", r.f.Attempt, "holder", r.f.Replica)
+			continue // the attempt holds its lock: alive, or done
+		}
+		id := r.job + " " + r.field
+		next[id] = true
+		if prev[id] && ctx.Err() == nil {
+			s.interrupt(ctx, r.job, r.field, r.f)
+		}
+	}
 }
 
 // interrupt records the attempt f of the job name (in-flight field field) as interrupted on

@@ -17,6 +17,7 @@ import (
 	"github.com/cronlock/cronlock/internal/limiter"
 	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/internal/outcome"
+	"github.com/cronlock/cronlock/internal/schedseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -140,9 +141,11 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 		runsChanged: make(chan struct{}),
 	}
 	ctl.sched = s
-	s.runCtx, s.cancelRuns = context.WithCancelCause(context.Background())
 	s.stopping, s.halt = context.WithCancel(context.Background())
 	s.stop = s.stopping.Done()
+	// Each run's Lock and Retry find stopping in its context: they wait for Stop without a
+	// goroutine per run.
+	s.runCtx, s.cancelRuns = context.WithCancelCause(schedseam.WithStopping(context.Background(), s.stopping))
 	if s.limiter, err = limiter.New(cfg.lockConc); err != nil {
 		return nil, err
 	}

@@ -346,6 +346,21 @@ func runUnderWay(t *testing.T, lc *redlock.Client, name string, work func(ctx co
 	return s, led, tick
 }
 
+// A run's context carries the context that Stop ends, whose Done channel is the Stop of the
+// job's Lock and Retry: they wait for Stop with it, at no goroutine per run.
+func TestRunsCarryTheContextThatStopEnds(t *testing.T) {
+	lc := newCluster(t, 3, false).client(t, false)
+	ctxs := make(chan context.Context, 1)
+	s, _, _ := runUnderWay(t, lc, "carrier", func(ctx context.Context) error {
+		ctxs <- ctx
+		return nil
+	})
+	stopping, ok := schedseam.Stopping(<-ctxs, scheduler.StopSignal(s))
+	require.True(t, ok, "the run's context carries the scheduler's stopping context")
+	require.NoError(t, s.Stop(ctxT(t)))
+	assert.Error(t, stopping.Err(), "Stop ended it")
+}
+
 // Stop returns when its context ends, whatever the runs do: a handler that ignores its context
 // is left running, and Stop's error matches the context's error and names the run. Another
 // Stop whose context ended says the same at once; one with a live context waits for the run,

@@ -1,7 +1,7 @@
 // Package lockseam gives cronlock's own packages the parts of package redlock that they need
 // and a user of redlock does not: checking a lock TTL before any lock is taken, the client's
-// quorum, and keeping state beside the locks — scripts run on every node, Pub/Sub wake-ups —
-// (scheduler); the acquisition options that shape a cron tick's lock, the hooks that observe
+// quorum, and keeping state beside the locks — scripts run on every node, whether those are
+// Redis Clusters, Pub/Sub wake-ups — (scheduler); the acquisition options that shape a cron tick's lock, the hooks that observe
 // each attempt and renewal, the node timeout, revoking a holder, counting a key's
 // acquisitions across the cluster and keeping or marking a tick's done marker (the lock
 // middleware); the lease under a run's context and its deadline (scheduler, the daemon's
@@ -141,6 +141,11 @@ var (
 	// each node's reply, indexed like the client's nodes (nil where a node failed), and, when
 	// fewer than a quorum answered, also an error matching redlock.ErrQuorumUnavailable.
 	Broadcast func(client any, ctx context.Context, script *redis.Script, keys []string, args ...any) ([]any, error)
+
+	// ClusterNodes reports whether the *redlock.Client lays its keys out for nodes that are
+	// Redis Clusters (a *redis.ClusterClient node, or redlock.WithClusterNodes): a script that
+	// Broadcast sends there may only touch keys of one hash slot.
+	ClusterNodes func(client any) bool
 
 	// Subscribe listens on channel on every node of the *redlock.Client that can subscribe,
 	// for messages published there (by a Broadcast script) as hints that shared state

@@ -3,18 +3,21 @@
 // (the CLI and the web console), resolving a spec's H forms (the config checks), the daemon's
 // gauges and configuration hash, the periods of the background work of a running scheduler
 // (the daemon's --heartbeat and --rescue-every flags, and tests), the version its heartbeats
-// report (the daemon's release), and whether Stop left runs under way (the daemon's
-// shutdown). Keeping them here keeps scheduler's exported API to what users call.
+// report (the daemon's release), whether Stop left runs under way (the daemon's shutdown), and
+// the context that Stop ends, which each run's context carries (the Lock and Retry
+// middleware). Keeping them here keeps scheduler's exported API to what users call.
 //
-// CheckOperator is defined here, and package scheduler checks the names of WithOperator with
-// it. Package scheduler sets the variables in an init function, with its unexported
-// functions; a program that uses them imports scheduler. This package cannot import scheduler
-// (scheduler imports it), so a scheduler and an option travel as any: each function takes the
-// *scheduler.Scheduler its doc names, and panics on another type — a bug in cronlock, never
-// input.
+// CheckOperator, WithStopping and Stopping are defined here: package scheduler checks the
+// names of WithOperator with the first, and package middleware, which a program may use
+// without a scheduler, reads the context that WithStopping stores. Package scheduler sets the
+// variables in an init function, with its unexported functions; a program that uses them
+// imports scheduler. This package cannot import scheduler (scheduler imports it), so a
+// scheduler and an option travel as any: each function takes the *scheduler.Scheduler its doc
+// names, and panics on another type — a bug in cronlock, never input.
 package schedseam
 
 import (
+	"context"
 	"fmt"
 	"strings"
 	"time"
@@ -99,3 +102,21 @@ var WithVersion func(v string) any
 // handlers may still run, and their locks are still held. Closing the lock client then would
 // release the locks of runs that may still be working; a later Stop waits for them.
 var RunsLeft func(err error) bool
+
+// stoppingKey is the context key of WithStopping.
+type stoppingKey struct{}
+
+// WithStopping returns ctx carrying stopping, the context that a scheduler's Stop ends, whose
+// Done channel the scheduler gives its jobs' Lock and Retry middleware as their Stop. Every
+// run's context derives from it, so the middleware can wait for Stop with context.AfterFunc
+// on stopping, at no goroutine per run.
+func WithStopping(ctx, stopping context.Context) context.Context {
+	return context.WithValue(ctx, stoppingKey{}, stopping)
+}
+
+// Stopping returns the context that ctx carries (WithStopping) and whether its Done channel is
+// stop.
+func Stopping(ctx context.Context, stop <-chan struct{}) (context.Context, bool) {
+	stopping, ok := ctx.Value(stoppingKey{}).(context.Context)
+	return stopping, ok && stopping.Done() == stop
+}
