@@ -22,7 +22,7 @@ type result struct {
 	Nodes      int           `json:"nodes"`
 	Skipped    int           `json:"instants_skipped"`
 	Grace      time.Duration `json:"grace_ns"`
-	Started    time.Time     `json:"started"`
+	From       time.Time     `json:"window_from"` // the costs' window: from half a step before the first instant measured
 	ledgerFigures
 	ReplicaCPU float64            `json:"replica_cpu_us_per_run"`              // Σ over the replicas of their process CPU in the window
 	NodeCPU    float64            `json:"node_cpu_us_per_run"`                 // Σ over the nodes of used_cpu_user + used_cpu_sys
@@ -43,7 +43,7 @@ type cmdCost struct {
 
 // report is what the command prints with -json.
 type report struct {
-	Runs        []result `json:"runs"`
+	Runs        []result `json:"results"`
 	P99Limit    float64  `json:"p99_limit_ms,omitempty"`             // -workload rate
 	HighestRate int      `json:"highest_rate_per_s,omitempty"`       // -workload rate: the highest that passed
 	LowestFail  int      `json:"lowest_failed_rate_per_s,omitempty"` // -workload rate: the lowest that did not
@@ -68,7 +68,7 @@ func (r *result) summarize(cfg config, w window, outs []replicaResult, d nodecos
 	}
 	r.Workload, r.Spec, r.Jobs, r.Replicas, r.Nodes = p.workload, p.spec(0), p.jobs, cfg.replicas, cfg.nodes
 	r.PerInstant = float64(p.jobs) / float64(p.instantsPerPeriod())
-	r.Skipped, r.Grace, r.Started = cfg.skip, cfg.grace, w.from
+	r.Skipped, r.Grace, r.From = cfg.skip, cfg.grace, w.from
 	r.ledgerFigures = account(due, runs)
 	r.Commands = map[string]cmdCost{}
 	if r.Runs == 0 {
@@ -145,7 +145,7 @@ func printResult(r result) {
 	}
 	fmt.Printf("# %s, %s; %d replica processes, %d nodes\n", r.Workload, what, r.Replicas, r.Nodes)
 	fmt.Printf("# %d instants skipped, %d measured from %s, grace %v; load average %s → %s\n",
-		r.Skipped, len(r.Instants), r.Started.UTC().Format(time.RFC3339), r.Grace, r.LoadBefore, r.LoadAfter)
+		r.Skipped, len(r.Instants), r.From.UTC().Format(time.RFC3339), r.Grace, r.LoadBefore, r.LoadAfter)
 	instr := r.NodeInstr > 0
 	fmt.Printf("%7s %7s %7s %6s %4s %4s %9s %9s %9s %17s %9s %9s%s\n", "jobs", "ticks", "runs", "missed", "dup", "unex",
 		"p50-ms", "p99-ms", "max-ms", "instants-p99-ms", "repl-cpu", "node-cpu", instrHeader(instr))
