@@ -54,6 +54,7 @@ type config struct {
 	instants  int           // instants measured
 	grace     time.Duration // after the last instant measured
 	callgrind bool
+	logs      string // a directory to copy the replicas' stderr to, if set
 }
 
 func (c config) plan() plan { return plan{workload: c.workload, jobs: c.jobs, period: c.period} }

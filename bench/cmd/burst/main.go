@@ -58,6 +58,7 @@ func main() {
 	flag.IntVar(&cfg.instants, "instants", 0, "instants measured (default: three periods': 3 for burst, 30 for spread and rate at -period 10)")
 	flag.DurationVar(&cfg.grace, "grace", 0, "how long after the last instant measured a run still counts (default: one period); a tick not run by then is missed")
 	flag.BoolVar(&cfg.callgrind, "callgrind", false, "run the nodes under valgrind's callgrind and report the instructions they executed per run")
+	flag.StringVar(&cfg.logs, "logs", "", "copy each run's replica logs (their stderr: the scheduler's warnings) to this directory, as <workload>-<jobs>-<window start>-replica-<i>.log")
 	rateStart := flag.Int("rate-start", 250, "with -workload rate: the first rate tried, in jobs due each second")
 	limit := flag.Duration("p99-limit", 250*time.Millisecond, "with -workload rate: the p99 start lateness a rate must not exceed")
 	asJSON := flag.Bool("json", false, "print the results as JSON instead of tables")

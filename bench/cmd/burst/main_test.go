@@ -58,11 +58,15 @@ func TestRunEndToEnd(t *testing.T) {
 		t.Run(workload, func(t *testing.T) {
 			cleaned := emptyTempDir(t)
 			cfg := tinyConfig(workload)
+			cfg.logs = filepath.Join(t.TempDir(), "logs")
 			r, err := measure(context.Background(), self, cfg)
 			if err != nil {
 				t.Fatal(err)
 			}
 			cleaned()
+			if logs, _ := filepath.Glob(filepath.Join(cfg.logs, workload+"-50-*-replica-*.log")); len(logs) != cfg.replicas {
+				t.Errorf("replica logs kept: %v, want one per replica", logs)
+			}
 			// burst: 50 jobs due at each of 2 instants; spread: 25 due at each of 4.
 			if r.Ticks != 100 || len(r.Instants) != cfg.instants || r.Runs != r.Ticks {
 				t.Errorf("%d ticks, %d runs over %d instants; want 100 ticks run once over %d", r.Ticks, r.Runs, len(r.Instants), cfg.instants)

@@ -101,6 +101,12 @@ func measure(ctx context.Context, self string, cfg config) (result, error) {
 		if n > 0 {
 			res.LastLog = last
 		}
+		if cfg.logs != "" {
+			name := fmt.Sprintf("%s-%d-%s-replica-%d.log", cfg.workload, cfg.jobs, w.from.UTC().Format("20060102T150405Z"), r.i)
+			if err := copyFile(r.stderr, filepath.Join(cfg.logs, name)); err != nil {
+				return res, err
+			}
+		}
 	}
 	return res, nil
 }
@@ -351,6 +357,18 @@ func (r *replica) logLines() (int, string) {
 		return 0, ""
 	}
 	return len(lines), lines[len(lines)-1]
+}
+
+// copyFile copies from to to, creating to's directory.
+func copyFile(from, to string) error {
+	data, err := os.ReadFile(from)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Dir(to), 0o755); err != nil {
+		return err
+	}
+	return os.WriteFile(to, data, 0o644)
 }
 
 // readyLine is what a replica prints once it has started.
