@@ -95,6 +95,13 @@ func measure(ctx context.Context, self string, cfg config) (result, error) {
 	if err := res.summarize(cfg, w, outs, after.Since(before), instr); err != nil {
 		return res, err
 	}
+	err = res.readLogs(cfg, w, reps)
+	return res, err
+}
+
+// readLogs counts the lines the replicas logged, keeps the last, and copies the logs to
+// cfg.logs if set.
+func (res *result) readLogs(cfg config, w window, reps *replicas) error {
 	for _, r := range reps.list {
 		n, last := r.logLines()
 		res.LogLines += n
@@ -104,11 +111,11 @@ func measure(ctx context.Context, self string, cfg config) (result, error) {
 		if cfg.logs != "" {
 			name := fmt.Sprintf("%s-%d-%s-replica-%d.log", cfg.workload, cfg.jobs, w.from.UTC().Format("20060102T150405Z"), r.i)
 			if err := copyFile(r.stderr, filepath.Join(cfg.logs, name)); err != nil {
-				return res, err
+				return err
 			}
 		}
 	}
-	return res, nil
+	return nil
 }
 
 // nodes are a run's redis-servers, the clients that read their counters, and callgrind's
