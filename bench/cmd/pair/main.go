@@ -36,7 +36,6 @@
 package main
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -60,6 +59,7 @@ import (
 	"github.com/go-redsync/redsync/v4/redis/goredis/v9"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/cronlock/cronlock/bench/internal/nodecost"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -261,13 +261,13 @@ func child(w io.Writer, lib, workload, nodes string, warmup, duration time.Durat
 		return fmt.Errorf("-workload %q: give pair or racers", workload)
 	}
 	var cfg redistest.Config
-	var cg *callgrindNodes
+	var cg *nodecost.Callgrind
 	if callgrind {
-		if cg, err = newCallgrindNodes(callgrindDir); err != nil {
+		if cg, err = nodecost.NewCallgrind(callgrindDir); err != nil {
 			return err
 		}
-		defer cg.close()
-		cfg.Wrap = cg.wrap()
+		defer cg.Close()
+		cfg.Wrap = cg.Wrap()
 	}
 	servers, err := redistest.NewN(n, cfg)
 	if err != nil {
@@ -280,7 +280,7 @@ func child(w io.Writer, lib, workload, nodes string, warmup, duration time.Durat
 	}()
 	if cg != nil {
 		for _, s := range servers {
-			cg.pids = append(cg.pids, s.PID())
+			cg.Watch(s.PID())
 		}
 	}
 	ctx := context.Background()
@@ -463,9 +463,9 @@ func race(ctx context.Context, lib string, servers []*redistest.Server, warmup, 
 type measure struct {
 	rcs        []*redis.Client
 	cpuprofile string
-	callgrind  *callgrindNodes // nil unless -callgrind
+	callgrind  *nodecost.Callgrind // nil unless -callgrind
 	prof       *os.File
-	before     stats
+	before     nodecost.Stats
 	m0         runtime.MemStats
 	t0         time.Time
 	elapsed    time.Duration
@@ -474,11 +474,11 @@ type measure struct {
 // start reads the counters and starts the profile, if asked for.
 func (m *measure) start(ctx context.Context) error {
 	var err error
-	if m.before, err = nodeStats(ctx, m.rcs); err != nil {
+	if m.before, err = nodecost.Read(ctx, m.rcs); err != nil {
 		return err
 	}
 	if m.callgrind != nil {
-		if err := m.callgrind.control("--zero"); err != nil {
+		if err := m.callgrind.Zero(); err != nil {
 			return err
 		}
 	}
@@ -520,81 +520,29 @@ func (m *measure) stop(ctx context.Context, n int, l locker) (result, error) {
 	}
 	per := float64(n)
 	if m.callgrind != nil { // before INFO, whose instructions are not the pairs'
-		instr, err := m.callgrind.dump()
+		instr, err := m.callgrind.Dump()
 		if err != nil {
 			return r, err
 		}
 		r.Instr = float64(instr) / per
 	}
-	after, err := nodeStats(ctx, m.rcs)
+	after, err := nodecost.Read(ctx, m.rcs)
 	if err != nil {
 		return r, err
 	}
+	d := after.Since(m.before)
 	r.Allocs = float64(m1.Mallocs-m.m0.Mallocs) / per
-	r.CPUUs = (after.cpu - m.before.cpu) / per
-	for cmd, a := range after.cmds {
-		b := m.before.cmds[cmd]
-		c := cmdCost{Calls: float64(a.calls-b.calls) / per, Us: float64(a.usec-b.usec) / per}
-		if c.Calls == 0 {
-			continue
-		}
-		r.Commands[cmd] = c
+	r.CPUUs = d.CPUus / per
+	for cmd, c := range d.Commands {
+		r.Commands[cmd] = cmdCost{Calls: float64(c.Calls) / per, Us: float64(c.Usec) / per}
 		if l.topLevel(cmd) {
-			r.CmdUs += c.Us
+			r.CmdUs += r.Commands[cmd].Us
 		}
 	}
 	return r, nil
 }
 func quantile(sorted []time.Duration, q float64) float64 {
 	return float64(sorted[int(q*float64(len(sorted)-1))]) / float64(time.Microsecond)
-}
-
-type stat struct{ calls, usec int64 }
-
-// stats are the servers' counters, summed over the nodes.
-type stats struct {
-	cmds map[string]stat // INFO commandstats, by command
-	cpu  float64         // used_cpu_user + used_cpu_sys, µs
-}
-
-// nodeStats reads the counters. The INFO command itself is not in commandstats until it
-// returns, so one reading before and one after count none of theirs.
-func nodeStats(ctx context.Context, rcs []*redis.Client) (stats, error) {
-	s := stats{cmds: map[string]stat{}}
-	for _, rc := range rcs {
-		info, err := rc.Info(ctx, "commandstats", "cpu").Result()
-		if err != nil {
-			return s, err
-		}
-		sc := bufio.NewScanner(strings.NewReader(info))
-		for sc.Scan() {
-			line := strings.TrimSpace(sc.Text())
-			name, val, ok := strings.Cut(line, ":")
-			if !ok {
-				continue
-			}
-			switch {
-			case name == "used_cpu_user" || name == "used_cpu_sys":
-				f, _ := strconv.ParseFloat(val, 64)
-				s.cpu += f * 1e6
-			case strings.HasPrefix(name, "cmdstat_"):
-				var st stat
-				for _, kv := range strings.Split(val, ",") {
-					k, v, _ := strings.Cut(kv, "=")
-					switch k {
-					case "calls":
-						st.calls, _ = strconv.ParseInt(v, 10, 64)
-					case "usec":
-						st.usec, _ = strconv.ParseInt(v, 10, 64)
-					}
-				}
-				cmd := strings.TrimPrefix(name, "cmdstat_")
-				old := s.cmds[cmd]
-				s.cmds[cmd] = stat{old.calls + st.calls, old.usec + st.usec}
-			}
-		}
-	}
-	return s, nil
 }
 
 // compare runs the children, alternating the libraries, and prints the runs and the medians.

@@ -110,13 +110,3 @@ func TestChildCountsNodeInstructions(t *testing.T) {
 		})
 	}
 }
-
-func TestCallgrindSummary(t *testing.T) {
-	n, err := callgrindSummary([]byte("version: 1\ncreator: callgrind-3.19.0\nevents: Ir\nsummary: 6380533\n\nfn=main\n1 2\ntotals: 6407607\n"))
-	if err != nil || n != 6380533 {
-		t.Errorf("summary = %d, %v; want 6380533", n, err)
-	}
-	if _, err := callgrindSummary([]byte("events: Ir\n")); err == nil {
-		t.Error("a file without a summary line: no error")
-	}
-}
