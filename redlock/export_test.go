@@ -88,3 +88,21 @@ func (l *Lock) Depth() int { return l.depth }
 
 // Deadline returns when the lease ends unless renewed (see deadline).
 func (le *Lease) Deadline() time.Time { return le.deadline() }
+
+// WithBatchItems sets the most requests one batch carries (default defaultBatchItems); 1 sends
+// every request as its own script call.
+func WithBatchItems(k int) Option {
+	return func(c *config) error { c.batchItems = k; return nil }
+}
+
+// Requests returns how many of the Client's requests a script command (EVALSHA or EVAL, as its
+// arguments) carries: a batch's count, else 1.
+func Requests(args []any) int {
+	b := batchScript()
+	if len(args) < 4 || (args[1] != b.sha && args[1] != b.src) {
+		return 1
+	}
+	keys, _ := args[2].(int)
+	n, _ := args[3+keys].(int)
+	return n
+}

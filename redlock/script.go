@@ -13,9 +13,17 @@ type script struct {
 	*redis.Script
 	src string
 	sha any // Hash(), boxed once
+	id  int // in batches: 0 for a script that batches do not run
 }
 
+// newScript returns one of the package's scripts, which batches run too.
 func newScript(src string) *script {
+	s := compile(src)
+	s.id = register(s)
+	return s
+}
+
+func compile(src string) *script {
 	s := redis.NewScript(src)
 	return &script{Script: s, src: src, sha: s.Hash()}
 }
