@@ -217,6 +217,26 @@ func (e scriptError) Error() string { return string(e) }
 // RedisError marks scriptError as an error reply of a node (redis.Error).
 func (scriptError) RedisError() {}
 
+// carried returns the SHA-1 of the script of each request that a script command (EVALSHA or
+// EVAL, as its arguments) carries: one per request of a batch, else the command's own.
+func carried(args []any) []string {
+	if len(args) < 3 {
+		return nil
+	}
+	b := batchScript()
+	if args[1] != b.sha && args[1] != b.src {
+		return []string{fmt.Sprint(args[1])}
+	}
+	keys, _ := args[2].(int)
+	n, _ := args[3+keys].(int)
+	out := make([]string, n)
+	for i := range out {
+		id, _ := args[4+keys+3*i].(int)
+		out[i] = batchable[id-1].Hash()
+	}
+	return out
+}
+
 // register adds s to the scripts that batches run, and returns its id.
 func register(s *script) int {
 	batchable = append(batchable, s)

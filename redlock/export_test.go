@@ -97,12 +97,4 @@ func WithBatchItems(k int) Option {
 
 // Requests returns how many of the Client's requests a script command (EVALSHA or EVAL, as its
 // arguments) carries: a batch's count, else 1.
-func Requests(args []any) int {
-	b := batchScript()
-	if len(args) < 4 || (args[1] != b.sha && args[1] != b.src) {
-		return 1
-	}
-	keys, _ := args[2].(int)
-	n, _ := args[3+keys].(int)
-	return n
-}
+func Requests(args []any) int { return len(carried(args)) }
