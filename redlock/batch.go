@@ -30,14 +30,23 @@ import (
 // in well under a millisecond.
 const defaultBatchItems = 64
 
-// batchable lists the package's own scripts, which the batch script runs; a script's id is its
-// index plus one.
-var batchable []*script
+// batchable lists the scripts that batches run: the package's own, and those that cronlock's
+// other packages register (lockseam.Script) before the first batch; a script's id is its
+// index plus one. frozen is set when the batch script is built: a script registered later is
+// sent on its own. byHash finds a registered script from the *redis.Script broadcast is given.
+var (
+	scriptsMu sync.Mutex
+	batchable []*script
+	byHash    = map[string]*script{}
+	frozen    bool
+)
 
 // batchScript is the script that runs a batch: every batchable script as a Lua function, and
-// a loop over the batch's requests. It is built on first use, once every script of the
-// package has registered.
+// a loop over the batch's requests. It is built on first use.
 var batchScript = sync.OnceValue(func() *script {
+	scriptsMu.Lock()
+	defer scriptsMu.Unlock()
+	frozen = true
 	var b strings.Builder
 	b.WriteString("local scripts = {}\n")
 	for i, s := range batchable {
@@ -237,8 +246,35 @@ func carried(args []any) []string {
 	return out
 }
 
-// register adds s to the scripts that batches run, and returns its id.
+// register adds s to the scripts that batches run, unless the batch script was built, and
+// returns its id (0: batches do not run it).
 func register(s *script) int {
+	scriptsMu.Lock()
+	defer scriptsMu.Unlock()
+	byHash[s.Hash()] = s
+	if frozen {
+		return 0
+	}
 	batchable = append(batchable, s)
 	return len(batchable)
+}
+
+// callerScript returns the script for a caller's *redis.Script: the registered one
+// (lockseam.Script), which batches may run, or a wrapper whose source go-redis keeps.
+func callerScript(rs *redis.Script) *script {
+	scriptsMu.Lock()
+	s := byHash[rs.Hash()]
+	scriptsMu.Unlock()
+	if s != nil {
+		return s
+	}
+	return &script{Script: rs, sha: rs.Hash()}
+}
+
+// registerCaller returns a script of cronlock's other packages, registered so that batches run
+// it with the package's own (lockseam.Script).
+func registerCaller(src string) *redis.Script {
+	s := compile(src)
+	s.id = register(s)
+	return s.Script
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
 )
@@ -363,4 +364,47 @@ func TestOneRequestKeepsTheSinglePath(t *testing.T) {
 	assert.Zero(t, calls["batch"], "batches")
 	assert.GreaterOrEqual(t, calls[scriptSHA(t, "acquire.lua")], 2, "acquire.lua calls")
 	assert.GreaterOrEqual(t, calls[scriptSHA(t, "release.lua")], 2, "release.lua calls")
+}
+
+// incrScript is a script of the caller's registered for batches (lockseam.Script), as
+// cronlock's scheduler registers its history's.
+var incrScript = lockseam.Script(`return redis.call('INCRBY', KEYS[1], ARGV[1])`)
+
+// Broadcasts of a registered script that meet on a node's link go in batches too, each
+// request with its own reply.
+func TestRegisteredScriptsAreBatched(t *testing.T) {
+	const calls = 64
+	c := newCluster(t, 3, true)
+	counters := make([]*roundTrips, len(c.nodes))
+	for i, n := range c.nodes {
+		counters[i] = &roundTrips{}
+		n.(*redis.Client).AddHook(onTrip(counters[i].hook))
+	}
+	lc := c.client(t, redlock.WithNodeTimeout(2*time.Second))
+	for _, p := range c.proxies {
+		setRoundTripDelay(p, 30*time.Millisecond)
+	}
+	for _, r := range counters {
+		r.reset() // the client's start
+	}
+	base := redistest.Key(t)
+	replies := make([][]any, calls)
+	var wg sync.WaitGroup
+	for i := range calls {
+		wg.Go(func() {
+			r, err := lc.Broadcast(ctxT(t), incrScript, []string{base + ":" + strconv.Itoa(i)}, i)
+			assert.NoError(t, err)
+			replies[i] = r
+		})
+	}
+	wg.Wait()
+	for i, r := range replies {
+		assert.Equal(t, []any{int64(i), int64(i), int64(i)}, r, "call %d", i)
+	}
+	for i, r := range counters {
+		requests, scripts := r.requests.Load(), r.scripts.Load()
+		// A new node has no script cached: the first calls go again as EVAL.
+		assert.GreaterOrEqual(t, requests, int32(calls), "node %d: requests", i)
+		assert.Less(t, scripts, requests/2, "node %d: script calls for %d requests", i, requests)
+	}
 }

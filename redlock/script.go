@@ -28,9 +28,6 @@ func compile(src string) *script {
 	return &script{Script: s, src: src, sha: s.Hash()}
 }
 
-// callerScript wraps a script of the caller's, whose source go-redis keeps.
-func callerScript(s *redis.Script) *script { return &script{Script: s, sha: s.Hash()} }
-
 // call is one call of a script, its EVALSHA command built once however many nodes it is sent
 // to: each argument is boxed once, not once per node. It is read-only once built, so the
 // requests of a fanout share it.
