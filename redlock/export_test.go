@@ -95,6 +95,9 @@ func WithBatchItems(k int) Option {
 	return func(c *config) error { c.batchItems = k; return nil }
 }
 
-// Requests returns how many of the Client's requests a script command (EVALSHA or EVAL, as its
-// arguments) carries: a batch's count, else 1.
+// Carried returns the SHA-1 of the script of each request a script command (EVALSHA or EVAL,
+// as its arguments) carries: a batch's requests', else the command's own.
+func Carried(args []any) []string { return carried(args) }
+
+// Requests returns how many of the Client's requests a script command carries (see Carried).
 func Requests(args []any) int { return len(carried(args)) }

@@ -246,7 +246,11 @@ func (h *releaseFirst) order(cmds []redis.Cmder, send func() error) error {
 	var script string
 	for _, cmd := range cmds {
 		if args := cmd.Args(); len(args) > 1 && args[0] == "evalsha" {
-			script = fmt.Sprint(args[1])
+			for _, sha := range redlock.Carried(args) {
+				if sha == h.acquire || sha == h.release {
+					script = sha
+				}
+			}
 		}
 	}
 	switch script {
