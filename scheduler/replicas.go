@@ -212,6 +212,7 @@ func (s *Scheduler) beat(ctx context.Context, started time.Time) {
 	seen := s.ctl.mergeReplicas(replies)
 	s.mu.Lock()
 	s.seen, s.seenAt, s.beatFailed = seen, now, false
+	s.offset = burstOffset(s.cfg.replica, seen)
 	s.mu.Unlock()
 }
 

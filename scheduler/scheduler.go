@@ -1,10 +1,12 @@
 package scheduler
 
 import (
+	"cmp"
 	"container/heap"
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"log/slog"
 	"slices"
 	"strings"
@@ -93,6 +95,10 @@ type Scheduler struct {
 	seenAt     time.Time          // when; guarded by mu
 	beatFailed bool               // the last heartbeat failed; guarded by mu
 	left       bool               // Stop removed the replica's entry; guarded by mu
+	// offset is where this replica starts a burst among the jobs' hashes (fireDue): its share
+	// of the circle among the replicas the last heartbeat saw (burstOffset); guarded by mu.
+	offset uint32
+	due    []dueTick // fireDue's, reused
 }
 
 type state int
@@ -112,8 +118,9 @@ type entry struct {
 	next     time.Time // the next tick
 	at       time.Time // when the next tick starts: next plus its jitter delay
 	prev     time.Time
-	missed   int64 // ticks not fired because the loop fell behind (fireDue)
-	index    int   // in the queue; -1 when not queued
+	missed   int64  // ticks not fired because the loop fell behind (fireDue)
+	index    int    // in the queue; -1 when not queued
+	hash     uint32 // of the job's name: where it comes in a burst (fireDue)
 }
 
 // New returns a Scheduler that guards ticks with locks taken from locks. Add jobs, then
@@ -139,6 +146,7 @@ func New(locks *redlock.Client, opts ...Option) (*Scheduler, error) {
 		triggered:   make(map[string]bool),
 		active:      make(map[*recorder]bool),
 		runsChanged: make(chan struct{}),
+		offset:      burstOffset(cfg.replica, nil),
 	}
 	ctl.sched = s
 	s.stopping, s.halt = context.WithCancel(context.Background())
@@ -247,7 +255,8 @@ func (s *Scheduler) prepare(j job.Job) (*entry, error) {
 		middleware.Timeout(o.Timeout),
 		middleware.Recover(),
 	)
-	return &entry{job: j, schedule: schedule, sched: sched, handler: middleware.Chain(chain...)(j.Handler), keepDone: keepDone, index: -1}, nil
+	return &entry{job: j, schedule: schedule, sched: sched, handler: middleware.Chain(chain...)(j.Handler), keepDone: keepDone, index: -1,
+		hash: hash32(j.Name)}, nil
 }
 
 // Remove unregisters the job named name: it fires no more ticks. A run of it that is under
@@ -432,8 +441,61 @@ func (s *Scheduler) fireDue(now time.Time) {
 		} else {
 			heap.Fix(&s.queue, 0)
 		}
-		s.launch(e, tick, next, start)
+		s.due = append(s.due, dueTick{e: e, tick: tick, next: next, start: start})
 	}
+	burstOrder(s.due, s.offset)
+	for _, d := range s.due {
+		s.launch(d.e, d.tick, d.next, d.start)
+	}
+	clear(s.due)
+	s.due = s.due[:0]
+}
+
+// dueTick is a tick that fireDue found due: its entry, its instant, the entry's next tick,
+// and when it starts.
+type dueTick struct {
+	e                 *entry
+	tick, next, start time.Time
+}
+
+// burstOrder orders the ticks due together (a burst: many jobs on one spec) by their jobs'
+// hashes from offset, where this replica's share of the circle begins (burstOffset): each
+// replica claims first the jobs that the others claim last, and mostly wins different jobs.
+func burstOrder(due []dueTick, offset uint32) {
+	slices.SortFunc(due, func(a, b dueTick) int { return cmp.Compare(a.e.hash-offset, b.e.hash-offset) })
+}
+
+// hash32 is the FNV-1a hash of name, its bits mixed (MurmurHash3's finalizer) so that short
+// names that differ in a byte spread over the whole circle too.
+func hash32(name string) uint32 {
+	h := fnv.New32a()
+	h.Write([]byte(name))
+	v := h.Sum32()
+	v ^= v >> 16
+	v *= 0x85ebca6b
+	v ^= v >> 13
+	v *= 0xc2b2ae35
+	v ^= v >> 16
+	return v
+}
+
+// burstOffset returns where replica starts a burst among the jobs' hashes: its rank among the
+// names of the replicas alive (itself included) times an equal share of the circle, so that
+// the replicas split a burst's jobs evenly between them; while it knows of no other replica,
+// the hash of its own name.
+func burstOffset(replica string, alive []Replica) uint32 {
+	names := []string{replica}
+	for _, r := range alive {
+		if r.Alive && r.Name != replica {
+			names = append(names, r.Name)
+		}
+	}
+	if len(names) == 1 {
+		return hash32(replica)
+	}
+	slices.Sort(names)
+	rank := slices.Index(names, replica)
+	return uint32(uint64(rank) << 32 / uint64(len(names)))
 }
 
 // firstTick returns the first tick of e that starts after now: the first one after now, or
