@@ -682,13 +682,14 @@ func (b *ballot) noteRefusals() {
 // fails and the nodes are released.
 func (b *ballot) win() (*Lock, error) {
 	c, req := b.c, b.req
-	token, err := c.fence(b.ctx, req, b.t.oks)
+	until, _ := b.validUntil()
+	token, err := c.fence(b.ctx, req, b.t.oks, until)
 	if err != nil {
 		return b.fail(ErrQuorumUnavailable, err.Error())
 	}
 	var count uint64
 	if req.counter != "" {
-		if count, err = c.count(b.ctx, req, b.t.oks); err != nil {
+		if count, err = c.count(b.ctx, req, b.t.oks, until); err != nil {
 			return b.fail(ErrQuorumUnavailable, err.Error())
 		}
 	}
@@ -807,7 +808,8 @@ func parseAcquire(node int, req *request, res []any) reply {
 // fence returns the fencing token of an acquisition: the highest counter among the quorum's
 // replies. When they differ, some node missed acquisitions or lost its memory, so the highest
 // is first written back until a quorum holds it, and the next acquisition is sure to see it.
-func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, error) {
+// until is the end of the lock's validity (see raise).
+func (c *Client) fence(ctx context.Context, req *request, oks []reply, until time.Time) (uint64, error) {
 	var top uint64
 	for _, r := range oks {
 		top = max(top, r.token)
@@ -829,7 +831,7 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 	if boot := req.keys[0]; boot != "" {
 		keys = append(keys, boot)
 	}
-	if err := c.raise(ctx, req, req.fenceKey, top, have, fenceScript.call(keys, strconv.FormatUint(top, 10), "0")); err != nil {
+	if err := c.raise(ctx, req, req.fenceKey, have, fenceScript.call(keys, strconv.FormatUint(top, 10), "0"), until); err != nil {
 		return 0, fmt.Errorf("fencing token %d %w", top, err)
 	}
 	return top, nil
@@ -838,22 +840,29 @@ func (c *Client) fence(ctx context.Context, req *request, oks []reply) (uint64, 
 // count returns the acquisition's number (CountAcquisitions): one more than the highest count
 // among the quorum's replies, written back to a quorum before the acquisition succeeds, so
 // that the next acquisition on any quorum sees it. Only successful acquisitions write it.
-func (c *Client) count(ctx context.Context, req *request, oks []reply) (uint64, error) {
+// until is the end of the lock's validity (see raise).
+func (c *Client) count(ctx context.Context, req *request, oks []reply, until time.Time) (uint64, error) {
 	var top uint64
 	for _, r := range oks {
 		top = max(top, r.count)
 	}
 	n := top + 1
 	k := fenceScript.call([]string{req.counter}, strconv.FormatUint(n, 10), formatMillis(req.countTTL))
-	if err := c.raise(ctx, req, req.counter, n, make([]bool, len(c.nodes)), k); err != nil {
+	if err := c.raise(ctx, req, req.counter, make([]bool, len(c.nodes)), k, until); err != nil {
 		return 0, fmt.Errorf("acquisition count %d %w", n, err)
 	}
 	return n, nil
 }
 
-// raise sends k, the write-back of value to the counter key, to every node that does not
-// have it yet (have, fewer than a quorum), until a quorum has it.
-func (c *Client) raise(ctx context.Context, req *request, key string, value uint64, have []bool, k *call) error {
+// raise sends k, the write-back of a value to the counter key, to every node that does not
+// have it yet (have, fewer than a quorum), until a quorum has it. The nodes whose request
+// failed (no reply: it may have landed or not) are asked again, at most maxRaises times in
+// all, while a node timeout and another are left before until, the end of the lock's
+// validity: the write is idempotent, and the lock keeps every other writer of this counter
+// away meanwhile. Giving up would leave the value on the nodes it reached, and a count
+// counted for an acquisition that failed (which, where it bounds a tick's attempts, could
+// leave the tick to nobody).
+func (c *Client) raise(ctx context.Context, req *request, key string, have []bool, k *call, until time.Time) error {
 	t := tally{n: len(c.nodes), quorum: c.quorum}
 	need := make([]int, 0, len(c.nodes))
 	for i, ok := range have {
@@ -863,25 +872,41 @@ func (c *Client) raise(ctx context.Context, req *request, key string, value uint
 			need = append(need, i)
 		}
 	}
-	f := &fan{call: k, replicas: req.replicas,
-		parse: func(i int, cmd *redis.Cmd) reply {
-			written, err := cmd.Int64()
-			switch {
-			case err != nil:
-				return reply{node: i, outcome: outcomeError, err: err}
-			case written == 0:
-				return reply{node: i, outcome: outcomeQuarantined, err: errors.New("in quarantine: the counter is not written")}
+	timeout := c.nodeTimeout(req.ttl)
+	for round := 1; ; round++ {
+		var failed []int
+		f := &fan{call: k, replicas: req.replicas, parse: parseRaise}
+		_, err := c.fanout(ctx, f, need, timeout, func(r reply) bool {
+			if r.outcome == outcomeError {
+				failed = append(failed, r.node)
 			}
-			return reply{node: i, outcome: outcomeOK}
-		}}
-	_, err := c.fanout(ctx, f, need, c.nodeTimeout(req.ttl), func(r reply) bool { return t.add(c, r) })
-	if err != nil {
-		return err
+			return t.add(c, r)
+		})
+		switch {
+		case err != nil:
+			return err
+		case t.ok >= c.quorum:
+			return nil
+		case round == maxRaises || t.ok+len(failed) < c.quorum || time.Until(until) < 2*timeout:
+			return fmt.Errorf("could not be written back to a quorum (%s): %w", key, errors.Join(asErrors(t.errs)...))
+		}
+		need, t.failed, t.errs = failed, 0, nil
 	}
-	if t.ok < c.quorum {
-		return fmt.Errorf("could not be written back to a quorum (%s): %w", key, errors.Join(asErrors(t.errs)...))
+}
+
+// maxRaises bounds the requests of a write-back to a node whose requests fail (raise).
+const maxRaises = 3
+
+// parseRaise reads a node's reply to a write-back of a counter (fence.lua).
+func parseRaise(i int, cmd *redis.Cmd) reply {
+	written, err := cmd.Int64()
+	switch {
+	case err != nil:
+		return reply{node: i, outcome: outcomeError, err: err}
+	case written == 0:
+		return reply{node: i, outcome: outcomeQuarantined, err: errors.New("in quarantine: the counter is not written")}
 	}
-	return nil
+	return reply{node: i, outcome: outcomeOK}
 }
 
 func asErrors(nodes []*NodeError) []error {

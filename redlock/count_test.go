@@ -1,9 +1,12 @@
 package redlock_test
 
 import (
+	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -51,4 +54,48 @@ func TestCountAcquisitions(t *testing.T) {
 	require.ErrorContains(t, err, "give a positive ttl")
 	_, err = a.TryAcquire(ctx, key, 10*time.Second, lockseam.CountAcquisitions(key, time.Minute).(redlock.AcquireOption))
 	require.ErrorContains(t, err, "give a key of its own")
+}
+
+// A count raise whose replies are lost on two of three nodes is sent to them again while the
+// lock is still valid: the acquisition succeeds as the first, instead of failing after its
+// count reached one node or two — which would make the next acquisition the second, and,
+// where the count bounds a tick's attempts, leave the tick run by nobody.
+func TestCountRaiseIsRetriedWhileTheLockIsValid(t *testing.T) {
+	c := newCluster(t, 3, false)
+	ctx := ctxT(t)
+	key := redistest.Key(t)
+	counter := key + ":count"
+	fence := scriptSHA(t, "fence.lua")
+	for i, n := range c.nodes[1:] {
+		var once sync.Once
+		n.(*redis.Client).AddHook(onTrip(func(cmds []redis.Cmder, send func() error) error {
+			lost := false
+			for _, cmd := range cmds {
+				if args := cmd.Args(); cmd.Name() == "evalsha" && carries(args, fence) > 0 && slices.Contains(args, any(counter)) {
+					once.Do(func() { lost = true })
+				}
+			}
+			if !lost {
+				return send()
+			}
+			if i == 0 { // node 1: the raise lands, its reply is lost
+				if err := send(); err != nil {
+					return err
+				}
+			}
+			for _, cmd := range cmds {
+				cmd.SetErr(redis.ErrClosed)
+			}
+			return redis.ErrClosed
+		}))
+	}
+	lc := c.client(t, redlock.WithNodeTimeout(time.Second))
+	l, err := lc.TryAcquire(ctx, key, 10*time.Second, lockseam.CountAcquisitions(counter, time.Minute).(redlock.AcquireOption))
+	require.NoError(t, err)
+	assert.Equal(t, uint64(1), lockseam.Acquisitions(l))
+	for i, s := range c.servers {
+		n, err := s.Client().Get(ctx, counter).Int()
+		require.NoError(t, err)
+		assert.Equal(t, 1, n, "node %d's count", i)
+	}
 }
