@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 	"testing"
 	"time"
 
@@ -12,7 +11,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cronlock/cronlock/internal/hashslot"
 	"github.com/cronlock/cronlock/internal/locktest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
@@ -161,72 +159,4 @@ func TestClusterMemberRestartQuarantinesItsSlots(t *testing.T) {
 		require.NoError(t, err, "the other two lock nodes make a quorum")
 		require.NoError(t, l.Release(ctx))
 	}
-}
-
-// On Cluster nodes, whose scripts' keys must share a hash slot, requests that meet on a node's
-// link are batched per slot: many locks of a few slots, taken and released at once, all
-// succeed, and every batch's keys share one slot.
-func TestClusterNodesBatchPerSlot(t *testing.T) {
-	clusters := redistest.StartClusters(t, 3, 3, redistest.Config{})
-	ctx := ctxT(t)
-	nodes := locktest.ClusterNodes(t, clusters...)
-	seen := make([]*slotBatches, len(nodes))
-	for i, n := range nodes {
-		seen[i] = &slotBatches{}
-		n.(*redis.ClusterClient).AddHook(onTrip(seen[i].hook))
-	}
-	lc := newClusterClient(t, nodes, redlock.WithNodeTimeout(5*time.Second))
-	require.NoError(t, lc.EndQuarantine(ctx))
-	base := redistest.Key(t)
-	const locks = 64
-	start := make(chan struct{})
-	errs := make(chan error, locks)
-	var wg sync.WaitGroup
-	for i := range locks {
-		wg.Go(func() {
-			<-start
-			l, err := lc.TryAcquire(ctx, fmt.Sprintf("{%s:%d}:lock:%d", base, i%4, i), 10*time.Second)
-			if err == nil {
-				err = l.Release(ctx)
-			}
-			errs <- err
-		})
-	}
-	close(start)
-	wg.Wait()
-	close(errs)
-	for err := range errs {
-		require.NoError(t, err)
-	}
-	for i, s := range seen {
-		s.mu.Lock()
-		assert.Empty(t, s.mixed, "node %d: batches whose keys span slots", i)
-		s.mu.Unlock()
-	}
-}
-
-// slotBatches records the batches sent to a Cluster node whose keys are not all of one slot.
-type slotBatches struct {
-	mu    sync.Mutex
-	mixed []string
-}
-
-func (s *slotBatches) hook(cmds []redis.Cmder, send func() error) error {
-	for _, cmd := range cmds {
-		args := cmd.Args()
-		if cmd.Name() != "evalsha" || redlock.Requests(args) < 2 {
-			continue
-		}
-		n, _ := args[2].(int)
-		slots := map[int]bool{}
-		for _, k := range args[3 : 3+n] {
-			slots[hashslot.Of(k.(string))] = true
-		}
-		if len(slots) > 1 {
-			s.mu.Lock()
-			s.mixed = append(s.mixed, fmt.Sprint(args[3:3+n]))
-			s.mu.Unlock()
-		}
-	}
-	return send()
 }

@@ -88,16 +88,3 @@ func (l *Lock) Depth() int { return l.depth }
 
 // Deadline returns when the lease ends unless renewed (see deadline).
 func (le *Lease) Deadline() time.Time { return le.deadline() }
-
-// WithBatchItems sets the most requests one batch carries (default defaultBatchItems); 1 sends
-// every request as its own script call.
-func WithBatchItems(k int) Option {
-	return func(c *config) error { c.batchItems = k; return nil }
-}
-
-// Carried returns the SHA-1 of the script of each request a script command (EVALSHA or EVAL,
-// as its arguments) carries: a batch's requests', else the command's own.
-func Carried(args []any) []string { return carried(args) }
-
-// Requests returns how many of the Client's requests a script command carries (see Carried).
-func Requests(args []any) int { return len(carried(args)) }

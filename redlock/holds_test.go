@@ -51,23 +51,12 @@ func (h *holdHook) arm(after bool) (open func()) {
 	return sync.OnceFunc(func() { close(gate) })
 }
 
-// calls counts the calls of the script sha among cmds: a pipeline, and a batch in it, may
-// carry several, e.g. the releases of two holds to one node.
+// calls counts the calls of the script sha among cmds: a batch (pipeline) may carry several,
+// e.g. the releases of two holds to one node.
 func calls(cmds []redis.Cmder, sha string) int {
 	n := 0
 	for _, cmd := range cmds {
-		if cmd.Name() == "evalsha" {
-			n += carries(cmd.Args(), sha)
-		}
-	}
-	return n
-}
-
-// carries counts the requests of the script sha that a script command carries.
-func carries(args []any, sha string) int {
-	n := 0
-	for _, s := range redlock.Carried(args) {
-		if s == sha {
+		if args := cmd.Args(); cmd.Name() == "evalsha" && len(args) > 1 && args[1] == sha {
 			n++
 		}
 	}

@@ -224,22 +224,18 @@ func (c *Client) exec(l *link, batch []*op) {
 		execEach(l.node, s.ctx, s.live)
 		return
 	}
-	us := units(s.live, c.cfg.batchItems, c.cfg.cluster)
 	var wait *redis.Cmd
 	var waited time.Duration
-	if len(us) == 1 && !us[0].batch && s.replicas == 0 {
-		us[0].cmd = redis.NewCmd(s.ctx, us[0].call.cmd...)
-		_ = p.Process(s.ctx, us[0].cmd) // the command keeps its error
+	if len(s.live) == 1 && s.replicas == 0 {
+		s.live[0].cmd = redis.NewCmd(s.ctx, s.live[0].f.call.cmd...)
+		_ = p.Process(s.ctx, s.live[0].cmd) // the command keeps its error
 	} else {
-		wait, waited = pipeline(s.ctx, p, us, false, s.replicas, s.waitBy)
+		wait, waited = pipeline(s.ctx, p, s.live, false, s.replicas, s.waitBy)
 	}
-	if retry := noScripts(s.ctx, p, us); len(retry) > 0 {
+	if retry := noScripts(s.ctx, p, s.live); len(retry) > 0 {
 		// The node does not have some scripts cached (it restarted, or was flushed): send
-		// those commands again as EVAL, with the source, in one more round trip.
+		// those requests again as EVAL, with the source, in one more round trip.
 		wait, waited = pipeline(s.ctx, p, retry, true, s.replicas, s.waitBy)
-		for i := range retry {
-			retry[i].split(s.ctx)
-		}
 	}
 	failed := false
 	for _, o := range s.live {
@@ -307,16 +303,16 @@ func execEach(node Node, ctx *batchCtx, live []*op) {
 	}
 }
 
-// pipeline sends the units' script calls as one pipeline on p — as EVAL with eval, else
-// EVALSHA — then, with replicas > 0, WAIT for that many of the node's replicas, and returns
-// the WAIT command and its timeout.
-func pipeline(ctx context.Context, p pipeNode, us []unit, eval bool, replicas int, waitBy time.Time) (*redis.Cmd, time.Duration) {
+// pipeline sends the ops' scripts as one pipeline on p — as EVAL with eval, else EVALSHA —
+// then, with replicas > 0, WAIT for that many of the node's replicas, and returns the WAIT
+// command and its timeout.
+func pipeline(ctx context.Context, p pipeNode, ops []*op, eval bool, replicas int, waitBy time.Time) (*redis.Cmd, time.Duration) {
 	pipe := p.Pipeline()
-	for i := range us {
+	for _, o := range ops {
 		if eval {
-			us[i].cmd = pipe.Do(ctx, us[i].call.eval()...)
+			o.cmd = pipe.Do(ctx, o.f.call.eval()...)
 		} else {
-			us[i].cmd = pipe.Do(ctx, us[i].call.cmd...)
+			o.cmd = pipe.Do(ctx, o.f.call.cmd...)
 		}
 	}
 	var wait *redis.Cmd
@@ -332,22 +328,20 @@ func pipeline(ctx context.Context, p pipeNode, us []unit, eval bool, replicas in
 	return wait, timeout
 }
 
-// noScripts hands each unit's requests their replies, but returns the units whose node did
-// not have their script cached, to be sent again as EVAL. The scripts whose source the Client
-// does not have (broadcast's) are run again at once instead, through go-redis, which knows it.
-func noScripts(ctx context.Context, p pipeNode, us []unit) []unit {
-	var retry []unit
-	for i := range us {
-		u := &us[i]
-		switch {
-		case !noScript(u.cmd):
-		case u.call.s.src == "":
-			u.cmd = u.call.s.Run(ctx, p, u.call.keys, u.call.argv()...)
-		default:
-			retry = append(retry, *u)
+// noScripts returns the ops whose node did not have their script cached, to be sent again as
+// EVAL. The scripts whose source the Client does not have (broadcast's) are run again at once
+// instead, through go-redis, which knows it.
+func noScripts(ctx context.Context, p pipeNode, ops []*op) []*op {
+	var retry []*op
+	for _, o := range ops {
+		if !noScript(o.cmd) {
 			continue
 		}
-		u.split(ctx)
+		if k := o.f.call; k.s.src == "" {
+			o.cmd = k.s.Run(ctx, p, k.keys, k.argv()...)
+			continue
+		}
+		retry = append(retry, o)
 	}
 	return retry
 }

@@ -18,16 +18,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/redlock"
 )
 
 // roundTrips counts what a go-redis client sends: round trips (a command alone or a
-// pipeline), script calls among them, the Client's requests they carry (a batch carries
-// several), and the most round trips in flight at once.
+// pipeline), script calls among them, and the most round trips in flight at once.
 type roundTrips struct {
-	trips, scripts, requests, now, most atomic.Int32
+	trips, scripts, now, most atomic.Int32
 }
 
 // onTrip is a go-redis hook that passes every round trip (a command alone or a pipeline) to
@@ -58,18 +56,16 @@ func (r *roundTrips) hook(cmds []redis.Cmder, send func() error) error {
 // through the hooks too, inside the round trip that opened it.
 func (r *roundTrips) trip(cmds []redis.Cmder) func() {
 	r.trips.Add(1)
-	scripts, requests := int32(0), int32(0)
+	scripts := int32(0)
 	for _, cmd := range cmds {
 		if name := cmd.Name(); name == "evalsha" || name == "eval" {
 			scripts++
-			requests += int32(redlock.Requests(cmd.Args()))
 		}
 	}
 	if scripts == 0 {
 		return func() {}
 	}
 	r.scripts.Add(scripts)
-	r.requests.Add(requests)
 	n := r.now.Add(1)
 	for m := r.most.Load(); n > m && !r.most.CompareAndSwap(m, n); m = r.most.Load() {
 	}
@@ -79,7 +75,6 @@ func (r *roundTrips) trip(cmds []redis.Cmder) func() {
 func (r *roundTrips) reset() {
 	r.trips.Store(0)
 	r.scripts.Store(0)
-	r.requests.Store(0)
 	r.most.Store(0)
 }
 
@@ -111,51 +106,38 @@ func lockAll(t *testing.T, lc *redlock.Client, base string, n int) {
 
 // Concurrent requests to a node share round trips: while the first batches are on their way
 // to a node 30ms away, the requests that come meanwhile queue, and go out together as one
-// pipeline, in which the requests of the package's scripts go as one script call (a batch) of
-// up to 64 requests. A node never has more than four batches in flight (nor holds more
-// connections), however many requests wait for it. Then a node that lost its script cache gets
-// the scripts of a whole pipeline sent again as EVAL. Without batches, each request is a
-// script call of its own in the shared pipelines.
+// pipeline. A node never has more than four batches in flight (nor holds more connections),
+// however many requests wait for it. Then a node that lost its script cache gets the scripts
+// of a whole pipeline sent again as EVAL.
 func TestConcurrentRequestsShareRoundTrips(t *testing.T) {
 	const locks = 64
-	for _, k := range []int{64, 1} {
-		t.Run(fmt.Sprintf("batches of up to %d", k), func(t *testing.T) {
-			c := newCluster(t, 3, true)
-			counters := make([]*roundTrips, len(c.nodes))
-			for i, n := range c.nodes {
-				counters[i] = &roundTrips{}
-				n.(*redis.Client).AddHook(onTrip(counters[i].hook))
-			}
-			lc := c.client(t, redlock.WithNodeTimeout(2*time.Second), redlock.WithBatchItems(k))
-			for _, p := range c.proxies {
-				setRoundTripDelay(p, 30*time.Millisecond)
-			}
-			base := redistest.Key(t)
-			for _, r := range counters {
-				r.reset()
-			}
-			lockAll(t, lc, base, locks)
-			for i, r := range counters {
-				// Each lock asks every node once to acquire and once to release (a node whose
-				// acquisition reply was still in flight is released by that reply instead).
-				requests, scripts, trips := r.requests.Load(), r.scripts.Load(), r.trips.Load()
-				assert.GreaterOrEqual(t, requests, int32(locks), "node %d: requests", i)
-				assert.LessOrEqual(t, trips, int32(locks/2), "node %d: round trips for %d requests", i, requests)
-				assert.LessOrEqual(t, r.most.Load(), int32(4), "node %d: round trips in flight at once", i)
-				if k == 1 {
-					assert.Equal(t, requests, scripts, "node %d: script calls without batches", i)
-				} else {
-					// One batch per round trip, and one more for each 64 requests past the first.
-					assert.LessOrEqual(t, scripts, trips+requests/int32(k), "node %d: script calls for %d requests in %d round trips", i, requests, trips)
-				}
-			}
-
-			for _, s := range c.servers {
-				require.NoError(t, s.Client().ScriptFlush(ctxT(t)).Err())
-			}
-			lockAll(t, lc, base+":flushed", locks)
-		})
+	c := newCluster(t, 3, true)
+	counters := make([]*roundTrips, len(c.nodes))
+	for i, n := range c.nodes {
+		counters[i] = &roundTrips{}
+		n.(*redis.Client).AddHook(onTrip(counters[i].hook))
 	}
+	lc := c.client(t, redlock.WithNodeTimeout(2*time.Second))
+	for _, p := range c.proxies {
+		setRoundTripDelay(p, 30*time.Millisecond)
+	}
+	base := redistest.Key(t)
+	for _, r := range counters {
+		r.reset()
+	}
+	lockAll(t, lc, base, locks)
+	for i, r := range counters {
+		// Each lock asks every node once to acquire and once to release (a node whose
+		// acquisition reply was still in flight is released by that reply instead).
+		assert.GreaterOrEqual(t, r.scripts.Load(), int32(locks), "node %d: script calls", i)
+		assert.LessOrEqual(t, r.trips.Load(), int32(locks/2), "node %d: round trips for %d script calls", i, r.scripts.Load())
+		assert.LessOrEqual(t, r.most.Load(), int32(4), "node %d: round trips in flight at once", i)
+	}
+
+	for _, s := range c.servers {
+		require.NoError(t, s.Client().ScriptFlush(ctxT(t)).Err())
+	}
+	lockAll(t, lc, base+":flushed", locks)
 }
 
 // senders records which goroutines send a node's script calls.
@@ -246,11 +228,7 @@ func (h *releaseFirst) order(cmds []redis.Cmder, send func() error) error {
 	var script string
 	for _, cmd := range cmds {
 		if args := cmd.Args(); len(args) > 1 && args[0] == "evalsha" {
-			for _, sha := range redlock.Carried(args) {
-				if sha == h.acquire || sha == h.release {
-					script = sha
-				}
-			}
+			script = fmt.Sprint(args[1])
 		}
 	}
 	switch script {
@@ -329,86 +307,5 @@ func TestReleaseBeforeItsAcquisitionKeepsTheDoneMarker(t *testing.T) {
 				assert.Greater(t, ttl, 20*time.Second, "node %d keeps it for the time asked", i)
 			}
 		})
-	}
-}
-
-// A request alone on a node's link is sent as its own script call, as without batches: a lock
-// taken and released on a quiet Client calls acquire.lua and release.lua on each node (and
-// fence.lua where the new counters' tokens differ), and no batch.
-func TestOneRequestKeepsTheSinglePath(t *testing.T) {
-	c := newCluster(t, 3, false)
-	var mu sync.Mutex
-	calls := map[string]int{} // by SHA-1, "batch" for batches
-	for _, n := range c.nodes {
-		n.(*redis.Client).AddHook(onTrip(func(cmds []redis.Cmder, send func() error) error {
-			for _, cmd := range cmds {
-				if args := cmd.Args(); cmd.Name() == "evalsha" {
-					mu.Lock()
-					if redlock.Requests(args) > 1 {
-						calls["batch"]++
-					} else {
-						calls[fmt.Sprint(args[1])]++
-					}
-					mu.Unlock()
-				}
-			}
-			return send()
-		}))
-	}
-	lc := c.client(t)
-	mu.Lock()
-	clear(calls) // the client's start (its nodes' quarantine ended)
-	mu.Unlock()
-	l, err := lc.TryAcquire(ctxT(t), redistest.Key(t), 10*time.Second)
-	require.NoError(t, err)
-	require.NoError(t, l.Release(ctxT(t)))
-	require.NoError(t, lc.Close()) // every request answered
-	mu.Lock()
-	defer mu.Unlock()
-	assert.Zero(t, calls["batch"], "batches")
-	assert.GreaterOrEqual(t, calls[scriptSHA(t, "acquire.lua")], 2, "acquire.lua calls")
-	assert.GreaterOrEqual(t, calls[scriptSHA(t, "release.lua")], 2, "release.lua calls")
-}
-
-// incrScript is a script of the caller's registered for batches (lockseam.Script), as
-// cronlock's scheduler registers its history's.
-var incrScript = lockseam.Script(`return redis.call('INCRBY', KEYS[1], ARGV[1])`)
-
-// Broadcasts of a registered script that meet on a node's link go in batches too, each
-// request with its own reply.
-func TestRegisteredScriptsAreBatched(t *testing.T) {
-	const calls = 64
-	c := newCluster(t, 3, true)
-	counters := make([]*roundTrips, len(c.nodes))
-	for i, n := range c.nodes {
-		counters[i] = &roundTrips{}
-		n.(*redis.Client).AddHook(onTrip(counters[i].hook))
-	}
-	lc := c.client(t, redlock.WithNodeTimeout(2*time.Second))
-	for _, p := range c.proxies {
-		setRoundTripDelay(p, 30*time.Millisecond)
-	}
-	for _, r := range counters {
-		r.reset() // the client's start
-	}
-	base := redistest.Key(t)
-	replies := make([][]any, calls)
-	var wg sync.WaitGroup
-	for i := range calls {
-		wg.Go(func() {
-			r, err := lc.Broadcast(ctxT(t), incrScript, []string{base + ":" + strconv.Itoa(i)}, i)
-			assert.NoError(t, err)
-			replies[i] = r
-		})
-	}
-	wg.Wait()
-	for i, r := range replies {
-		assert.Equal(t, []any{int64(i), int64(i), int64(i)}, r, "call %d", i)
-	}
-	for i, r := range counters {
-		requests, scripts := r.requests.Load(), r.scripts.Load()
-		// A new node has no script cached: the first calls go again as EVAL.
-		assert.GreaterOrEqual(t, requests, int32(calls), "node %d: requests", i)
-		assert.Less(t, scripts, requests/2, "node %d: script calls for %d requests", i, requests)
 	}
 }

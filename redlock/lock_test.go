@@ -371,12 +371,9 @@ func TestScriptCacheFlushFallsBackToEval(t *testing.T) {
 	ctx := ctxT(t)
 	key := redistest.Key(t)
 	// Each round on a new client, closed after it: Close waits for the requests still
-	// running on the node that did not decide the vote. Without batches: a node whose
-	// acquisition was still on its way when the release came would run both in one batch,
-	// and cache the batch script instead of acquire.lua (a flushed batch script falls back to
-	// EVAL too: TestConcurrentRequestsShareRoundTrips).
+	// running on the node that did not decide the vote.
 	round := func() {
-		lc := c.client(t, redlock.WithBatchItems(1))
+		lc := c.client(t)
 		l, err := lc.TryAcquire(ctx, key, 5*time.Second)
 		require.NoError(t, err)
 		require.NoError(t, l.Release(ctx))

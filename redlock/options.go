@@ -31,9 +31,8 @@ type config struct {
 	replicas     int         // WithWaitForReplicas
 	nodeReplicas map[int]int // WithNodeReplicas, by node
 	// byNode is how many replicas each node waits for (nil: none), from the two above.
-	byNode     []int
-	linger     time.Duration // how long an idle sender goroutine waits for work (linger)
-	batchItems int           // the most requests a batch carries; 1: no batches (defaultBatchItems)
+	byNode []int
+	linger time.Duration // how long an idle sender goroutine waits for work (linger)
 }
 
 func defaultConfig() config {
@@ -46,7 +45,6 @@ func defaultConfig() config {
 		newBackOff:  jitter.LockRetries,
 		label:       fmt.Sprintf("%s-%d", host, os.Getpid()),
 		linger:      linger,
-		batchItems:  defaultBatchItems,
 	}
 }
 

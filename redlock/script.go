@@ -13,20 +13,15 @@ type script struct {
 	*redis.Script
 	src string
 	sha any // Hash(), boxed once
-	id  int // in batches: 0 for a script that batches do not run
 }
 
-// newScript returns one of the package's scripts, which batches run too.
 func newScript(src string) *script {
-	s := compile(src)
-	s.id = register(s)
-	return s
-}
-
-func compile(src string) *script {
 	s := redis.NewScript(src)
 	return &script{Script: s, src: src, sha: s.Hash()}
 }
+
+// callerScript wraps a script of the caller's, whose source go-redis keeps.
+func callerScript(s *redis.Script) *script { return &script{Script: s, sha: s.Hash()} }
 
 // call is one call of a script, its EVALSHA command built once however many nodes it is sent
 // to: each argument is boxed once, not once per node. It is read-only once built, so the

@@ -53,8 +53,6 @@ func init() {
 	lockseam.CloseKeepingDone = func(le any, ctx context.Context, keep time.Duration) error {
 		return le.(*Lease).end(ctx, ErrLeaseClosed, keep)
 	}
-	lockseam.Scripts = carried
-	lockseam.Script = registerCaller
 	lockseam.MarkDone = func(l any, ctx context.Context, keep time.Duration) (int, any, error) {
 		d, err := l.(*Lock).markDone(ctx, keep)
 		return d.marked, d.newer, err

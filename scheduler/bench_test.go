@@ -18,16 +18,14 @@ import (
 	"github.com/redis/go-redis/v9"
 	"github.com/stretchr/testify/require"
 
-	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
-// roundTrips counts the commands sent to the nodes: the lock requests by redlock script (named
-// from the SHA-1 of redlock/scripts/*.lua) or command name, their sum ("commands"), the script
-// calls that carried the requests ("scripts": a batch carries several), and the round trips
-// ("roundtrips": a pipeline is one).
+// roundTrips counts the commands sent to the nodes, by redlock script (named from the SHA-1 of
+// redlock/scripts/*.lua) or command name, their sum ("commands"), and the round trips that
+// carried them ("roundtrips": a pipeline is one).
 type roundTrips struct {
 	names map[string]string // script SHA-1 → file name
 	mu    sync.Mutex
@@ -54,20 +52,13 @@ func (rt *roundTrips) count(cmds ...redis.Cmder) {
 	rt.n["roundtrips"]++
 	for _, cmd := range cmds {
 		name := cmd.Name()
-		if name != "evalsha" && name != "eval" {
-			rt.n[name]++
-			rt.n["commands"]++
-			continue
-		}
-		rt.n["scripts"]++
-		for _, sha := range lockseam.Scripts(cmd.Args()) {
-			if script, ok := rt.names[sha]; ok {
-				rt.n[script]++
-			} else {
-				rt.n[name]++
+		if args := cmd.Args(); (name == "evalsha" || name == "eval") && len(args) > 1 {
+			if script, ok := rt.names[fmt.Sprint(args[1])]; ok {
+				name = script
 			}
-			rt.n["commands"]++
 		}
+		rt.n[name]++
+		rt.n["commands"]++
 	}
 }
 

@@ -18,8 +18,8 @@ import (
 )
 
 // Three replicas, each with its own lock client, race for the ticks of 500 jobs due at one
-// instant every two seconds, so that their claims meet on the nodes' links and go in batches:
-// every tick of three instants runs exactly once, and no replica reports a duplicate run.
+// instant every two seconds, their claims queued together on the nodes' links: every tick of
+// three instants runs exactly once, and no replica reports a duplicate run.
 func TestBurstRunsEachTickOnce(t *testing.T) {
 	const (
 		jobs     = 500

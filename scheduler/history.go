@@ -87,7 +87,7 @@ var (
 	// (the run's output), appends it, with the record's id ARGV[6], to the stream KEYS[4] under
 	// the record's entry id; that stream keeps the outputs of the records kept, and is read only
 	// when asked for.
-	appendScript = lockseam.Script(`
+	appendScript = redis.NewScript(`
 if ARGV[4] == '1' and redis.call('HEXISTS', KEYS[3], ARGV[3]) == 0 then
   return 0
 end

@@ -42,7 +42,7 @@ type inFlight struct {
 var rescueBatch = 64
 
 var (
-	setFieldScript = lockseam.Script(`return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])`)
+	setFieldScript = redis.NewScript(`return redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])`)
 	// Reads the hashes of runs in flight KEYS (layout.RunningKey): {i, {field, value, …}, …}
 	// for each KEYS[i] that has fields. A key that is not a hash reads as empty.
 	readRunningScript = redis.NewScript(`

@@ -126,18 +126,6 @@ var (
 	// the *redlock.Lock was acquired with, this one included; 0 without that option.
 	Acquisitions func(lock any) uint64
 
-	// Script returns a script for Broadcast that the Client may send in one call with other
-	// requests to the same node (a batch), as it does its own scripts. Call it when a package
-	// is initialized (a package-level variable): a script made after the Client's first batch
-	// is sent on its own.
-	Script func(src string) *redis.Script
-
-	// Scripts returns the SHA-1 of the script of each lock request that a script command
-	// (EVALSHA or EVAL, as a go-redis hook sees its arguments) carries: a batch carries several
-	// (requests that met on a node's link), another script call one. For benchmarks and tests
-	// that count the requests the nodes run.
-	Scripts func(args []any) []string
-
 	// MarkDone keeps the *redlock.Lock's primary key as a done marker for keep on every node
 	// where no other holder took it, and releases its other keys where they are its own: for
 	// work that completed after the lock may have been lost. It returns the number of nodes
