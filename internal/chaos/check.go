@@ -14,6 +14,8 @@ import (
 type Params struct {
 	Jobs     []JobSpec
 	Interval time.Duration // every job's ticks are the multiples of Interval since the epoch
+	// BurstEvery is the burst set's interval: its jobs' ticks are the multiples of it.
+	BurstEvery time.Duration
 	// Ticks in [From, To) are counted; runs are checked whenever they happened.
 	From, To time.Time
 	TTL      time.Duration // the tick locks' TTL
@@ -42,6 +44,17 @@ type JobSpec struct {
 	// Replace: Overlap Replace; its runs write to the fenced store, and each works longer than
 	// the interval, so the next tick replaces it.
 	Replace bool
+	// Burst: one of the burst set (a Forbid job too), all due at the multiples of
+	// Params.BurstEvery; its runs' lateness is reported (Result.BurstLateness).
+	Burst bool
+}
+
+// every returns the interval of j's ticks.
+func (p Params) every(j JobSpec) time.Duration {
+	if j.Burst {
+		return p.BurstEvery
+	}
+	return p.Interval
 }
 
 // exclusive reports whether no two runs of the job may run at once.
@@ -128,8 +141,58 @@ type Result struct {
 	// finished) whose record has another outcome than interrupted.
 	KilledNotInterrupted int
 
+	// StartedAfterStop counts runs that started after their worker process had begun to stop
+	// (Data.Stops), by more than the time a run takes to record its start (stopStartSlack):
+	// no run starts once Stop is called, or after the daemon's "stopping" line.
+	StartedAfterStop int
+	// StopStartLag is the longest a run within that slack started after its worker's stop
+	// began (0: none did): how much of the slack the runs used.
+	StopStartLag time.Duration
+
+	// BurstTicks and BurstRan count the burst set's ticks in [From, To) and those that ran
+	// (both also in Ticks and Ran); BurstLateness is the lateness of their first runs.
+	BurstTicks, BurstRan int
+	BurstLateness        Lateness
+
 	// Violations describes every failed check, for the log.
 	Violations []string
+}
+
+// Lateness summarizes how late runs started after their ticks: the first run of each tick.
+type Lateness struct {
+	Ticks         int // ticks with a run
+	P50, P99, Max time.Duration
+}
+
+func (l Lateness) String() string {
+	if l.Ticks == 0 {
+		return "no runs"
+	}
+	ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
+	return fmt.Sprintf("p50 %s, p99 %s, max %s over %d ticks", ms(l.P50), ms(l.P99), ms(l.Max), l.Ticks)
+}
+
+// lateness summarizes ds (unsorted; sorted in place).
+func lateness(ds []time.Duration) Lateness {
+	if len(ds) == 0 {
+		return Lateness{}
+	}
+	slices.Sort(ds)
+	at := func(q float64) time.Duration { return ds[min(len(ds)-1, int(q*float64(len(ds))))] }
+	return Lateness{Ticks: len(ds), P50: at(0.50), P99: at(0.99), Max: ds[len(ds)-1]}
+}
+
+// stopStartSlack bounds how long after its worker's stop began a run may record its start
+// though the decision to start it came before: a testworker's handler records it as it begins,
+// right after middleware.Lock's last look at Stop (a goroutine descheduled on a loaded host);
+// a daemon worker's command records it as its first line, after the daemon's gate let it
+// through, its supervisor process and its shell were spawned, and the daemon logged
+// "stopping" after closing the gate.
+func stopStartSlack(daemon bool) time.Duration {
+	if daemon {
+		return time.Second
+	}
+	return 250 * time.Millisecond
 }
 
 // OK reports whether every check passed.
@@ -378,27 +441,64 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 
 	checkRecords(p, tl, d, r, violate)
 
+	checkStops(p, tl, d, r, violate)
+
 	// Missed ticks.
+	var late []time.Duration
 	for _, j := range p.Jobs {
-		for tick := firstTick(p.From, p.Interval); tick.Before(p.To); tick = tick.Add(p.Interval) {
+		every := p.every(j)
+		for tick := firstTick(p.From, every); tick.Before(p.To); tick = tick.Add(every) {
 			r.Ticks++
 			id := tickID{j.Name, tick.UnixMilli()}
 			runs := byTick[id]
+			if j.Burst {
+				r.BurstTicks++
+				if len(runs) > 0 {
+					first := slices.MinFunc(runs, func(a, b *JobRun) int { return a.Start.Compare(b.Start) })
+					late = append(late, first.Start.Sub(tick))
+				}
+			}
 			if slices.ContainsFunc(runs, func(run *JobRun) bool { return run.Finished && !run.Cancelled || replaced(run) }) {
 				r.Ran++
+				if j.Burst {
+					r.BurstRan++
+				}
 				continue
 			}
 			why := explainMiss(p, tl, j, tick, runs, byJob[j.Name], outcomes[id], lockEnd, leftEnd, leaseOK)
 			if why == "" {
 				r.Unexplained++
 				violate("tick %s of %s was missed and no fault explains it; outcomes: %s; runs: %s; faults near it: %s",
-					fmtTime(tick), j.Name, describeOutcomes(outcomes[id]), describeAll(runs), tl.near(tick, p.Interval+p.TTL))
+					fmtTime(tick), j.Name, describeOutcomes(outcomes[id]), describeAll(runs), tl.near(tick, every+p.TTL))
 				continue
 			}
 			r.Missed[why]++
 		}
 	}
+	r.BurstLateness = lateness(late)
 	return r
+}
+
+// checkStops checks that no run started after its worker process had begun to stop: a run
+// whose start is after a stop of its replica (Data.Stops) by more than stopStartSlack, with no
+// new process of the worker started in between, is a violation.
+func checkStops(p Params, tl *Timeline, d Data, r *Result, violate func(string, ...any)) {
+	for i := range d.Runs {
+		run := &d.Runs[i]
+		w := p.Replicas[run.Replica]
+		for _, st := range d.Stops {
+			if st.Replica != run.Replica || !run.Start.After(st.At) || tl.startedDuring(w, st.At, run.Start) {
+				continue
+			}
+			lag := run.Start.Sub(st.At)
+			if lag > stopStartSlack(p.Daemons[run.Replica]) {
+				r.StartedAfterStop++
+				violate("run %s started %v after %s began to stop, at %s", describe(run), lag.Round(time.Millisecond), run.Replica, fmtTime(st.At))
+				continue
+			}
+			r.StopStartLag = max(r.StopStartLag, lag)
+		}
+	}
 }
 
 // checkRecords checks the run history against the ledger's runs: each attempt of a tick has
@@ -501,6 +601,7 @@ func runsAfterSuccess(runs []*JobRun) string {
 // explainMiss returns why tick of j has no finished run, or "" if nothing explains it.
 func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRuns []*JobRun, outcomes []Outcome,
 	lockEnd, leftEnd map[*JobRun]time.Time, leaseOK map[*JobRun]bool) string {
+	every := p.every(j)
 	if len(runs) > 0 {
 		for _, run := range runs {
 			if !leaseOK[run] {
@@ -510,7 +611,7 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 		return MissRunLost
 	}
 	// Replicas fire the tick within MaxSkew of it and try until the next one.
-	from, to := tick.Add(-time.Second/2), tick.Add(p.Interval+time.Second/2)
+	from, to := tick.Add(-time.Second/2), tick.Add(every+time.Second/2)
 	if j.exclusive() {
 		for _, run := range jobRuns {
 			if run.Start.Before(to) && lockEnd[run].After(from) {
@@ -538,7 +639,7 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 	}
 	for w := range tl.Workers {
 		fire := tick.Add(-tl.offset(w, tick))
-		if tl.quorumStretch(w, fire, fire.Add(p.Interval)) >= quorumStretchMin {
+		if tl.quorumStretch(w, fire, fire.Add(every)) >= quorumStretchMin {
 			return ""
 		}
 	}

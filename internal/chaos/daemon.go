@@ -143,23 +143,29 @@ func (h *harness) writeDaemonConfig(w *worker) (string, error) {
 		cfg.Nodes = append(cfg.Nodes, p.Addr())
 	}
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-	for _, j := range jobs {
+	for _, j := range h.jobs {
 		if j.Replace {
 			continue // testworkers only: a daemon's replaced run looks like a stopped one in the ledger
 		}
+		schedule, workMin, workMax := "@every "+h.s.interval.String(), h.s.workMin, h.s.workMax
+		if j.Burst {
+			schedule, workMin, workMax = burstSpec, h.s.burstWorkMin, h.s.burstWorkMax
+		}
 		dj := daemonJob{
-			Name: j.Name, Schedule: "@every " + h.s.interval.String(), Command: []string{"sh", "-c", runScript},
+			Name: j.Name, Schedule: schedule, Command: []string{"sh", "-c", runScript},
 			LockTTL: h.s.ttl.String(), Overlap: "allow", Retries: h.s.retries, WorkingDir: h.runsDir(),
 			Env: map[string]string{
 				"CHAOS_LEDGER_HOST": host, "CHAOS_LEDGER_PORT": port, "CHAOS_LEDGER_KEY": ledgerKey,
-				"CHAOS_WORK_MIN_MS": ms(h.s.workMin), "CHAOS_WORK_MAX_MS": ms(h.s.workMax),
+				"CHAOS_WORK_MIN_MS": ms(workMin), "CHAOS_WORK_MAX_MS": ms(workMax),
 				"CHAOS_LONG_EVERY": "0", "CHAOS_LONG_MS": ms(2 * h.s.ttl), "CHAOS_IGNORE_TERM": "0",
 				"CHAOS_FREEZE": w.freezeFile(),
 			},
 		}
 		if j.Forbid {
 			dj.Overlap = "forbid"
-			dj.Env["CHAOS_LONG_EVERY"], dj.Env["CHAOS_IGNORE_TERM"] = strconv.Itoa(longEvery), "1"
+			if !j.Burst { // the burst set's runs are short
+				dj.Env["CHAOS_LONG_EVERY"], dj.Env["CHAOS_IGNORE_TERM"] = strconv.Itoa(longEvery), "1"
+			}
 			if h.pg != nil {
 				dj.Env["CHAOS_FENCED_PG"] = h.pg.DSN
 			} else {
@@ -314,15 +320,20 @@ func (rw *runWatch) stop(wait time.Duration) []string {
 	return rw.errs
 }
 
-// outcomes reads each tick's outcome on daemon worker w from its log (at debug level the
-// daemon logs every one, as the testworkers record theirs in the ledger). Fired and Done are
-// both the time of the log line.
-func (w *worker) outcomes() ([]Outcome, error) {
+// stoppingMsg starts the daemon's log line that says it stops: it takes no tick from then
+// on, and no run's command starts after it.
+const stoppingMsg = "stopping"
+
+// readLog reads from daemon worker w's log each tick's outcome on it (at debug level the
+// daemon logs every one, as the testworkers record theirs in the ledger), with Fired and Done
+// both the time of the log line, and each of its stops (the time of its "stopping" line).
+func (w *worker) readLog() ([]Outcome, []Stop, error) {
 	data, err := os.ReadFile(w.logFile())
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var out []Outcome
+	var stops []Stop
 	for line := range strings.Lines(string(data)) {
 		var rec struct {
 			Time    time.Time `json:"time"`
@@ -332,11 +343,14 @@ func (w *worker) outcomes() ([]Outcome, error) {
 			Outcome string    `json:"outcome"`
 		}
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			return nil, fmt.Errorf("%s: not a JSON line: %q", w.logFile(), line)
+			return nil, nil, fmt.Errorf("%s: not a JSON line: %q", w.logFile(), line)
 		}
-		if rec.Msg == "cronlock: tick" {
+		switch {
+		case rec.Msg == "cronlock: tick":
 			out = append(out, Outcome{Job: rec.Job, Replica: w.name, Tick: rec.Tick, Outcome: rec.Outcome, Fired: rec.Time, Done: rec.Time})
+		case strings.HasPrefix(rec.Msg, stoppingMsg+":"):
+			stops = append(stops, Stop{Replica: w.name, At: rec.Time})
 		}
 	}
-	return out, nil
+	return out, stops, nil
 }

@@ -16,6 +16,9 @@ type Config struct {
 	// Daemons is how many of the workers are daemon workers (cronlock run processes, the
 	// last ones); the others are testworkers. Skew never targets a daemon worker.
 	Daemons int
+	// Burst is the burst set's size with the Burst class: how many jobs every worker adds,
+	// all due at the same instants.
+	Burst int
 	// Store is the fenced store the runs write their tokens to: RedisStore (the default, "")
 	// or PostgresStore.
 	Store  Store
@@ -80,6 +83,9 @@ func ReplayCommand(cfg Config) string {
 	}
 	cmd := "make chaos DURATION=" + cfg.Duration.String() + " SEED=" + strconv.FormatUint(cfg.Seed, 10) + " FAULTS=" + f +
 		" DAEMONS=" + strconv.Itoa(cfg.Daemons)
+	if slices.Contains(cfg.Faults, Burst) {
+		cmd += " BURST=" + strconv.Itoa(cfg.Burst)
+	}
 	if cfg.Store == PostgresStore {
 		cmd += " FENCE=postgres"
 	}
@@ -103,6 +109,10 @@ func (r *Report) Summary() string {
 		res.Records, res.Interrupted, res.AttemptRecordedTwice, res.NoRecord, res.KilledNotInterrupted)
 	fmt.Fprintf(&b, "outcomes: %s; skipped_overlap while no run held the job's locks %d\n", counts(res.Outcomes), res.IdleOverlapSkips)
 	fmt.Fprintf(&b, "daemon workers' runs %d, stopped before the end of their work %d\n", r.DaemonRuns, r.DaemonRunsStopped)
+	fmt.Fprintf(&b, "runs started after their worker began to stop %d (latest start within the slack: %v)\n", res.StartedAfterStop, res.StopStartLag.Round(time.Millisecond))
+	if res.BurstTicks > 0 {
+		fmt.Fprintf(&b, "burst set: ticks %d, ran %d; lateness of the first run %s\n", res.BurstTicks, res.BurstRan, res.BurstLateness)
+	}
 	fmt.Fprintf(&b, "host stalls (a node slow to answer the harness with no fault on it) %d, %v in all\n", r.Stalls, r.Stalled.Round(time.Millisecond))
 	fmt.Fprintf(&b, "harness problems (leaks, unclean exits): %d\n", len(r.Problems))
 	fmt.Fprintf(&b, "row: %s\n", r.Row())
