@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -137,6 +138,11 @@ type Result struct {
 	// workers ran, unless their worker could not reach a quorum of the nodes, or was paused,
 	// during the run (its in-flight record or its own record may be on too few nodes).
 	NoRecord int
+	// KilledBeforeInFlight counts runs whose worker was killed under them, without a record,
+	// whose in-flight record the nodes held on fewer than a quorum at the end (Data.InFlight):
+	// the replica writes it in the background as the handler starts, and a kill can come
+	// first. Not a violation: such a run is not promised a record (docs/guarantees.md).
+	KilledBeforeInFlight int
 	// KilledNotInterrupted counts runs whose worker was killed under them (they never
 	// finished) whose record has another outcome than interrupted.
 	KilledNotInterrupted int
@@ -567,11 +573,24 @@ func checkRecords(p Params, tl *Timeline, d Data, r *Result, violate func(string
 			r.KilledNotInterrupted++
 			violate("run %s: its worker was killed under it, but its record says %s", describe(run), rec.Outcome)
 		case found || !ok || end.Add(p.RescueBound).After(p.Recorded) || tl.lostQuorum(w, run.Start, cut):
+		case !run.Finished && d.InFlight != nil && inFlightNodes(d, run) < tl.Quorum:
+			r.KilledBeforeInFlight++
 		default:
 			r.NoRecord++
 			violate("run %s has no history record %v after it ended", describe(run), p.Recorded.Sub(end).Round(time.Millisecond))
 		}
 	}
+}
+
+// inFlightNodes counts the nodes whose in-flight records of run's job mention its token.
+func inFlightNodes(d Data, run *JobRun) int {
+	token, n := strconv.FormatUint(run.Token, 10), 0
+	for _, entries := range d.InFlight[run.Job] {
+		if strings.Contains(entries, token) {
+			n++
+		}
+	}
+	return n
 }
 
 // runsAfterSuccess describes the first run of a tick that succeeded and the runs of the tick

@@ -722,6 +722,19 @@ func TestCheckKilledRunRecordedInterrupted(t *testing.T) {
 	assert.Equal(t, 1, r.NoRecord)
 	require.Len(t, r.Violations, 1)
 	assert.Contains(t, r.Violations[0], "has no history record")
+
+	// Its in-flight record on a quorum of the nodes at the end (its token, 2): no rescuer took it.
+	d.InFlight = map[string][]string{"f": {`2={"token":2}`, `2={"token":2}`, `2={"token":2}`, "", `3={"token":3}`}}
+	r = Check(recorded(), tl, d)
+	assert.Equal(t, 1, r.NoRecord)
+
+	// On two of the five: the kill came before the replica's background write reached a
+	// quorum, and such a run is not promised a record.
+	d.InFlight["f"][2] = ""
+	r = Check(recorded(), tl, d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, 1, r.KilledBeforeInFlight)
+	assert.Zero(t, r.NoRecord)
 }
 
 // burstParams is params(30) with a burst set of two jobs due every 10s.
@@ -794,6 +807,7 @@ func TestCheckBurstLateness(t *testing.T) {
 	p := burstParams()
 	p.Retries = 1
 	d := burstClean()
+	d.Runs[0] = burstRun("b0", 0, "w0", 1, 900*ms)
 	// A run of tick 0 of b0 before w0's, which lost its lease: the first run counts.
 	failed := burstRun("b0", 0, "w2", 7, 5*ms)
 	failed.Cancelled, failed.Cause, failed.End, failed.Deadline = true, "redlock: lease lost", at(10*ms), at(10*ms)

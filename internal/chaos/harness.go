@@ -27,6 +27,7 @@ import (
 	"github.com/cronlock/cronlock/internal/pgtest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/internal/scheddefault"
+	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
@@ -157,6 +158,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if d.History, err = h.history(ctx); err != nil {
 		return nil, fmt.Errorf("reading the run history: %w", err)
 	}
+	if d.InFlight, err = h.inFlight(ctx); err != nil {
+		return nil, fmt.Errorf("reading the runs in flight: %w", err)
+	}
 	// The ledger as read, to study a kept run directory (-chaos.keep) after the fact.
 	if err := writeJSON(filepath.Join(h.cfg.Dir, "ledger.json"), d); err != nil {
 		return nil, err
@@ -213,6 +217,28 @@ func (h *harness) history(ctx context.Context) ([]scheduler.Record, error) {
 			return nil, fmt.Errorf("%s: %w", j.Name, err)
 		}
 		out = append(out, recs...)
+	}
+	return out, nil
+}
+
+// inFlight reads, for every job, each node's record of the job's runs in flight (see
+// Data.InFlight); a node that does not answer holds nothing.
+func (h *harness) inFlight(ctx context.Context) (map[string][]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out := map[string][]string{}
+	for _, j := range h.jobs {
+		for _, n := range h.nodes {
+			kv, err := n.Client().HGetAll(ctx, layout.RunningKey(middleware.DefaultPrefix, j.Name)).Result()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", j.Name, err)
+			}
+			var b strings.Builder
+			for k, v := range kv {
+				fmt.Fprintf(&b, "%s=%s\n", k, v)
+			}
+			out[j.Name] = append(out[j.Name], b.String())
+		}
 	}
 	return out, nil
 }

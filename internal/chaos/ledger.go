@@ -70,6 +70,10 @@ type Data struct {
 	// Stops are the workers' stops: the testworkers' from the ledger, the daemon workers'
 	// from their logs.
 	Stops []Stop
+	// InFlight is, per job, what each lock node's record of the job's runs in flight held
+	// once the workers stopped (its fields and values, one string per node; nil: not read).
+	// A run recorded in flight holds its token there until its history record is written.
+	InFlight map[string][]string
 }
 
 // fields splits a ledger line and parses its numbers on demand, remembering the first error.

@@ -105,8 +105,8 @@ func (r *Report) Summary() string {
 	fmt.Fprintf(&b, "missed: %s; unexplained %d\n", counts(res.Missed), res.Unexplained)
 	fmt.Fprintf(&b, "leases lost %d (unexplained %d), runs killed %d, unfinished %d, started without quorum %d, outlived their daemon %d\n",
 		res.LeasesLost, res.LeasesLostUnexplained, res.Killed, res.Unfinished, res.StartedWithoutQuorum, res.Orphans)
-	fmt.Fprintf(&b, "history records %d (interrupted %d); attempts recorded twice %d, runs without a record %d, killed runs not recorded interrupted %d\n",
-		res.Records, res.Interrupted, res.AttemptRecordedTwice, res.NoRecord, res.KilledNotInterrupted)
+	fmt.Fprintf(&b, "history records %d (interrupted %d); attempts recorded twice %d, runs without a record %d (killed before their in-flight record reached a quorum, not counted: %d), killed runs not recorded interrupted %d\n",
+		res.Records, res.Interrupted, res.AttemptRecordedTwice, res.NoRecord, res.KilledBeforeInFlight, res.KilledNotInterrupted)
 	fmt.Fprintf(&b, "outcomes: %s; skipped_overlap while no run held the job's locks %d\n", counts(res.Outcomes), res.IdleOverlapSkips)
 	fmt.Fprintf(&b, "daemon workers' runs %d, stopped before the end of their work %d\n", r.DaemonRuns, r.DaemonRunsStopped)
 	fmt.Fprintf(&b, "runs started after their worker began to stop %d (latest start within the slack: %v)\n", res.StartedAfterStop, res.StopStartLag.Round(time.Millisecond))
