@@ -82,6 +82,11 @@ type Result struct {
 	RunAfterSuccess int
 	// TooManyRuns counts ticks with more runs than Retries+1.
 	TooManyRuns int
+	// EndedThenKilled counts runs that finished with their context live whose worker was
+	// killed before the attempt ended: their history record is interrupted (a rescuer's). The
+	// ledger's end is written by the handler before it returns, so such a run is not counted
+	// as a success: its tick may be taken over once its lock expired, in the tick's window.
+	EndedThenKilled int
 	// SuccessNotRan counts runs that succeeded whose replica reported another outcome than
 	// ran for their tick (lease_lost, say, when the lease was lost after the work ended).
 	SuccessNotRan int
@@ -234,7 +239,9 @@ const StoppedCause = "stopped before its work was done"
 //
 //   - no tick ran twice: at most one run per tick finished with its context live, no run of
 //     a tick started after one of its runs had succeeded, and no tick had more runs than
-//     Retries+1; a replica whose run of a tick succeeded reports the tick ran;
+//     Retries+1; a replica whose run of a tick succeeded reports the tick ran (a run whose
+//     worker was killed before its attempt ended, recorded interrupted, is no success: see
+//     Result.EndedThenKilled);
 //   - runs that exclude each other (of one tick; of one Forbid or Replace job) never
 //     overlapped, unless the older run's context had ended (its exclusive section ends at the
 //     earlier of its end and its context's deadline; a killed run's at the kill); and no run of
@@ -361,10 +368,13 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 			}
 		}
 	}
+	ended := endedThenKilled(p, tl, d)
+	r.EndedThenKilled = len(ended)
+	succeeded := func(run *JobRun) bool { return run.Finished && !run.Cancelled && !ended[run] }
 	for id, runs := range byTick {
 		live := 0
 		for _, run := range runs {
-			if run.Finished && !run.Cancelled {
+			if succeeded(run) {
 				live++
 			}
 		}
@@ -372,12 +382,12 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 			r.Duplicates++
 			violate("tick %s of %s ran %d times: %s", fmtTime(time.UnixMilli(id.tick)), id.job, live, describeAll(runs))
 		}
-		if again := runsAfterSuccess(runs); again != "" {
+		if again := runsAfterSuccess(runs, succeeded); again != "" {
 			r.RunAfterSuccess++
 			violate("tick %s of %s ran again after a run of it succeeded: %s", fmtTime(time.UnixMilli(id.tick)), id.job, again)
 		}
 		for _, run := range runs {
-			if !run.Finished || run.Cancelled {
+			if !succeeded(run) {
 				continue
 			}
 			var reported []Outcome
@@ -593,12 +603,37 @@ func inFlightNodes(d Data, run *JobRun) int {
 	return n
 }
 
+// endedThenKilled returns the runs that finished with their context live, whose worker was
+// killed after they started, and whose history record is interrupted (Result.EndedThenKilled).
+func endedThenKilled(p Params, tl *Timeline, d Data) map[*JobRun]bool {
+	type runKey struct {
+		job   string
+		tick  int64
+		token uint64
+	}
+	interrupted := map[runKey]bool{}
+	for _, rec := range d.History {
+		if rec.Outcome == outcome.Interrupted {
+			interrupted[runKey{rec.Job, rec.Tick.UnixMilli(), rec.Token}] = true
+		}
+	}
+	out := map[*JobRun]bool{}
+	for i := range d.Runs {
+		run := &d.Runs[i]
+		if _, killed := tl.killAfter(p.Replicas[run.Replica], run.Start); killed && run.Finished && !run.Cancelled &&
+			interrupted[runKey{run.Job, run.Tick.UnixMilli(), run.Token}] {
+			out[run] = true
+		}
+	}
+	return out
+}
+
 // runsAfterSuccess describes the first run of a tick that succeeded and the runs of the tick
 // that started after it ended ("" if none did).
-func runsAfterSuccess(runs []*JobRun) string {
+func runsAfterSuccess(runs []*JobRun, succeeded func(*JobRun) bool) string {
 	var first *JobRun
 	for _, run := range runs {
-		if run.Finished && !run.Cancelled && (first == nil || run.End.Before(first.End)) {
+		if succeeded(run) && (first == nil || run.End.Before(first.End)) {
 			first = run
 		}
 	}

@@ -858,3 +858,35 @@ func TestCheckRunStartedAfterStop(t *testing.T) {
 	assert.Zero(t, r.StartedAfterStop, "300ms after a daemon worker's stop: %v", r.Violations)
 	assert.Equal(t, 300*ms, r.StopStartLag)
 }
+
+func TestCheckRunEndedThenKilledIsNoSuccess(t *testing.T) {
+	// w1's run of tick 1 wrote its end at 1.2s; w1 was killed at 1.25s, before its attempt
+	// ended; a rescuer recorded it interrupted; w2, still trying, took the tick over at 4.5s,
+	// once the lock had expired.
+	p := recorded()
+	p.Retries = 1
+	d := cleanRecorded()
+	d.History[1].Outcome = outcome.Interrupted
+	over := run(1, "w2", 4, 4500*ms, 4600*ms)
+	d.Runs = append(d.Runs, over)
+	d.History = append(d.History, record(over, 2, outcome.Ran))
+	d.Outcomes = []Outcome{{Job: "f", Replica: "w1", Tick: at(time.Second), Outcome: outcome.Interrupted}}
+	tl := timeline()
+	tl.add(effect{kind: workerKilled, worker: 1, node: -1, from: at(1250 * ms), to: at(2 * time.Second)})
+	r := Check(p, tl, d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, 1, r.EndedThenKilled)
+
+	// Recorded ran, the attempt had ended before the kill: the tick ran twice.
+	d.History[1].Outcome = outcome.Ran
+	r = Check(p, tl, d)
+	assert.Equal(t, 1, r.Duplicates)
+	assert.Equal(t, 1, r.RunAfterSuccess)
+	assert.Zero(t, r.EndedThenKilled)
+
+	// Recorded interrupted, but its worker was not killed: the record is wrong, and the tick
+	// ran twice.
+	d.History[1].Outcome = outcome.Interrupted
+	r = Check(p, timeline(), d)
+	assert.Equal(t, 1, r.Duplicates)
+}

@@ -170,12 +170,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		replicas[w.name] = i
 		if w.daemon {
 			daemons[w.name] = true
-			outcomes, stops, err := w.readLog()
+			l, err := w.readLog()
 			if err != nil {
 				return nil, fmt.Errorf("reading the log of %s: %w", w.name, err)
 			}
-			d.Outcomes = append(d.Outcomes, outcomes...)
-			d.Stops = append(d.Stops, stops...)
+			d.Outcomes = append(d.Outcomes, l.outcomes...)
+			d.Stops = append(d.Stops, l.stops...)
+			for i := range d.Runs {
+				run := &d.Runs[i]
+				if run.Finished && !run.Cancelled && l.failed[runID{run.Job, run.Replica, run.Tick.UnixMilli(), run.Token}] {
+					run.Cancelled, run.Cause = true, StoppedCause
+				}
+			}
 		}
 	}
 	for _, run := range d.Runs {

@@ -103,8 +103,8 @@ func (r *Report) Summary() string {
 		res.Ticks, res.Ran, res.Runs, res.Duplicates, res.RunAfterSuccess, res.TooManyRuns, res.SuccessNotRan, res.Overlaps, res.ClockStepOverlaps, res.StaleAccepted, res.Refused, res.Accepted, res.FencingBroken)
 	fmt.Fprintf(&b, "replaced runs %d, runs started before the run they replaced returned %d\n", res.Replaced, res.ReplacedOverlaps)
 	fmt.Fprintf(&b, "missed: %s; unexplained %d\n", counts(res.Missed), res.Unexplained)
-	fmt.Fprintf(&b, "leases lost %d (unexplained %d), runs killed %d, unfinished %d, started without quorum %d, outlived their daemon %d\n",
-		res.LeasesLost, res.LeasesLostUnexplained, res.Killed, res.Unfinished, res.StartedWithoutQuorum, res.Orphans)
+	fmt.Fprintf(&b, "leases lost %d (unexplained %d), runs killed %d, ended then killed before their attempt ended (recorded interrupted, not successes) %d, unfinished %d, started without quorum %d, outlived their daemon %d\n",
+		res.LeasesLost, res.LeasesLostUnexplained, res.Killed, res.EndedThenKilled, res.Unfinished, res.StartedWithoutQuorum, res.Orphans)
 	fmt.Fprintf(&b, "history records %d (interrupted %d); attempts recorded twice %d, runs without a record %d (killed before their in-flight record reached a quorum, not counted: %d), killed runs not recorded interrupted %d\n",
 		res.Records, res.Interrupted, res.AttemptRecordedTwice, res.NoRecord, res.KilledBeforeInFlight, res.KilledNotInterrupted)
 	fmt.Fprintf(&b, "outcomes: %s; skipped_overlap while no run held the job's locks %d\n", counts(res.Outcomes), res.IdleOverlapSkips)
