@@ -3,7 +3,7 @@
 .PHONY: test deps lint promcheck unit stress packaging chaos bench demo e2e image dist systemd-verify manifests
 
 test: deps lint promcheck unit packaging
-	@$(MAKE) --no-print-directory chaos DURATION=90s SEED=1 FAULTS=all DAEMONS=1 CHAOS_TIMEOUT=15m
+	@$(MAKE) --no-print-directory chaos DURATION=90s SEED=1 FAULTS=all DAEMONS=1 BURST=50 CHAOS_TIMEOUT=15m
 	@$(MAKE) --no-print-directory chaos DURATION=20s SEED=2 FAULTS=pause,freeze-after-success DAEMONS=1 FENCE=postgres CHAOS_TIMEOUT=10m
 
 deps:
