@@ -263,7 +263,11 @@ const StoppedCause = "stopped before its work was done"
 //   - when the history was read (Params.Recorded), every attempt ends in exactly one record:
 //     no attempt of a tick has two records, a run whose worker was killed under it is
 //     recorded interrupted, and every run has its record once Params.RescueBound has passed
-//     (see checkRecords).
+//     (see checkRecords);
+//   - no run started after its worker process had begun to stop (see checkStops).
+//
+// The burst set's jobs (JobSpec.Burst) are checked as the others, their ticks at
+// Params.BurstEvery, and the lateness of their first runs is reported.
 func Check(p Params, tl *Timeline, d Data) *Result {
 	r := &Result{Missed: map[string]int{}, Outcomes: map[string]int{}, Runs: len(d.Runs)}
 	violate := func(format string, args ...any) { r.Violations = append(r.Violations, fmt.Sprintf(format, args...)) }
