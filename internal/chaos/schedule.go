@@ -44,8 +44,8 @@ const (
 	// runs, then back; it never overlaps another fault (see docs/reliability.md).
 	NodeClock Class = "node-clock"
 	// Burst adds the burst set to every worker's jobs (Config.Burst Forbid jobs, all due at
-	// each multiple of settings.burstEvery) and lands a fault inside a burst: 0–300ms before
-	// one of those instants it kills one or two nodes, adds latency above the node timeout or
+	// each multiple of settings.burstEvery) and lands a fault inside a burst: from 300ms
+	// before one of those instants to 500ms after it, it kills one or two nodes, adds latency above the node timeout or
 	// resets connections (a node's, or a worker's), pauses or kills the worker running a job,
 	// stops a worker gracefully (WorkerStop), or reloads a daemon worker's config (Reload).
 	Burst Class = "burst"
@@ -114,6 +114,9 @@ var defaults = settings{
 	aofNodes:   2,
 	burstEvery: 10 * time.Second, burstWorkMin: 10 * time.Millisecond, burstWorkMax: 200 * time.Millisecond,
 }
+
+// A Burst episode lands its fault from burstLead before a burst's instant to burstLag after.
+const burstLead, burstLag = 300 * time.Millisecond, 500 * time.Millisecond
 
 // burstSpec is the burst set's schedule: every multiple of burstEvery (10s).
 const burstSpec = "*/10 * * * * *"
@@ -244,9 +247,10 @@ func plan(seed uint64, d time.Duration, classes []Class, s settings) []planned {
 		}
 		wait := 500 * time.Millisecond
 		if c == Burst {
-			// 0–300ms before the next burst's instant (the fault phase starts at one).
-			lead := between(0, 300*time.Millisecond)
-			e.at = (e.at + lead + s.burstEvery - 1).Truncate(s.burstEvery) - lead
+			// From 300ms before the next burst's instant to 500ms after it, while its ticks
+			// fire and their locks are taken (the fault phase starts at an instant).
+			instant := (e.at + burstLead + s.burstEvery - 1).Truncate(s.burstEvery)
+			e.at = instant + between(-burstLead, burstLag)
 			wait = s.burstEvery
 		}
 		// An episode that does not fit yet waits for the ones under way to end.
