@@ -3,7 +3,7 @@
 .PHONY: test deps lint promcheck unit stress packaging chaos bench demo e2e image dist systemd-verify manifests
 
 test: deps lint promcheck unit packaging
-	@$(MAKE) --no-print-directory chaos DURATION=90s SEED=1 FAULTS=all DAEMONS=1 CHAOS_TIMEOUT=15m
+	@$(MAKE) --no-print-directory chaos DURATION=90s SEED=1 FAULTS=all DAEMONS=1 BURST=50 CHAOS_TIMEOUT=15m
 	@$(MAKE) --no-print-directory chaos DURATION=20s SEED=2 FAULTS=pause,freeze-after-success DAEMONS=1 FENCE=postgres CHAOS_TIMEOUT=10m
 
 deps:
@@ -55,16 +55,18 @@ stress: deps
 # a seeded fault schedule, then the checker. SEED=0 draws a seed (printed, with the command
 # that replays it); FAULTS is "all" or a comma-separated list. FENCE=postgres makes the runs'
 # fenced writes go through package pgfence to a Postgres server (internal/pgtest) instead of
-# a script on the ledger node, so that the store itself refuses stale writes.
+# a script on the ledger node, so that the store itself refuses stale writes. BURST is the
+# size of the burst set that the burst class (in "all") adds to every worker's jobs.
 DURATION ?= 2m
 SEED ?= 0
 FAULTS ?= all
 DAEMONS ?= 1
 FENCE ?= redis
+BURST ?= 300
 CHAOS_TIMEOUT ?= 3h
 chaos: deps
 	go test -count=1 -timeout $(CHAOS_TIMEOUT) -run '^TestChaos$$' -v ./internal/chaos \
-		-chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.faults=$(FAULTS) -chaos.daemons=$(DAEMONS) -chaos.fence=$(FENCE)
+		-chaos.duration=$(DURATION) -chaos.seed=$(SEED) -chaos.faults=$(FAULTS) -chaos.daemons=$(DAEMONS) -chaos.fence=$(FENCE) -chaos.burst=$(BURST)
 
 bench:
 	go test -run '^$$' -bench . -benchmem -count 6 ./redlock/ | tee bench.txt

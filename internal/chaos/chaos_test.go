@@ -21,6 +21,7 @@ var (
 	seed     = flag.Uint64("chaos.seed", 0, "seed of the fault schedule; 0 picks one")
 	faults   = flag.String("chaos.faults", "all", "comma-separated fault classes, or all")
 	daemons  = flag.Int("chaos.daemons", 1, "how many of the 4 workers are daemon workers (cronlock run) rather than testworkers")
+	burst    = flag.Int("chaos.burst", 300, "with the burst fault class, how many jobs of the burst set each worker runs (all due at the same instants)")
 	keep     = flag.Bool("chaos.keep", false, "keep the run directory (node data, worker logs) even if the run passed")
 	store    = flag.String("chaos.fence", string(RedisStore), "the fenced store the runs write to: redis (a script on the ledger node) or postgres (package pgfence on a Postgres server)")
 )
@@ -39,7 +40,7 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Seed: *seed, Duration: *duration, Faults: classes, Daemons: *daemons, Store: st, Logf: t.Logf}
+	cfg := Config{Seed: *seed, Duration: *duration, Faults: classes, Daemons: *daemons, Burst: *burst, Store: st, Logf: t.Logf}
 	if cfg.Seed == 0 {
 		cfg.Seed = uint64(time.Now().UnixNano()) % 1_000_000
 	}

@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -14,6 +15,8 @@ import (
 type Params struct {
 	Jobs     []JobSpec
 	Interval time.Duration // every job's ticks are the multiples of Interval since the epoch
+	// BurstEvery is the burst set's interval: its jobs' ticks are the multiples of it.
+	BurstEvery time.Duration
 	// Ticks in [From, To) are counted; runs are checked whenever they happened.
 	From, To time.Time
 	TTL      time.Duration // the tick locks' TTL
@@ -42,6 +45,17 @@ type JobSpec struct {
 	// Replace: Overlap Replace; its runs write to the fenced store, and each works longer than
 	// the interval, so the next tick replaces it.
 	Replace bool
+	// Burst: one of the burst set (a Forbid job too), all due at the multiples of
+	// Params.BurstEvery; its runs' lateness is reported (Result.BurstLateness).
+	Burst bool
+}
+
+// every returns the interval of j's ticks.
+func (p Params) every(j JobSpec) time.Duration {
+	if j.Burst {
+		return p.BurstEvery
+	}
+	return p.Interval
 }
 
 // exclusive reports whether no two runs of the job may run at once.
@@ -68,6 +82,11 @@ type Result struct {
 	RunAfterSuccess int
 	// TooManyRuns counts ticks with more runs than Retries+1.
 	TooManyRuns int
+	// EndedThenKilled counts runs that finished with their context live whose worker was
+	// killed before the attempt ended: their history record is interrupted (a rescuer's). The
+	// ledger's end is written by the handler before it returns, so such a run is not counted
+	// as a success: its tick may be taken over once its lock expired, in the tick's window.
+	EndedThenKilled int
 	// SuccessNotRan counts runs that succeeded whose replica reported another outcome than
 	// ran for their tick (lease_lost, say, when the lease was lost after the work ended).
 	SuccessNotRan int
@@ -124,12 +143,67 @@ type Result struct {
 	// workers ran, unless their worker could not reach a quorum of the nodes, or was paused,
 	// during the run (its in-flight record or its own record may be on too few nodes).
 	NoRecord int
+	// KilledBeforeInFlight counts runs whose worker was killed under them, without a record,
+	// whose in-flight record the nodes held on fewer than a quorum at the end (Data.InFlight):
+	// the replica writes it in the background as the handler starts, and a kill can come
+	// first. Not a violation: such a run is not promised a record (docs/guarantees.md).
+	KilledBeforeInFlight int
 	// KilledNotInterrupted counts runs whose worker was killed under them (they never
 	// finished) whose record has another outcome than interrupted.
 	KilledNotInterrupted int
 
+	// StartedAfterStop counts runs that started after their worker process had begun to stop
+	// (Data.Stops), by more than the time a run takes to record its start (stopStartSlack):
+	// no run starts once Stop is called, or after the daemon's "stopping" line.
+	StartedAfterStop int
+	// StopStartLag is the longest a run within that slack started after its worker's stop
+	// began (0: none did): how much of the slack the runs used.
+	StopStartLag time.Duration
+
+	// BurstTicks and BurstRan count the burst set's ticks in [From, To) and those that ran
+	// (both also in Ticks and Ran); BurstLateness is the lateness of their first runs.
+	BurstTicks, BurstRan int
+	BurstLateness        Lateness
+
 	// Violations describes every failed check, for the log.
 	Violations []string
+}
+
+// Lateness summarizes how late runs started after their ticks: the first run of each tick.
+type Lateness struct {
+	Ticks         int // ticks with a run
+	P50, P99, Max time.Duration
+}
+
+func (l Lateness) String() string {
+	if l.Ticks == 0 {
+		return "no runs"
+	}
+	ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
+	return fmt.Sprintf("p50 %s, p99 %s, max %s over %d ticks", ms(l.P50), ms(l.P99), ms(l.Max), l.Ticks)
+}
+
+// lateness summarizes ds (unsorted; sorted in place).
+func lateness(ds []time.Duration) Lateness {
+	if len(ds) == 0 {
+		return Lateness{}
+	}
+	slices.Sort(ds)
+	at := func(q float64) time.Duration { return ds[min(len(ds)-1, int(q*float64(len(ds))))] }
+	return Lateness{Ticks: len(ds), P50: at(0.50), P99: at(0.99), Max: ds[len(ds)-1]}
+}
+
+// stopStartSlack bounds how long after its worker's stop began a run may record its start
+// though the decision to start it came before: a testworker's handler records it as it begins,
+// right after middleware.Lock's last look at Stop (a goroutine descheduled on a loaded host);
+// a daemon worker's command records it as its first line, after the daemon's gate let it
+// through, its supervisor process and its shell were spawned, and the daemon logged
+// "stopping" after closing the gate.
+func stopStartSlack(daemon bool) time.Duration {
+	if daemon {
+		return time.Second
+	}
+	return 250 * time.Millisecond
 }
 
 // OK reports whether every check passed.
@@ -165,7 +239,9 @@ const StoppedCause = "stopped before its work was done"
 //
 //   - no tick ran twice: at most one run per tick finished with its context live, no run of
 //     a tick started after one of its runs had succeeded, and no tick had more runs than
-//     Retries+1; a replica whose run of a tick succeeded reports the tick ran;
+//     Retries+1; a replica whose run of a tick succeeded reports the tick ran (a run whose
+//     worker was killed before its attempt ended, recorded interrupted, is no success: see
+//     Result.EndedThenKilled);
 //   - runs that exclude each other (of one tick; of one Forbid or Replace job) never
 //     overlapped, unless the older run's context had ended (its exclusive section ends at the
 //     earlier of its end and its context's deadline; a killed run's at the kill); and no run of
@@ -187,7 +263,11 @@ const StoppedCause = "stopped before its work was done"
 //   - when the history was read (Params.Recorded), every attempt ends in exactly one record:
 //     no attempt of a tick has two records, a run whose worker was killed under it is
 //     recorded interrupted, and every run has its record once Params.RescueBound has passed
-//     (see checkRecords).
+//     (see checkRecords);
+//   - no run started after its worker process had begun to stop (see checkStops).
+//
+// The burst set's jobs (JobSpec.Burst) are checked as the others, their ticks at
+// Params.BurstEvery, and the lateness of their first runs is reported.
 func Check(p Params, tl *Timeline, d Data) *Result {
 	r := &Result{Missed: map[string]int{}, Outcomes: map[string]int{}, Runs: len(d.Runs)}
 	violate := func(format string, args ...any) { r.Violations = append(r.Violations, fmt.Sprintf(format, args...)) }
@@ -292,10 +372,13 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 			}
 		}
 	}
+	ended := endedThenKilled(p, tl, d)
+	r.EndedThenKilled = len(ended)
+	succeeded := func(run *JobRun) bool { return run.Finished && !run.Cancelled && !ended[run] }
 	for id, runs := range byTick {
 		live := 0
 		for _, run := range runs {
-			if run.Finished && !run.Cancelled {
+			if succeeded(run) {
 				live++
 			}
 		}
@@ -303,12 +386,12 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 			r.Duplicates++
 			violate("tick %s of %s ran %d times: %s", fmtTime(time.UnixMilli(id.tick)), id.job, live, describeAll(runs))
 		}
-		if again := runsAfterSuccess(runs); again != "" {
+		if again := runsAfterSuccess(runs, succeeded); again != "" {
 			r.RunAfterSuccess++
 			violate("tick %s of %s ran again after a run of it succeeded: %s", fmtTime(time.UnixMilli(id.tick)), id.job, again)
 		}
 		for _, run := range runs {
-			if !run.Finished || run.Cancelled {
+			if !succeeded(run) {
 				continue
 			}
 			var reported []Outcome
@@ -378,27 +461,64 @@ func Check(p Params, tl *Timeline, d Data) *Result {
 
 	checkRecords(p, tl, d, r, violate)
 
+	checkStops(p, tl, d, r, violate)
+
 	// Missed ticks.
+	var late []time.Duration
 	for _, j := range p.Jobs {
-		for tick := firstTick(p.From, p.Interval); tick.Before(p.To); tick = tick.Add(p.Interval) {
+		every := p.every(j)
+		for tick := firstTick(p.From, every); tick.Before(p.To); tick = tick.Add(every) {
 			r.Ticks++
 			id := tickID{j.Name, tick.UnixMilli()}
 			runs := byTick[id]
+			if j.Burst {
+				r.BurstTicks++
+				if len(runs) > 0 {
+					first := slices.MinFunc(runs, func(a, b *JobRun) int { return a.Start.Compare(b.Start) })
+					late = append(late, first.Start.Sub(tick))
+				}
+			}
 			if slices.ContainsFunc(runs, func(run *JobRun) bool { return run.Finished && !run.Cancelled || replaced(run) }) {
 				r.Ran++
+				if j.Burst {
+					r.BurstRan++
+				}
 				continue
 			}
 			why := explainMiss(p, tl, j, tick, runs, byJob[j.Name], outcomes[id], lockEnd, leftEnd, leaseOK)
 			if why == "" {
 				r.Unexplained++
 				violate("tick %s of %s was missed and no fault explains it; outcomes: %s; runs: %s; faults near it: %s",
-					fmtTime(tick), j.Name, describeOutcomes(outcomes[id]), describeAll(runs), tl.near(tick, p.Interval+p.TTL))
+					fmtTime(tick), j.Name, describeOutcomes(outcomes[id]), describeAll(runs), tl.near(tick, every+p.TTL))
 				continue
 			}
 			r.Missed[why]++
 		}
 	}
+	r.BurstLateness = lateness(late)
 	return r
+}
+
+// checkStops checks that no run started after its worker process had begun to stop: a run
+// whose start is after a stop of its replica (Data.Stops) by more than stopStartSlack, with no
+// new process of the worker started in between, is a violation.
+func checkStops(p Params, tl *Timeline, d Data, r *Result, violate func(string, ...any)) {
+	for i := range d.Runs {
+		run := &d.Runs[i]
+		w := p.Replicas[run.Replica]
+		for _, st := range d.Stops {
+			if st.Replica != run.Replica || !run.Start.After(st.At) || tl.startedDuring(w, st.At, run.Start) {
+				continue
+			}
+			lag := run.Start.Sub(st.At)
+			if lag > stopStartSlack(p.Daemons[run.Replica]) {
+				r.StartedAfterStop++
+				violate("run %s started %v after %s began to stop, at %s", describe(run), lag.Round(time.Millisecond), run.Replica, fmtTime(st.At))
+				continue
+			}
+			r.StopStartLag = max(r.StopStartLag, lag)
+		}
+	}
 }
 
 // checkRecords checks the run history against the ledger's runs: each attempt of a tick has
@@ -467,6 +587,8 @@ func checkRecords(p Params, tl *Timeline, d Data, r *Result, violate func(string
 			r.KilledNotInterrupted++
 			violate("run %s: its worker was killed under it, but its record says %s", describe(run), rec.Outcome)
 		case found || !ok || end.Add(p.RescueBound).After(p.Recorded) || tl.lostQuorum(w, run.Start, cut):
+		case !run.Finished && d.InFlight != nil && inFlightNodes(d, run) < tl.Quorum:
+			r.KilledBeforeInFlight++
 		default:
 			r.NoRecord++
 			violate("run %s has no history record %v after it ended", describe(run), p.Recorded.Sub(end).Round(time.Millisecond))
@@ -474,12 +596,48 @@ func checkRecords(p Params, tl *Timeline, d Data, r *Result, violate func(string
 	}
 }
 
+// inFlightNodes counts the nodes whose in-flight records of run's job mention its token.
+func inFlightNodes(d Data, run *JobRun) int {
+	token, n := strconv.FormatUint(run.Token, 10), 0
+	for _, entries := range d.InFlight[run.Job] {
+		if strings.Contains(entries, token) {
+			n++
+		}
+	}
+	return n
+}
+
+// endedThenKilled returns the runs that finished with their context live, whose worker was
+// killed after they started, and whose history record is interrupted (Result.EndedThenKilled).
+func endedThenKilled(p Params, tl *Timeline, d Data) map[*JobRun]bool {
+	type runKey struct {
+		job   string
+		tick  int64
+		token uint64
+	}
+	interrupted := map[runKey]bool{}
+	for _, rec := range d.History {
+		if rec.Outcome == outcome.Interrupted {
+			interrupted[runKey{rec.Job, rec.Tick.UnixMilli(), rec.Token}] = true
+		}
+	}
+	out := map[*JobRun]bool{}
+	for i := range d.Runs {
+		run := &d.Runs[i]
+		if _, killed := tl.killAfter(p.Replicas[run.Replica], run.Start); killed && run.Finished && !run.Cancelled &&
+			interrupted[runKey{run.Job, run.Tick.UnixMilli(), run.Token}] {
+			out[run] = true
+		}
+	}
+	return out
+}
+
 // runsAfterSuccess describes the first run of a tick that succeeded and the runs of the tick
 // that started after it ended ("" if none did).
-func runsAfterSuccess(runs []*JobRun) string {
+func runsAfterSuccess(runs []*JobRun, succeeded func(*JobRun) bool) string {
 	var first *JobRun
 	for _, run := range runs {
-		if run.Finished && !run.Cancelled && (first == nil || run.End.Before(first.End)) {
+		if succeeded(run) && (first == nil || run.End.Before(first.End)) {
 			first = run
 		}
 	}
@@ -501,6 +659,7 @@ func runsAfterSuccess(runs []*JobRun) string {
 // explainMiss returns why tick of j has no finished run, or "" if nothing explains it.
 func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRuns []*JobRun, outcomes []Outcome,
 	lockEnd, leftEnd map[*JobRun]time.Time, leaseOK map[*JobRun]bool) string {
+	every := p.every(j)
 	if len(runs) > 0 {
 		for _, run := range runs {
 			if !leaseOK[run] {
@@ -510,7 +669,7 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 		return MissRunLost
 	}
 	// Replicas fire the tick within MaxSkew of it and try until the next one.
-	from, to := tick.Add(-time.Second/2), tick.Add(p.Interval+time.Second/2)
+	from, to := tick.Add(-time.Second/2), tick.Add(every+time.Second/2)
 	if j.exclusive() {
 		for _, run := range jobRuns {
 			if run.Start.Before(to) && lockEnd[run].After(from) {
@@ -538,7 +697,7 @@ func explainMiss(p Params, tl *Timeline, j JobSpec, tick time.Time, runs, jobRun
 	}
 	for w := range tl.Workers {
 		fire := tick.Add(-tl.offset(w, tick))
-		if tl.quorumStretch(w, fire, fire.Add(p.Interval)) >= quorumStretchMin {
+		if tl.quorumStretch(w, fire, fire.Add(every)) >= quorumStretchMin {
 			return ""
 		}
 	}

@@ -340,6 +340,12 @@ func TestParseLedger(t *testing.T) {
 	assert.ErrorContains(t, err, "field 1")
 	_, err = parseOutcomes([]string{"f|1000|w0|ran|1"})
 	assert.ErrorContains(t, err, "5 fields, want 6")
+
+	stops, err := parseStops([]string{"w1|2000"})
+	require.NoError(t, err)
+	assert.Equal(t, []Stop{{Replica: "w1", At: time.Unix(0, 2000)}}, stops)
+	_, err = parseStops([]string{"w1|soon"})
+	assert.ErrorContains(t, err, "field 1")
 }
 
 func TestParseClasses(t *testing.T) {
@@ -417,12 +423,44 @@ func TestPlanSkewsNoDaemon(t *testing.T) {
 }
 
 func TestReplayCommand(t *testing.T) {
-	cfg := Config{Seed: 9, Duration: 2 * time.Minute, Faults: Classes}
-	assert.Equal(t, "make chaos DURATION=2m0s SEED=9 FAULTS=all DAEMONS=0", ReplayCommand(cfg))
+	cfg := Config{Seed: 9, Duration: 2 * time.Minute, Faults: Classes, Burst: 300}
+	assert.Equal(t, "make chaos DURATION=2m0s SEED=9 FAULTS=all DAEMONS=0 BURST=300", ReplayCommand(cfg))
 	cfg.Faults, cfg.Daemons = []Class{Pause, NodeClock}, 2
 	assert.True(t, strings.HasSuffix(ReplayCommand(cfg), "FAULTS=pause,node-clock DAEMONS=2"))
 	cfg.Store = PostgresStore
 	assert.True(t, strings.HasSuffix(ReplayCommand(cfg), "DAEMONS=2 FENCE=postgres"))
+	cfg.Faults, cfg.Burst, cfg.Store = []Class{Burst}, 50, RedisStore
+	assert.True(t, strings.HasSuffix(ReplayCommand(cfg), "FAULTS=burst DAEMONS=2 BURST=50"), ReplayCommand(cfg))
+}
+
+func TestPlanLandsBurstFaultsInBursts(t *testing.T) {
+	s := defaults
+	s.daemons = 1
+	a := plan(7, 10*time.Minute, []Class{Burst}, s)
+	assert.GreaterOrEqual(t, len(a), 50, "about one per burst")
+	seen := map[Class]bool{}
+	for _, e := range a {
+		assert.Equal(t, Burst, e.class)
+		assert.Contains(t, burstFaults, e.fault)
+		seen[e.fault] = true
+		// From 300ms before an instant to 500ms after (the fault phase starts at one).
+		off := e.at % s.burstEvery
+		assert.True(t, off <= 500*time.Millisecond || off >= s.burstEvery-300*time.Millisecond, "%v", e)
+		switch e.fault {
+		case Latency:
+			assert.GreaterOrEqual(t, e.latency, 100*time.Millisecond, "%v: above the node timeout", e)
+		case WorkerStop:
+			assert.Len(t, e.workers, 1)
+		case Reload:
+			assert.Equal(t, []int{s.workers - 1}, e.workers, "%v: the daemon worker", e)
+		}
+	}
+	assert.Len(t, seen, len(burstFaults), "ten minutes draw every fault")
+
+	s.daemons = 0
+	for _, e := range plan(7, 10*time.Minute, []Class{Burst}, s) {
+		assert.NotEqual(t, Reload, e.fault, "no daemon to reload")
+	}
 }
 
 func TestCheckFindsATickRunAgainAfterASuccess(t *testing.T) {
@@ -684,4 +722,171 @@ func TestCheckKilledRunRecordedInterrupted(t *testing.T) {
 	assert.Equal(t, 1, r.NoRecord)
 	require.Len(t, r.Violations, 1)
 	assert.Contains(t, r.Violations[0], "has no history record")
+
+	// Its in-flight record on a quorum of the nodes at the end (its token, 2): no rescuer took it.
+	d.InFlight = map[string][]string{"f": {`2={"token":2}`, `2={"token":2}`, `2={"token":2}`, "", `3={"token":3}`}}
+	r = Check(recorded(), tl, d)
+	assert.Equal(t, 1, r.NoRecord)
+
+	// On two of the five: the kill came before the replica's background write reached a
+	// quorum, and such a run is not promised a record.
+	d.InFlight["f"][2] = ""
+	r = Check(recorded(), tl, d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, 1, r.KilledBeforeInFlight)
+	assert.Zero(t, r.NoRecord)
+}
+
+// burstParams is params(30) with a burst set of two jobs due every 10s.
+func burstParams() Params {
+	p := params(30)
+	p.BurstEvery = 10 * time.Second
+	p.Jobs = []JobSpec{{Name: "b0", Forbid: true, Burst: true}, {Name: "b1", Forbid: true, Burst: true}}
+	return p
+}
+
+// burstRun is a run of burst job job's tick i (a multiple of 10s) by replica, started late
+// after it and working 50ms.
+func burstRun(job string, i int, replica string, token uint64, late time.Duration) JobRun {
+	tick := time.Duration(i) * 10 * time.Second
+	return JobRun{Job: job, Replica: replica, Tick: at(tick), Token: token, Start: at(tick + late), Finished: true,
+		End: at(tick + late + 50*ms), Deadline: at(tick + late + 3*time.Second)}
+}
+
+// burstClean is the three burst instants of burstParams, each tick of both jobs run once.
+func burstClean() Data {
+	var d Data
+	for i := range 3 {
+		d.Runs = append(d.Runs, burstRun("b0", i, "w0", uint64(1+i), 20*ms), burstRun("b1", i, "w1", uint64(1+i), time.Duration(30+10*i)*ms))
+	}
+	return d
+}
+
+func TestCheckBurstTicks(t *testing.T) {
+	r := Check(burstParams(), timeline(), burstClean())
+	assert.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, 6, r.BurstTicks, "two jobs, an instant every 10s over 30s")
+	assert.Equal(t, 6, r.BurstRan)
+	assert.Equal(t, 6, r.Ticks)
+
+	// Tick 20s of b1 missed: no fault explains it.
+	d := burstClean()
+	d.Runs = d.Runs[:5]
+	r = Check(burstParams(), timeline(), d)
+	assert.Equal(t, 1, r.Unexplained)
+	require.Len(t, r.Violations, 1)
+	assert.Contains(t, r.Violations[0], "tick 12:00:20.000 of b1 was missed")
+
+	// A majority of nodes down over its window (the instant and until the next one) explains
+	// the instant's misses.
+	d.Runs = d.Runs[:4]
+	tl := timeline()
+	for _, n := range []int{0, 1, 2} {
+		tl.add(effect{kind: nodeDown, worker: -1, node: n, from: at(19 * time.Second), to: at(31 * time.Second)})
+	}
+	r = Check(burstParams(), tl, d)
+	assert.Equal(t, 2, r.Missed[MissNoQuorum])
+	assert.True(t, r.OK(), "%v", r.Violations)
+
+	// One second of it, early in the window, does not: the workers had nine more to take it.
+	tl = timeline()
+	for _, n := range []int{0, 1, 2} {
+		tl.add(effect{kind: nodeDown, worker: -1, node: n, from: at(19 * time.Second), to: at(21 * time.Second)})
+	}
+	r = Check(burstParams(), tl, d)
+	assert.Equal(t, 2, r.Unexplained)
+
+	// The safety checks apply to burst jobs too: a tick of b0 run twice.
+	d = burstClean()
+	d.Runs = append(d.Runs, burstRun("b0", 1, "w2", 9, 500*ms))
+	r = Check(burstParams(), timeline(), d)
+	assert.Equal(t, 1, r.Duplicates)
+}
+
+func TestCheckBurstLateness(t *testing.T) {
+	p := burstParams()
+	p.Retries = 1
+	d := burstClean()
+	d.Runs[0] = burstRun("b0", 0, "w0", 1, 900*ms)
+	// A run of tick 0 of b0 before w0's, which lost its lease: the first run counts.
+	failed := burstRun("b0", 0, "w2", 7, 5*ms)
+	failed.Cancelled, failed.Cause, failed.End, failed.Deadline = true, "redlock: lease lost", at(10*ms), at(10*ms)
+	d.Runs = append(d.Runs, failed)
+	tl := timeline()
+	tl.add(effect{kind: workerPaused, worker: 2, node: -1, from: at(0), to: at(100 * ms)})
+	r := Check(p, tl, d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+	// First runs' lateness: b0 5, 20, 20ms; b1 30, 40, 50ms.
+	assert.Equal(t, Lateness{Ticks: 6, P50: 30 * ms, P99: 50 * ms, Max: 50 * ms}, r.BurstLateness)
+	assert.Equal(t, "p50 30ms, p99 50ms, max 50ms over 6 ticks", r.BurstLateness.String())
+
+	r = Check(params(3), timeline(), clean())
+	assert.Zero(t, r.BurstLateness, "no burst set")
+	assert.Equal(t, "no runs", r.BurstLateness.String())
+}
+
+func TestCheckRunStartedAfterStop(t *testing.T) {
+	// w1 began to stop 10ms before the instant 10s, and started again at 15s. Its run of b1 at
+	// 10s started 40ms after the instant: 50ms after the stop, within the slack (its handler
+	// was let through before the stop); its run at 20s is the new process's.
+	d := burstClean()
+	d.Stops = []Stop{{Replica: "w1", At: at(10*time.Second - 10*ms)}}
+	tl := timeline()
+	tl.started(1, at(-time.Minute))
+	tl.started(1, at(15*time.Second))
+	r := Check(burstParams(), tl, d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, 50*ms, r.StopStartLag)
+
+	// Not started again: its run at 20s started 10s after the stop.
+	tl = timeline()
+	tl.started(1, at(-time.Minute))
+	r = Check(burstParams(), tl, d)
+	assert.Equal(t, 1, r.StartedAfterStop)
+	require.Len(t, r.Violations, 1)
+	assert.Contains(t, r.Violations[0], "b1@12:00:20.000 by w1")
+	assert.Contains(t, r.Violations[0], "started 10.06s after w1 began to stop, at 12:00:09.990")
+
+	// The slack: 250ms for a testworker's run, 1s for a daemon worker's command.
+	p := burstParams()
+	p.Daemons = map[string]bool{"w2": true}
+	d = Data{Runs: []JobRun{burstRun("b0", 1, "w1", 1, 300*ms)}, Stops: []Stop{{Replica: "w1", At: at(10 * time.Second)}}}
+	r = Check(p, timeline(), d)
+	assert.Equal(t, 1, r.StartedAfterStop, "300ms after a testworker's stop")
+	d.Runs[0].Replica, d.Stops[0].Replica = "w2", "w2"
+	r = Check(p, timeline(), d)
+	assert.Zero(t, r.StartedAfterStop, "300ms after a daemon worker's stop: %v", r.Violations)
+	assert.Equal(t, 300*ms, r.StopStartLag)
+}
+
+func TestCheckRunEndedThenKilledIsNoSuccess(t *testing.T) {
+	// w1's run of tick 1 wrote its end at 1.2s; w1 was killed at 1.25s, before its attempt
+	// ended; a rescuer recorded it interrupted; w2, still trying, took the tick over at 4.5s,
+	// once the lock had expired.
+	p := recorded()
+	p.Retries = 1
+	d := cleanRecorded()
+	d.History[1].Outcome = outcome.Interrupted
+	over := run(1, "w2", 4, 4500*ms, 4600*ms)
+	d.Runs = append(d.Runs, over)
+	d.History = append(d.History, record(over, 2, outcome.Ran))
+	d.Outcomes = []Outcome{{Job: "f", Replica: "w1", Tick: at(time.Second), Outcome: outcome.Interrupted}}
+	tl := timeline()
+	tl.add(effect{kind: workerKilled, worker: 1, node: -1, from: at(1250 * ms), to: at(2 * time.Second)})
+	r := Check(p, tl, d)
+	assert.True(t, r.OK(), "%v", r.Violations)
+	assert.Equal(t, 1, r.EndedThenKilled)
+
+	// Recorded ran, the attempt had ended before the kill: the tick ran twice.
+	d.History[1].Outcome = outcome.Ran
+	r = Check(p, tl, d)
+	assert.Equal(t, 1, r.Duplicates)
+	assert.Equal(t, 1, r.RunAfterSuccess)
+	assert.Zero(t, r.EndedThenKilled)
+
+	// Recorded interrupted, but its worker was not killed: the record is wrong, and the tick
+	// ran twice.
+	d.History[1].Outcome = outcome.Interrupted
+	r = Check(p, timeline(), d)
+	assert.Equal(t, 1, r.Duplicates)
 }

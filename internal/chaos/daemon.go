@@ -33,7 +33,10 @@ import (
 // and its processes may outlive the command's shell, so neither the command nor the
 // supervisor's report can say when the run ended. The kernel can: the command takes an
 // exclusive flock on a file of its own first thing, on a descriptor that every process of the
-// run inherits, and the kernel drops the lock when the last of them has exited. The harness
+// run inherits, and the kernel drops the lock when the last of them has exited. Whether the
+// run worked to its end is the command's NAME.done file, unless the daemon logged that the
+// command did not exit 0 (a signal can stop it after it wrote the file): then it was stopped,
+// as its daemon counts it. The harness
 // waits for that lock (a blocking flock, not a poll), so the end it records is the moment the
 // run's processes were all gone, or a moment after — never before. An overlap the checker
 // finds with these ends is therefore real.
@@ -143,23 +146,29 @@ func (h *harness) writeDaemonConfig(w *worker) (string, error) {
 		cfg.Nodes = append(cfg.Nodes, p.Addr())
 	}
 	ms := func(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) }
-	for _, j := range jobs {
+	for _, j := range h.jobs {
 		if j.Replace {
 			continue // testworkers only: a daemon's replaced run looks like a stopped one in the ledger
 		}
+		schedule, workMin, workMax := "@every "+h.s.interval.String(), h.s.workMin, h.s.workMax
+		if j.Burst {
+			schedule, workMin, workMax = burstSpec, h.s.burstWorkMin, h.s.burstWorkMax
+		}
 		dj := daemonJob{
-			Name: j.Name, Schedule: "@every " + h.s.interval.String(), Command: []string{"sh", "-c", runScript},
+			Name: j.Name, Schedule: schedule, Command: []string{"sh", "-c", runScript},
 			LockTTL: h.s.ttl.String(), Overlap: "allow", Retries: h.s.retries, WorkingDir: h.runsDir(),
 			Env: map[string]string{
 				"CHAOS_LEDGER_HOST": host, "CHAOS_LEDGER_PORT": port, "CHAOS_LEDGER_KEY": ledgerKey,
-				"CHAOS_WORK_MIN_MS": ms(h.s.workMin), "CHAOS_WORK_MAX_MS": ms(h.s.workMax),
+				"CHAOS_WORK_MIN_MS": ms(workMin), "CHAOS_WORK_MAX_MS": ms(workMax),
 				"CHAOS_LONG_EVERY": "0", "CHAOS_LONG_MS": ms(2 * h.s.ttl), "CHAOS_IGNORE_TERM": "0",
 				"CHAOS_FREEZE": w.freezeFile(),
 			},
 		}
 		if j.Forbid {
 			dj.Overlap = "forbid"
-			dj.Env["CHAOS_LONG_EVERY"], dj.Env["CHAOS_IGNORE_TERM"] = strconv.Itoa(longEvery), "1"
+			if !j.Burst { // the burst set's runs are short
+				dj.Env["CHAOS_LONG_EVERY"], dj.Env["CHAOS_IGNORE_TERM"] = strconv.Itoa(longEvery), "1"
+			}
 			if h.pg != nil {
 				dj.Env["CHAOS_FENCED_PG"] = h.pg.DSN
 			} else {
@@ -314,15 +323,33 @@ func (rw *runWatch) stop(wait time.Duration) []string {
 	return rw.errs
 }
 
-// outcomes reads each tick's outcome on daemon worker w from its log (at debug level the
-// daemon logs every one, as the testworkers record theirs in the ledger). Fired and Done are
-// both the time of the log line.
-func (w *worker) outcomes() ([]Outcome, error) {
+// stoppingMsg starts the daemon's log line that says it stops: it takes no tick from then
+// on, and no run's command starts after it.
+const stoppingMsg = "stopping"
+
+// exitedZero is the status the daemon's "run finished" line gives a command that exited 0.
+const exitedZero = "exited with status 0"
+
+// daemonLog is what the harness reads from a daemon worker's log.
+type daemonLog struct {
+	outcomes []Outcome
+	stops    []Stop
+	// failed are the runs whose command did not exit 0 ("run finished" with another status):
+	// a command can be stopped by a signal after it wrote its NAME.done, and its daemon then
+	// counts the attempt failed.
+	failed map[runID]bool
+}
+
+// readLog reads from daemon worker w's log each tick's outcome on it (at debug level the
+// daemon logs every one, as the testworkers record theirs in the ledger), with Fired and Done
+// both the time of the log line, each of its stops (the time of its "stopping" line), and the
+// runs whose command did not exit 0.
+func (w *worker) readLog() (daemonLog, error) {
+	l := daemonLog{failed: map[runID]bool{}}
 	data, err := os.ReadFile(w.logFile())
 	if err != nil {
-		return nil, err
+		return l, err
 	}
-	var out []Outcome
 	for line := range strings.Lines(string(data)) {
 		var rec struct {
 			Time    time.Time `json:"time"`
@@ -330,13 +357,20 @@ func (w *worker) outcomes() ([]Outcome, error) {
 			Job     string    `json:"job"`
 			Tick    time.Time `json:"tick"`
 			Outcome string    `json:"outcome"`
+			Token   uint64    `json:"token"`
+			Status  string    `json:"status"`
 		}
 		if err := json.Unmarshal([]byte(line), &rec); err != nil {
-			return nil, fmt.Errorf("%s: not a JSON line: %q", w.logFile(), line)
+			return l, fmt.Errorf("%s: not a JSON line: %q", w.logFile(), line)
 		}
-		if rec.Msg == "cronlock: tick" {
-			out = append(out, Outcome{Job: rec.Job, Replica: w.name, Tick: rec.Tick, Outcome: rec.Outcome, Fired: rec.Time, Done: rec.Time})
+		switch {
+		case rec.Msg == "cronlock: tick":
+			l.outcomes = append(l.outcomes, Outcome{Job: rec.Job, Replica: w.name, Tick: rec.Tick, Outcome: rec.Outcome, Fired: rec.Time, Done: rec.Time})
+		case strings.HasPrefix(rec.Msg, stoppingMsg+":"):
+			l.stops = append(l.stops, Stop{Replica: w.name, At: rec.Time})
+		case rec.Msg == "run finished" && rec.Status != exitedZero:
+			l.failed[runID{rec.Job, w.name, rec.Tick.UnixMilli(), rec.Token}] = true
 		}
 	}
-	return out, nil
+	return l, nil
 }

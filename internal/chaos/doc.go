@@ -2,7 +2,8 @@
 // against five real redis-server nodes, each behind a fault proxy per worker, applies a
 // seeded schedule of faults — node kills and restarts with and without AOF, a majority down,
 // latency, blackholes, partitions and resets, paused and killed workers, worker clock steps,
-// node clock jumps — and a checker that verifies the guarantees of docs/guarantees.md from the
+// node clock jumps, and faults landed in a burst of jobs all due at one instant (stops and
+// reloads among them) — and a checker that verifies the guarantees of docs/guarantees.md from the
 // workers' ledger and a fenced store.
 //
 // The workers are testworkers (internal/testworker: the scheduler package with a clock that
@@ -18,8 +19,8 @@
 // the checker reads what it accepted and refused from Postgres.
 //
 // Run it with make chaos (DURATION, SEED, FAULTS and DAEMONS say how long, which schedule,
-// which fault classes and how many of the four workers are daemons; FENCE=postgres picks the
-// Postgres store); a failing run prints the command that replays its schedule. The figures of docs/reliability.md come from it. The
+// which fault classes and how many of the four workers are daemons; BURST the size of the
+// burst set; FENCE=postgres picks the Postgres store); a failing run prints the command that replays its schedule. The figures of docs/reliability.md come from it. The
 // harness needs Linux (process signals, /proc, Pdeathsig, flock, libfaketime) and redis-cli;
 // the checker and the schedule are portable and unit-tested anywhere; the Postgres store
 // needs the binaries internal/pgtest finds.

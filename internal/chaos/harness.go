@@ -27,12 +27,24 @@ import (
 	"github.com/cronlock/cronlock/internal/pgtest"
 	"github.com/cronlock/cronlock/internal/redistest"
 	"github.com/cronlock/cronlock/internal/scheddefault"
+	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
 	"github.com/cronlock/cronlock/scheduler"
 )
 
-// The jobs every worker runs (daemon workers all but the Replace job).
+// The jobs every worker runs (daemon workers all but the Replace job), and with the Burst
+// class the burst set (burstJobs).
 var jobs = []JobSpec{{Name: "forbid", Forbid: true}, {Name: "allow"}, {Name: "replace", Replace: true}}
+
+// burstJobs returns the burst set of n jobs: Forbid jobs, each due at every multiple of
+// settings.burstEvery.
+func burstJobs(n int) []JobSpec {
+	out := make([]JobSpec, n)
+	for i := range out {
+		out[i] = JobSpec{Name: fmt.Sprintf("burst-%03d", i), Forbid: true, Burst: true}
+	}
+	return out
+}
 
 const (
 	ledgerKey = "ledger"
@@ -43,6 +55,8 @@ const (
 type harness struct {
 	cfg     Config
 	s       settings
+	jobs    []JobSpec // jobs, and the burst set if the Burst class is on
+	burst   int       // the burst set's size: 0 without the Burst class
 	tl      *Timeline
 	ledger  *redistest.Server
 	pg      *pgtest.Server // the fenced store with PostgresStore, else nil
@@ -55,6 +69,9 @@ type harness struct {
 	// daemonNodeTimeout is the daemon workers' node timeout: the lock client's default for
 	// their TTL (the daemon has no setting for it).
 	daemonNodeTimeout time.Duration
+	// problems are the harness's findings during the fault phase (a worker that did not exit
+	// cleanly when an episode stopped it), added to the report's.
+	problems []string
 }
 
 // Run runs one chaos run: it starts the nodes, proxies and workers, applies the seeded fault
@@ -73,9 +90,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	h := &harness{
-		cfg: cfg, s: s,
+		cfg: cfg, s: s, jobs: jobs,
 		tl:  &Timeline{Nodes: s.nodes, Workers: s.workers, Quorum: s.quorum, Grace: s.grace},
 		rng: rand.New(rand.NewPCG(cfg.Seed, 1)),
+	}
+	if slices.Contains(cfg.Faults, Burst) {
+		if cfg.Burst <= 0 {
+			return nil, fmt.Errorf("burst set of %d jobs: the burst class needs at least 1", cfg.Burst)
+		}
+		h.burst = cfg.Burst
+		h.jobs = append(slices.Clone(jobs), burstJobs(cfg.Burst)...)
 	}
 	defer h.close()
 	if err := h.start(ctx); err != nil {
@@ -85,6 +109,13 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 
 	schedule := plan(cfg.Seed, cfg.Duration, cfg.Faults, s)
 	from := time.Now()
+	if h.burst > 0 {
+		// The schedule puts the Burst episodes at multiples of burstEvery from its start.
+		from = firstTick(from, s.burstEvery)
+		if !sleepCtx(ctx, time.Until(from)) {
+			return nil, ctx.Err()
+		}
+	}
 	cfg.Logf("fault phase: %d episodes over %v", len(schedule), cfg.Duration)
 	if err := h.apply(ctx, from, schedule); err != nil {
 		return nil, err
@@ -101,6 +132,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	to := time.Now().Add(-2 * s.interval)
 	recorded := time.Now()
+	rep.Problems = append(rep.Problems, h.problems...)
 	rep.Problems = append(rep.Problems, h.stopWorkers()...)
 	rep.Problems = append(rep.Problems, h.leftLocks(ctx)...)
 	if h.watch != nil {
@@ -114,17 +146,20 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	h.probe = nil
 
-	d, err := readData(ctx, h.ledger.Client(), ledgerKey, fencedKey, jobNames())
+	d, err := readData(ctx, h.ledger.Client(), ledgerKey, fencedKey, h.jobNames())
 	if err != nil {
 		return nil, fmt.Errorf("reading the ledger: %w", err)
 	}
 	if h.pg != nil {
-		if d.Accepted, d.Rejected, err = readPostgresWrites(ctx, h.pg.DSN, jobNames()); err != nil {
+		if d.Accepted, d.Rejected, err = readPostgresWrites(ctx, h.pg.DSN, h.jobNames()); err != nil {
 			return nil, fmt.Errorf("reading the Postgres fenced store: %w", err)
 		}
 	}
 	if d.History, err = h.history(ctx); err != nil {
 		return nil, fmt.Errorf("reading the run history: %w", err)
+	}
+	if d.InFlight, err = h.inFlight(ctx); err != nil {
+		return nil, fmt.Errorf("reading the runs in flight: %w", err)
 	}
 	// The ledger as read, to study a kept run directory (-chaos.keep) after the fact.
 	if err := writeJSON(filepath.Join(h.cfg.Dir, "ledger.json"), d); err != nil {
@@ -135,11 +170,18 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		replicas[w.name] = i
 		if w.daemon {
 			daemons[w.name] = true
-			outcomes, err := w.outcomes()
+			l, err := w.readLog()
 			if err != nil {
-				return nil, fmt.Errorf("reading the outcomes of %s: %w", w.name, err)
+				return nil, fmt.Errorf("reading the log of %s: %w", w.name, err)
 			}
-			d.Outcomes = append(d.Outcomes, outcomes...)
+			d.Outcomes = append(d.Outcomes, l.outcomes...)
+			d.Stops = append(d.Stops, l.stops...)
+			for i := range d.Runs {
+				run := &d.Runs[i]
+				if run.Finished && !run.Cancelled && l.failed[runID{run.Job, run.Replica, run.Tick.UnixMilli(), run.Token}] {
+					run.Cancelled, run.Cause = true, StoppedCause
+				}
+			}
 		}
 	}
 	for _, run := range d.Runs {
@@ -150,7 +192,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			}
 		}
 	}
-	rep.Result = Check(Params{Jobs: jobs, Interval: s.interval, From: from, To: to, TTL: s.ttl, Replicas: replicas, Daemons: daemons, Retries: s.retries,
+	rep.Result = Check(Params{Jobs: h.jobs, Interval: s.interval, BurstEvery: s.burstEvery, From: from, To: to, TTL: s.ttl, Replicas: replicas, Daemons: daemons, Retries: s.retries,
 		// A dead run's lock expires, then a live replica finds it gone at two looks in a row.
 		Recorded: recorded, RescueBound: s.ttl + 2*scheddefault.RescueEvery + s.interval, HistorySize: scheddefault.HistorySize}, h.tl, d)
 	return rep, nil
@@ -175,7 +217,7 @@ func (h *harness) history(ctx context.Context) ([]scheduler.Record, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var out []scheduler.Record
-	for _, j := range jobs {
+	for _, j := range h.jobs {
 		recs, err := ctl.History(ctx, j.Name, scheddefault.HistorySize)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", j.Name, err)
@@ -185,9 +227,31 @@ func (h *harness) history(ctx context.Context) ([]scheduler.Record, error) {
 	return out, nil
 }
 
-func jobNames() []string {
+// inFlight reads, for every job, each node's record of the job's runs in flight (see
+// Data.InFlight); a node that does not answer holds nothing.
+func (h *harness) inFlight(ctx context.Context) (map[string][]string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out := map[string][]string{}
+	for _, j := range h.jobs {
+		for _, n := range h.nodes {
+			kv, err := n.Client().HGetAll(ctx, layout.RunningKey(middleware.DefaultPrefix, j.Name)).Result()
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", j.Name, err)
+			}
+			var b strings.Builder
+			for k, v := range kv {
+				fmt.Fprintf(&b, "%s=%s\n", k, v)
+			}
+			out[j.Name] = append(out[j.Name], b.String())
+		}
+	}
+	return out, nil
+}
+
+func (h *harness) jobNames() []string {
 	var out []string
-	for _, j := range jobs {
+	for _, j := range h.jobs {
 		out = append(out, j.Name)
 	}
 	return out
@@ -426,8 +490,17 @@ func (h *harness) links(workers, nodes []int) []*faultproxy.Proxy {
 
 // begin starts episode e and returns what it hit and how to end it.
 func (h *harness) begin(e planned) (string, func() error, error) {
+	what, undo, err := h.inject(e)
+	if e.class == Burst {
+		what = fmt.Sprintf("%s %s", e.fault, what)
+	}
+	return what, undo, err
+}
+
+// inject starts episode e's fault (for a Burst episode, the fault it lands in the burst).
+func (h *harness) inject(e planned) (string, func() error, error) {
 	target := fmt.Sprintf("nodes %v workers %v", e.nodes, e.workers)
-	switch e.class {
+	switch e.fault {
 	case NodeKill, MajorityKill:
 		var downs []int // their effects
 		for _, n := range e.nodes {
@@ -507,7 +580,7 @@ func (h *harness) begin(e planned) (string, func() error, error) {
 	case Pause, WorkerKill:
 		w, holding := h.busyWorker()
 		what := fmt.Sprintf("%s (running a job: %v)", w.name, holding)
-		if e.class == Pause {
+		if e.fault == Pause {
 			if err := w.signal(syscall.SIGSTOP); err != nil {
 				return "", nil, err
 			}
@@ -531,6 +604,11 @@ func (h *harness) begin(e planned) (string, func() error, error) {
 	case Skew:
 		w := h.workers[e.workers[0]]
 		return fmt.Sprintf("%s to %v", w.name, e.offset), func() error { return nil }, w.setOffset(e.offset)
+	case WorkerStop:
+		return h.stopWorker(h.workers[e.workers[0]])
+	case Reload:
+		w := h.workers[e.workers[0]]
+		return w.name + " (config unchanged)", func() error { return nil }, w.signal(syscall.SIGHUP)
 	case NodeClock:
 		n := h.nodes[e.nodes[0]]
 		i := len(h.tl.effects)
@@ -544,7 +622,31 @@ func (h *harness) begin(e planned) (string, func() error, error) {
 			return err
 		}, nil
 	}
-	return "", nil, fmt.Errorf("unknown fault class %q", e.class)
+	return "", nil, fmt.Errorf("unknown fault class %q", e.fault)
+}
+
+// stopWorker stops w as an operator does (SIGTERM, see worker.stop) and returns a func that
+// waits until it exited, then starts it again. The worker is absent (workerStopped) from its
+// exit to its new start: while it drains it still runs, and takes no new tick. A worker that
+// did not exit cleanly is one of the run's problems.
+func (h *harness) stopWorker(w *worker) (string, func() error, error) {
+	type exit struct {
+		at  time.Time
+		err error
+	}
+	exited := make(chan exit, 1)
+	go func() {
+		err := w.stop()
+		exited <- exit{time.Now(), err}
+	}()
+	return w.name, func() error {
+		x := <-exited
+		if x.err != nil {
+			h.problems = append(h.problems, x.err.Error())
+		}
+		h.tl.add(effect{kind: workerStopped, worker: w.idx, node: -1, from: x.at, to: time.Now()})
+		return w.start()
+	}, nil
 }
 
 // freezeWait bounds how long a FreezeAfterSuccess episode waits for its worker's next success.
@@ -731,7 +833,7 @@ func (w *worker) command() ([]string, error) {
 		addrs = append(addrs, p.Addr())
 	}
 	var names []string
-	for _, j := range jobs {
+	for _, j := range jobs { // the burst set is -burst's
 		switch {
 		case j.Forbid:
 			names = append(names, j.Name)
@@ -757,7 +859,8 @@ func (w *worker) command() ([]string, error) {
 		"-work", h.s.workMin.String(), "-work-max", h.s.workMax.String(), "-replace-work", (h.s.interval * 3 / 2).String(),
 		"-ttl", h.s.ttl.String(), "-max-ttl", h.s.maxTTL.String(), "-node-timeout", h.s.nodeTimeout.String(),
 		"-retries", strconv.Itoa(h.s.retries),
-		"-duration", (h.s.warmup + h.cfg.Duration + h.s.settle + 10*time.Minute).String(), "-grace", "5s", "-check-leaks", "-v"}, nil
+		"-duration", (h.s.warmup + h.cfg.Duration + h.s.settle + 10*time.Minute).String(), "-grace", "5s", "-check-leaks", "-v",
+		"-burst", strconv.Itoa(h.burst), "-burst-spec", burstSpec, "-burst-work", h.s.burstWorkMin.String(), "-burst-work-max", h.s.burstWorkMax.String()}, nil
 }
 
 func (w *worker) start() error {
@@ -772,6 +875,7 @@ func (w *worker) start() error {
 	defer log.Close()
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
+	w.h.tl.started(w.idx, time.Now())
 	// The kernel kills the worker if the thread that started it exits: only if the harness
 	// dies, because that thread stays locked to the goroutine that waits for the worker. (A
 	// thread the runtime may retire — any other — would kill the worker with it: the runtime

@@ -51,6 +51,13 @@ type Write struct {
 	At      time.Time
 }
 
+// Stop is when a worker began to stop (a testworker called Scheduler.Stop; a daemon worker
+// logged "stopping"): no run of that worker process may start after it.
+type Stop struct {
+	Replica string
+	At      time.Time
+}
+
 // Data is everything the workers and the fenced store wrote during a run.
 type Data struct {
 	Runs     []JobRun
@@ -60,6 +67,13 @@ type Data struct {
 	// History is the jobs' run history on the lock nodes (scheduler.Control.History), read
 	// once the workers stopped.
 	History []scheduler.Record
+	// Stops are the workers' stops: the testworkers' from the ledger, the daemon workers'
+	// from their logs.
+	Stops []Stop
+	// InFlight is, per job, what each lock node's record of the job's runs in flight held
+	// once the workers stopped (its fields and values, one string per node; nil: not read).
+	// A run recorded in flight holds its token there until its history record is written.
+	InFlight map[string][]string
 }
 
 // fields splits a ledger line and parses its numbers on demand, remembering the first error.
@@ -161,6 +175,22 @@ func parseOutcomes(lines []string) ([]Outcome, error) {
 	return out, nil
 }
 
+func parseStops(lines []string) ([]Stop, error) {
+	out := make([]Stop, 0, len(lines))
+	for _, line := range lines {
+		p, err := split(line, 2)
+		if err != nil {
+			return nil, err
+		}
+		st := Stop{Replica: p.f[0], At: p.ns(1)}
+		if p.err != nil {
+			return nil, fmt.Errorf("stop line %q: %w", line, p.err)
+		}
+		out = append(out, st)
+	}
+	return out, nil
+}
+
 func parseWrites(lines []string) ([]Write, error) {
 	out := make([]Write, 0, len(lines))
 	for _, line := range lines {
@@ -192,11 +222,18 @@ func readData(ctx context.Context, rc *redis.Client, key, fenced string, jobs []
 	if err != nil {
 		return Data{}, err
 	}
+	stops, err := list(key + ":stops")
+	if err != nil {
+		return Data{}, err
+	}
 	d := Data{Accepted: map[string][]Write{}, Rejected: map[string][]Write{}}
 	if d.Runs, err = parseRuns(started, finished); err != nil {
 		return Data{}, err
 	}
 	if d.Outcomes, err = parseOutcomes(outcomes); err != nil {
+		return Data{}, err
+	}
+	if d.Stops, err = parseStops(stops); err != nil {
 		return Data{}, err
 	}
 	for _, j := range jobs {

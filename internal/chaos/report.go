@@ -16,6 +16,9 @@ type Config struct {
 	// Daemons is how many of the workers are daemon workers (cronlock run processes, the
 	// last ones); the others are testworkers. Skew never targets a daemon worker.
 	Daemons int
+	// Burst is the burst set's size with the Burst class: how many jobs every worker adds,
+	// all due at the same instants.
+	Burst int
 	// Store is the fenced store the runs write their tokens to: RedisStore (the default, "")
 	// or PostgresStore.
 	Store  Store
@@ -80,6 +83,9 @@ func ReplayCommand(cfg Config) string {
 	}
 	cmd := "make chaos DURATION=" + cfg.Duration.String() + " SEED=" + strconv.FormatUint(cfg.Seed, 10) + " FAULTS=" + f +
 		" DAEMONS=" + strconv.Itoa(cfg.Daemons)
+	if slices.Contains(cfg.Faults, Burst) {
+		cmd += " BURST=" + strconv.Itoa(cfg.Burst)
+	}
 	if cfg.Store == PostgresStore {
 		cmd += " FENCE=postgres"
 	}
@@ -97,12 +103,16 @@ func (r *Report) Summary() string {
 		res.Ticks, res.Ran, res.Runs, res.Duplicates, res.RunAfterSuccess, res.TooManyRuns, res.SuccessNotRan, res.Overlaps, res.ClockStepOverlaps, res.StaleAccepted, res.Refused, res.Accepted, res.FencingBroken)
 	fmt.Fprintf(&b, "replaced runs %d, runs started before the run they replaced returned %d\n", res.Replaced, res.ReplacedOverlaps)
 	fmt.Fprintf(&b, "missed: %s; unexplained %d\n", counts(res.Missed), res.Unexplained)
-	fmt.Fprintf(&b, "leases lost %d (unexplained %d), runs killed %d, unfinished %d, started without quorum %d, outlived their daemon %d\n",
-		res.LeasesLost, res.LeasesLostUnexplained, res.Killed, res.Unfinished, res.StartedWithoutQuorum, res.Orphans)
-	fmt.Fprintf(&b, "history records %d (interrupted %d); attempts recorded twice %d, runs without a record %d, killed runs not recorded interrupted %d\n",
-		res.Records, res.Interrupted, res.AttemptRecordedTwice, res.NoRecord, res.KilledNotInterrupted)
+	fmt.Fprintf(&b, "leases lost %d (unexplained %d), runs killed %d, ended then killed before their attempt ended (recorded interrupted, not successes) %d, unfinished %d, started without quorum %d, outlived their daemon %d\n",
+		res.LeasesLost, res.LeasesLostUnexplained, res.Killed, res.EndedThenKilled, res.Unfinished, res.StartedWithoutQuorum, res.Orphans)
+	fmt.Fprintf(&b, "history records %d (interrupted %d); attempts recorded twice %d, runs without a record %d (killed before their in-flight record reached a quorum, not counted: %d), killed runs not recorded interrupted %d\n",
+		res.Records, res.Interrupted, res.AttemptRecordedTwice, res.NoRecord, res.KilledBeforeInFlight, res.KilledNotInterrupted)
 	fmt.Fprintf(&b, "outcomes: %s; skipped_overlap while no run held the job's locks %d\n", counts(res.Outcomes), res.IdleOverlapSkips)
 	fmt.Fprintf(&b, "daemon workers' runs %d, stopped before the end of their work %d\n", r.DaemonRuns, r.DaemonRunsStopped)
+	fmt.Fprintf(&b, "runs started after their worker began to stop %d (latest start within the slack: %v)\n", res.StartedAfterStop, res.StopStartLag.Round(time.Millisecond))
+	if res.BurstTicks > 0 {
+		fmt.Fprintf(&b, "burst set: ticks %d, ran %d; lateness of the first run %s\n", res.BurstTicks, res.BurstRan, res.BurstLateness)
+	}
 	fmt.Fprintf(&b, "host stalls (a node slow to answer the harness with no fault on it) %d, %v in all\n", r.Stalls, r.Stalled.Round(time.Millisecond))
 	fmt.Fprintf(&b, "harness problems (leaks, unclean exits): %d\n", len(r.Problems))
 	fmt.Fprintf(&b, "row: %s\n", r.Row())

@@ -43,10 +43,28 @@ const (
 	// NodeClock steps one node's wall clock 1–5s forward or back with libfaketime while it
 	// runs, then back; it never overlaps another fault (see docs/reliability.md).
 	NodeClock Class = "node-clock"
+	// Burst adds the burst set to every worker's jobs (Config.Burst Forbid jobs, all due at
+	// each multiple of settings.burstEvery) and lands a fault inside a burst: from 300ms
+	// before one of those instants to 500ms after it, it kills one or two nodes, adds latency above the node timeout or
+	// resets connections (a node's, or a worker's), pauses or kills the worker running a job,
+	// stops a worker gracefully (WorkerStop), or reloads a daemon worker's config (Reload).
+	Burst Class = "burst"
+)
+
+// The faults that only the Burst class applies (burstFaults).
+const (
+	// WorkerStop sends a worker SIGTERM (Scheduler.Stop, or the daemon's drain), waits for it
+	// to exit, and starts it again 1–4s later.
+	WorkerStop Class = "worker-stop"
+	// Reload sends a daemon worker SIGHUP, with its config file unchanged.
+	Reload Class = "reload"
 )
 
 // Classes lists every fault class, in the order of the report.
-var Classes = []Class{NodeKill, MajorityKill, Latency, Blackhole, Reset, Pause, WorkerKill, Skew, NodeClock, FreezeAfterSuccess}
+var Classes = []Class{NodeKill, MajorityKill, Latency, Blackhole, Reset, Pause, WorkerKill, Skew, NodeClock, FreezeAfterSuccess, Burst}
+
+// burstFaults are the faults a Burst episode lands inside a burst.
+var burstFaults = []Class{NodeKill, Latency, Reset, Pause, WorkerKill, WorkerStop, Reload}
 
 // ParseClasses parses a comma-separated list of fault classes; "all" means every class.
 func ParseClasses(s string) ([]Class, error) {
@@ -79,6 +97,10 @@ type settings struct {
 	warmup, settle         time.Duration
 	grace                  time.Duration // see Timeline.Grace
 	aofNodes               int           // nodes 0..aofNodes-1 keep their data across kills
+	// burstEvery: the burst set's jobs are all due at its multiples (Config.Burst);
+	// burstWorkMin and burstWorkMax bound their runs' work.
+	burstEvery                 time.Duration
+	burstWorkMin, burstWorkMax time.Duration
 }
 
 var defaults = settings{
@@ -88,13 +110,22 @@ var defaults = settings{
 	maxOffset: 500 * time.Millisecond,
 	retries:   2,
 	warmup:    5 * time.Second, settle: 15 * time.Second, // settle > maxTTL: a last quarantine ends
-	grace:    time.Second,
-	aofNodes: 2,
+	grace:      time.Second,
+	aofNodes:   2,
+	burstEvery: 10 * time.Second, burstWorkMin: 10 * time.Millisecond, burstWorkMax: 200 * time.Millisecond,
 }
+
+// A Burst episode lands its fault from burstLead before a burst's instant to burstLag after.
+const burstLead, burstLag = 300 * time.Millisecond, 500 * time.Millisecond
+
+// burstSpec is the burst set's schedule: every multiple of burstEvery (10s).
+const burstSpec = "*/10 * * * * *"
 
 // planned is one episode of the schedule, relative to the start of the fault phase.
 type planned struct {
-	class   Class
+	class Class
+	// fault is what a Burst episode applies (one of burstFaults); for the other classes, class.
+	fault   Class
 	at, len time.Duration
 	nodes   []int // nodes it touches (node faults)
 	workers []int // workers it touches (link faults on workers)
@@ -106,6 +137,9 @@ func (p planned) end() time.Duration { return p.at + p.len }
 
 func (p planned) String() string {
 	s := fmt.Sprintf("%s at +%v for %v", p.class, p.at, p.len)
+	if p.fault != p.class {
+		s = fmt.Sprintf("%s (%s) at +%v for %v", p.class, p.fault, p.at, p.len)
+	}
 	if len(p.nodes) > 0 {
 		s += fmt.Sprintf(" nodes %v", p.nodes)
 	}
@@ -124,11 +158,11 @@ func (p planned) String() string {
 // exclusive classes overlap no other episode, with a TTL's margin on each side: a majority
 // down says all there is to say, and a node's clock jump is safe only while every other node
 // holds the lock (see docs/reliability.md).
-func (p planned) exclusive() bool { return p.class == MajorityKill || p.class == NodeClock }
+func (p planned) exclusive() bool { return p.fault == MajorityKill || p.fault == NodeClock }
 
-// absence classes take a worker away; one at a time, so that some workers always remain.
+// absence faults take a worker away; one at a time, so that some workers always remain.
 func (p planned) absence() bool {
-	return p.class == Pause || p.class == WorkerKill || p.class == FreezeAfterSuccess
+	return p.fault == Pause || p.fault == WorkerKill || p.fault == FreezeAfterSuccess || p.fault == WorkerStop
 }
 
 // plan draws a fault schedule for d from seed. Episodes start 1–4s apart, or when the
@@ -149,14 +183,17 @@ func plan(seed uint64, d time.Duration, classes []Class, s settings) []planned {
 	var out []planned
 	for at := 2 * time.Second; at < d; {
 		c := classes[rng.IntN(len(classes))]
-		e := planned{class: c, at: at}
-		switch c {
+		e := planned{class: c, fault: c, at: at}
+		if c == Burst {
+			e.fault = burstFaults[rng.IntN(len(burstFaults))]
+		}
+		switch e.fault {
 		case NodeKill:
 			e.len, e.nodes = between(2*time.Second, 8*time.Second), pick(s.nodes, 1+rng.IntN(2))
 		case MajorityKill:
 			e.len, e.nodes = between(3*time.Second, 6*time.Second), pick(s.nodes, s.quorum)
 		case Latency, Blackhole, Reset:
-			if c == Reset {
+			if e.fault == Reset {
 				e.len = 0
 			} else {
 				e.len = between(2*time.Second, 8*time.Second)
@@ -168,14 +205,15 @@ func plan(seed uint64, d time.Duration, classes []Class, s settings) []planned {
 				e.workers = pick(s.workers, 1)
 			default:
 				e.workers = pick(s.workers, 1)
-				if c == Blackhole {
+				if e.fault == Blackhole {
 					e.nodes = pick(s.nodes, 2+rng.IntN(2)) // a partition between them
 				} else {
 					e.nodes = pick(s.nodes, 1)
 				}
 			}
-			if c == Latency {
-				if rng.IntN(2) == 0 {
+			if e.fault == Latency {
+				// Inside a burst, above the node timeout: the acquisitions under way fail.
+				if c != Burst && rng.IntN(2) == 0 {
 					e.latency = between(5*time.Millisecond, 30*time.Millisecond)
 				} else {
 					e.latency = between(100*time.Millisecond, 300*time.Millisecond)
@@ -183,8 +221,16 @@ func plan(seed uint64, d time.Duration, classes []Class, s settings) []planned {
 			}
 		case Pause, FreezeAfterSuccess:
 			e.len = s.ttl + between(500*time.Millisecond, 3*time.Second)
-		case WorkerKill:
+		case WorkerKill, WorkerStop:
 			e.len = between(time.Second, 4*time.Second)
+			if e.fault == WorkerStop {
+				e.workers = pick(s.workers, 1)
+			}
+		case Reload:
+			if s.daemons == 0 { // nothing to reload: another burst fault
+				continue
+			}
+			e.workers = []int{s.workers - s.daemons + rng.IntN(s.daemons)}
 		case Skew:
 			if s.workers == s.daemons { // a daemon's clock cannot be offset
 				at += between(time.Second, 4*time.Second)
@@ -199,9 +245,17 @@ func plan(seed uint64, d time.Duration, classes []Class, s settings) []planned {
 				e.offset = -e.offset
 			}
 		}
+		wait := 500 * time.Millisecond
+		if c == Burst {
+			// From 300ms before the next burst's instant to 500ms after it, while its ticks
+			// fire and their locks are taken (the fault phase starts at an instant).
+			instant := (e.at + burstLead + s.burstEvery - 1).Truncate(s.burstEvery)
+			e.at = instant + between(-burstLead, burstLag)
+			wait = s.burstEvery
+		}
 		// An episode that does not fit yet waits for the ones under way to end.
 		for e.busyEnd(s) <= d && conflicts(e, out, s) {
-			e.at += 500 * time.Millisecond
+			e.at += wait
 		}
 		if e.busyEnd(s) > d {
 			break
@@ -215,7 +269,7 @@ func plan(seed uint64, d time.Duration, classes []Class, s settings) []planned {
 // busyEnd is when an episode stops affecting the cluster: a node that comes back empty
 // refuses locks for MaxTTL (and a little, until its first request) after its restart.
 func (p planned) busyEnd(s settings) time.Duration {
-	if p.class == NodeKill || p.class == MajorityKill {
+	if p.fault == NodeKill || p.fault == MajorityKill {
 		if slices.ContainsFunc(p.nodes, func(n int) bool { return n >= s.aofNodes }) {
 			return p.end() + s.maxTTL + 2*time.Second
 		}
@@ -253,7 +307,7 @@ func conflicts(e planned, placed []planned, s settings) bool {
 			}
 		}
 	}
-	return e.class != MajorityKill && len(e.workers) == 0 && len(faultyNodes) > s.nodes-s.quorum
+	return e.fault != MajorityKill && len(e.workers) == 0 && len(faultyNodes) > s.nodes-s.quorum
 }
 
 func sharesAny(a, b []int) bool {

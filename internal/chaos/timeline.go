@@ -33,6 +33,10 @@ const (
 	workerPaused
 	// workerKilled: the worker's process was killed and is not running.
 	workerKilled
+	// workerStopped: the worker's process exited, stopped with SIGTERM (WorkerStop), and is
+	// not running. Unlike a kill, a stop ends its runs and releases its locks first: it
+	// explains no lock left behind.
+	workerStopped
 	// nodeClockStepped: the node's wall clock was stepped, from just before the step (the node
 	// takes it within a second) to a TTL after the step back. A forward step expires the keys
 	// already there early; the step back from a backward one expires those written meanwhile.
@@ -56,6 +60,7 @@ type Timeline struct {
 	Episodes []Episode
 	effects  []effect
 	offsets  map[int][]offsetStep
+	starts   map[int][]time.Time // each worker's process starts, in order
 }
 
 // An Episode is one fault as applied: its class, what it hit, and when.
@@ -140,7 +145,7 @@ func (tl *Timeline) hardDown(t time.Time) int {
 // absent reports whether worker w was paused or not running at t.
 func (tl *Timeline) absent(w int, t time.Time) bool {
 	for _, e := range tl.effects {
-		if (e.kind == workerPaused || e.kind == workerKilled) && e.worker == w && e.covers(t, 0) {
+		if (e.kind == workerPaused || e.kind == workerKilled || e.kind == workerStopped) && e.worker == w && e.covers(t, 0) {
 			return true
 		}
 	}
@@ -216,6 +221,24 @@ func (tl *Timeline) lostQuorum(w int, from, to time.Time) bool {
 func (tl *Timeline) clockStepped(from, to time.Time) bool {
 	for _, e := range tl.effects {
 		if e.kind == nodeClockStepped && e.from.Before(to) && e.to.After(from) {
+			return true
+		}
+	}
+	return false
+}
+
+// started records that worker w's process was started at t.
+func (tl *Timeline) started(w int, t time.Time) {
+	if tl.starts == nil {
+		tl.starts = map[int][]time.Time{}
+	}
+	tl.starts[w] = append(tl.starts[w], t)
+}
+
+// startedDuring reports whether worker w's process was started in (from, to].
+func (tl *Timeline) startedDuring(w int, from, to time.Time) bool {
+	for _, t := range tl.starts[w] {
+		if t.After(from) && !t.After(to) {
 			return true
 		}
 	}

@@ -24,8 +24,14 @@
 // server (fencedstore.WritePostgres: package pgfence's check, which lets a token equal to the
 // stored one pass, and the log in its table writes).
 //
+// With -burst N it also runs N Forbid jobs, burst-000 and on, all on -burst-spec (every one
+// due at the same instants), each working between -burst-work and -burst-work-max and
+// writing to the fenced store as the other Forbid jobs do.
+//
 // The worker stops gracefully after -duration, or on SIGTERM or SIGINT, with a -grace period
-// for running jobs; with -check-leaks it then exits with status 3 if any goroutine is left. On SIGHUP it re-reads its clock offset from -offset-file (a Go duration),
+// for running jobs; it RPUSHes replica|stop to -ledger-key + ":stops", with stop the Unix
+// nanoseconds right before it called Scheduler.Stop (no run may start after it), once Stop
+// returned. With -check-leaks it then exits with status 3 if any goroutine is left. On SIGHUP it re-reads its clock offset from -offset-file (a Go duration),
 // which steps its clock while it runs.
 package main
 
@@ -109,6 +115,10 @@ func run() error {
 		duration   = flag.Duration("duration", 10*time.Second, "how long to run before stopping")
 		grace      = flag.Duration("grace", 5*time.Second, "how long Stop lets running jobs finish")
 		verbose    = flag.Bool("v", false, "log at debug level to stderr")
+		burst      = flag.Int("burst", 0, "how many Forbid jobs burst-000… to add on -burst-spec")
+		burstSpec  = flag.String("burst-spec", "*/10 * * * * *", "the spec of every -burst job")
+		burstWork  = flag.Duration("burst-work", 10*time.Millisecond, "how long each run of a -burst job works (at least)")
+		burstMax   = flag.Duration("burst-work-max", 0, "if above -burst-work, each run of a -burst job works a random time up to this")
 	)
 	flag.Parse()
 	if *nodes == "" || *ledger == "" {
@@ -179,6 +189,15 @@ func run() error {
 			return err
 		}
 	}
+	bcfg := cfg
+	bcfg.work, bcfg.workMax = *burstWork, max(*burstMax, *burstWork)
+	for i := range *burst {
+		j := job.Job{Name: fmt.Sprintf("burst-%03d", i), Spec: *burstSpec, Handler: bcfg.handler(led, true),
+			Options: job.Options{LockTTL: *ttl, Overlap: job.Forbid, Retries: *retries}}
+		if err := s.Add(j); err != nil {
+			return err
+		}
+	}
 	if err := s.Start(); err != nil {
 		return err
 	}
@@ -213,7 +232,10 @@ func run() error {
 	case <-t.C:
 	}
 	stop()
-	return stopWithin(s, *grace, logger)
+	began := time.Now()
+	err = stopWithin(s, *grace, logger)
+	rec := fmt.Sprintf("%s|%d", *replica, began.UnixNano())
+	return errors.Join(err, led.RPush(context.Background(), cfg.ledgerKey+":stops", rec).Err())
 }
 
 // stopWithin stops s, its runs cancelled after grace. Runs that Stop left still ending (see
