@@ -122,3 +122,30 @@ func TestLockASucceededRunReportsANewerHolder(t *testing.T) {
 	assert.Equal(t, "r2", attr(ev[0].Attributes, "cronlock.holder").AsString())
 	assert.Greater(t, uint64(attr(ev[0].Attributes, "cronlock.fencing_token").AsInt64()), uint64(0))
 }
+
+// A run that succeeded while its replica was cut off from the nodes keeps trying to mark its
+// tick done while its lock could still be held: once the nodes answer again, the tick is done
+// on every node, and no other replica runs it again when the lock would have expired.
+func TestLockASucceededRunMarksItsTickDoneOnceTheNodesAnswer(t *testing.T) {
+	ns := startNodes(t, 3, true)
+	lc := ns.client(t, redlock.WithNodeTimeout(100*time.Millisecond))
+	logs := &records{}
+	lock := middleware.Lock(lc, middleware.LockConfig{Prefix: "p", TTL: 10 * time.Second, Logger: slog.New(logs)})
+	tickKey := layout.TickKey("p", "cut-off", tick)
+	cut := func(on bool) {
+		for _, p := range ns.Proxies {
+			p.Blackhole(on)
+		}
+	}
+	var heal *time.Timer
+	err := lock(func(context.Context) error {
+		cut(true)                                                 // the replica loses the nodes as its work ends
+		heal = time.AfterFunc(time.Second, func() { cut(false) }) // and finds them again a second later
+		return nil
+	})(runAs("r1", "cut-off", time.Time{}))
+	require.NoError(t, err)
+	t.Cleanup(func() { heal.Stop() })
+	done, others := ns.doneOn(t, tickKey)
+	assert.Equal(t, 3, done, "nodes where the tick is done")
+	assert.Empty(t, others)
+}

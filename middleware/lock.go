@@ -678,8 +678,17 @@ func (c LockConfig) finish(lease *redlock.Lease, run *job.Run, herr error, p *lo
 // markDone marks the tick of a run that succeeded done on the nodes where no newer holder
 // took it, after its release (rerr) could not keep it done on a quorum, and reports each
 // newer holder as a duplicate run.
+//
+// While nodes do not answer (the replica lost them, or they are slow) and no newer holder
+// showed, it tries again, for up to the lock's TTL: a tick left undone when its lock expires
+// could be run again by a replica still within the tick's window.
 func (c LockConfig) markDone(l *redlock.Lock, run *job.Run, rerr error, p *lockProbe) {
+	until, tries := time.Now().Add(c.TTL), 1
 	marked, newer, err := lockseam.MarkDone(l, context.Background(), c.KeepDone)
+	for ; err != nil && errors.Is(err, redlock.ErrQuorumUnavailable) && len(newer.([]redlock.Holder)) == 0 && time.Now().Before(until); tries++ {
+		time.Sleep(min(c.TTL/20, 250*time.Millisecond))
+		marked, newer, err = lockseam.MarkDone(l, context.Background(), c.KeepDone)
+	}
 	for _, h := range newer.([]redlock.Holder) {
 		c.Logger.Warn("cronlock: duplicate run detected: another holder took the tick while this run was going on",
 			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "holder", h.Label, "holder_token", h.Token, "holder_done", h.Done)
@@ -687,11 +696,11 @@ func (c LockConfig) markDone(l *redlock.Lock, run *job.Run, rerr error, p *lockP
 	}
 	if err != nil {
 		c.Logger.Warn("cronlock: tick ran, but could not be marked done on a quorum; its lock expires after its TTL",
-			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", marked, "err", errors.Join(rerr, err))
+			"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", marked, "tries", tries, "err", errors.Join(rerr, err))
 		return
 	}
 	c.Logger.Warn("cronlock: tick ran past its lock, which was lost; it is marked done where no other holder took it",
-		"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", marked, "release", rerr)
+		"job", run.Job, "tick", run.Tick, "token", run.FencingToken, "marked", marked, "tries", tries, "release", rerr)
 }
 
 // release closes the lease, keeping the tick as done or not, and logs a release that failed
