@@ -397,14 +397,18 @@ func TestTraceLeaseLost(t *testing.T) {
 	assert.Equal(t, false, recordAttr(renewalLines[0], "recovered"))
 }
 
-// With two of three nodes killed, every attempt fails until the tick's window closes: one
+// With every node killed, every attempt fails until the tick's window closes: one
 // error span per attempt, numbered, and a quorum_unavailable tick.
 func TestTraceQuorumUnavailable(t *testing.T) {
 	ns := startNodes(t, 3, false)
 	tm := newTelemetry(t)
 	lc := lockClient(t, ns, redlock.WithNodeTimeout(20*time.Millisecond))
-	require.NoError(t, ns.Servers[0].Kill())
-	require.NoError(t, ns.Servers[1].Kill())
+	// Every node down: with one left, an attempt that took it is released in the background,
+	// and under load the next attempt can reach it first and be refused by that leftover
+	// ("held", seen beside a fault-suite run) instead of failing for want of a quorum.
+	for _, s := range ns.Servers {
+		require.NoError(t, s.Kill())
+	}
 	ctx := job.NewContext(context.Background(), &job.Run{Job: "q", Tick: tick, Replica: "r1", Attempt: 1, Deadline: time.Now().Add(300 * time.Millisecond)})
 	err := tm.wrap(middleware.Lock(lc, middleware.LockConfig{TTL: time.Second}))(func(context.Context) error {
 		t.Error("ran without a quorum")
