@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/fnv"
 	"log/slog"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"github.com/cronlock/cronlock/internal/lockseam"
 	"github.com/cronlock/cronlock/internal/outcome"
 	"github.com/cronlock/cronlock/internal/schedseam"
+	"github.com/cronlock/cronlock/internal/tickmath"
 	"github.com/cronlock/cronlock/job"
 	"github.com/cronlock/cronlock/middleware"
 	"github.com/cronlock/cronlock/redlock"
@@ -465,19 +465,8 @@ func burstOrder(due []dueTick, offset uint32) {
 	slices.SortFunc(due, func(a, b dueTick) int { return cmp.Compare(a.e.hash-offset, b.e.hash-offset) })
 }
 
-// hash32 is the FNV-1a hash of name, its bits mixed (MurmurHash3's finalizer) so that short
-// names that differ in a byte spread over the whole circle too.
-func hash32(name string) uint32 {
-	h := fnv.New32a()
-	h.Write([]byte(name))
-	v := h.Sum32()
-	v ^= v >> 16
-	v *= 0x85ebca6b
-	v ^= v >> 13
-	v *= 0xc2b2ae35
-	v ^= v >> 16
-	return v
-}
+// hash32 is a hash of name spread over the whole circle (tickmath.Hash's high bits).
+func hash32(name string) uint32 { return uint32(tickmath.Hash(name) >> 32) }
 
 // burstOffset returns where replica starts a burst among the jobs' hashes: its rank among the
 // names of the replicas alive (itself included) times an equal share of the circle, so that

@@ -16,7 +16,6 @@ import (
 
 	"github.com/cronlock/cronlock/bench/internal/nodecost"
 	"github.com/cronlock/cronlock/internal/redistest"
-	"github.com/cronlock/cronlock/redlock"
 )
 
 const (
@@ -174,17 +173,11 @@ func (n *nodes) close() {
 
 // endQuarantine ends the quarantine of the new, empty nodes, with a lock client of its own.
 func endQuarantine(ctx context.Context, addrs []string) error {
-	var rn []redlock.Node
-	for _, a := range addrs {
-		rc := newNodeClient(a)
-		defer rc.Close()
-		rn = append(rn, rc)
-	}
-	locks, err := redlock.New(rn)
+	locks, closeLocks, err := newLocks(addrs)
 	if err != nil {
 		return err
 	}
-	defer locks.Close()
+	defer closeLocks()
 	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	return locks.EndQuarantine(ctx)

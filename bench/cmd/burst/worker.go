@@ -89,17 +89,11 @@ func worker(args []string) error {
 	signal.Notify(sigs, sigFrom, sigTo, sigStop)
 	defer signal.Stop(sigs)
 
-	var rn []redlock.Node
-	for _, addr := range strings.Split(*nodes, ",") {
-		rc := newNodeClient(addr)
-		defer rc.Close()
-		rn = append(rn, rc)
-	}
-	locks, err := redlock.New(rn)
+	locks, closeLocks, err := newLocks(strings.Split(*nodes, ","))
 	if err != nil {
 		return err
 	}
-	defer locks.Close()
+	defer closeLocks()
 	s, err := scheduler.New(locks)
 	if err != nil {
 		return err
@@ -148,6 +142,31 @@ func worker(args []string) error {
 // deadlines enforced, no hidden retries.
 func newNodeClient(addr string) *redis.Client {
 	return redis.NewClient(&redis.Options{Addr: addr, ContextTimeoutEnabled: true, MaxRetries: -1})
+}
+
+// newLocks returns a lock client over one go-redis client per node address, and the func that
+// closes it and them.
+func newLocks(addrs []string) (*redlock.Client, func(), error) {
+	rcs := make([]*redis.Client, len(addrs))
+	rn := make([]redlock.Node, len(addrs))
+	for i, a := range addrs {
+		rcs[i] = newNodeClient(a)
+		rn[i] = rcs[i]
+	}
+	closeNodes := func() {
+		for _, rc := range rcs {
+			_ = rc.Close()
+		}
+	}
+	locks, err := redlock.New(rn)
+	if err != nil {
+		closeNodes()
+		return nil, nil, err
+	}
+	return locks, func() {
+		_ = locks.Close()
+		closeNodes()
+	}, nil
 }
 
 // cpuTime is the process's user + system CPU time in µs.
