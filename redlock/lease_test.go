@@ -72,12 +72,22 @@ func TestLeaseLostBeforeExpiryWhenNodesVanish(t *testing.T) {
 	ctx := ctxT(t)
 	key := redistest.Key(t)
 
-	l, err := lc.TryAcquire(ctx, key, 2*time.Second)
+	// Acquire, not TryAcquire, and the first renewal that succeeded: beside a CPU hog a
+	// request can miss the 100ms node timeout (seen: the acquisition refused for two i/o
+	// timeouts), which is not what this test is about.
+	l, err := lc.Acquire(ctx, key, 2*time.Second)
 	require.NoError(t, err)
 	onRenew, renewed := renewals()
 	lease, err := l.Lease(ctx, onRenew)
 	require.NoError(t, err)
-	require.NoError(t, (<-renewed).Err)
+	for ok := false; !ok; {
+		select {
+		case r := <-renewed:
+			ok = r.Err == nil
+		case <-lease.Context().Done():
+			t.Fatalf("the lease was lost before a renewal succeeded: %v", lease.Err())
+		}
+	}
 	for _, p := range c.proxies {
 		p.Blackhole(true)
 	}
